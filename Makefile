@@ -1,0 +1,42 @@
+# rlm-kernel: one command sets everything up and runs the demo, one runs the tests.
+# Both are safe to run twice: the venv, the built llama.cpp wheel (pip's cache) and
+# the verified model weights (~/.cache/rlm-kernel) are reused.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+RLM    := $(VENV)/bin/rlm
+# llama-cpp-python builds from source here; these flags skip what we do not use.
+export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAVA_BUILD=OFF -DLLAMA_CURL=OFF
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+
+.PHONY: setup demo test test-fast lint bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+setup: $(PY)
+	$(PY) -m pip install --quiet -e ".[local,dev]"
+	$(RLM) model prepare
+
+# The main job: a question about the interpreter's own standard library, answered
+# by the embedded model and checked against Python's ast.
+demo: setup
+	$(PY) scripts/demo.py
+
+test: setup
+	$(PY) -m pytest -v
+
+test-fast: $(PY)
+	$(PY) -m pytest -m "not slow" -q
+
+lint:
+	$(VENV)/bin/ruff check rlm_kernel tests bench
+
+bench: setup
+	$(PY) -m pip install --quiet -e ".[bench]"
+	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,33 @@
+"""rlm-kernel: Recursive Language Models in a persistent Python REPL.
+
+``from rlm_kernel import RLM`` gives the engine; importing the package is
+cheap (litellm and the local model load on first use).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+__all__ = ["RLM", "RLMConfig", "RLMResult", "__version__"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .config import RLMConfig
+    from .engine import RLM
+    from .result import RLMResult
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RLM":
+        from .engine import RLM
+
+        return RLM
+    if name == "RLMConfig":
+        from .config import RLMConfig
+
+        return RLMConfig
+    if name == "RLMResult":
+        from .result import RLMResult
+
+        return RLMResult
+    raise AttributeError(f"module 'rlm_kernel' has no attribute {name!r}")

@@ -1,0 +1,155 @@
+"""The ``rlm`` command: run a task over files, and manage the embedded model.
+
+    rlm run --context FILE [--context FILE ...] [--model M] [--json] "question"
+    rlm model status | prepare | serve
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from .context_files import ContextError, load_contexts
+
+__all__ = ["main", "build_parser"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``rlm`` command."""
+    parser = argparse.ArgumentParser(prog="rlm", description="Recursive Language Models.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="answer a question about files")
+    run.add_argument("question", help="the task, in natural language")
+    run.add_argument("--context", action="append", default=[], metavar="PATH",
+                     help="a file (its text) or a folder (a dict {path: text} of its text "
+                          "files); repeat for several, which makes a dict")
+    run.add_argument("--model", help="root model, a litellm model string "
+                     "(default: $RLM_MODEL, else the embedded local model)")
+    run.add_argument("--sub-model", help="model for llm_query (default: $RLM_SUB_MODEL, "
+                     "else the root model)")
+    run.add_argument("--max-iterations", type=int, help="step limit (default 12)")
+    run.add_argument("--max-depth", type=int, help="rlm_query recursion depth (default 1)")
+    run.add_argument("--step-timeout", type=float, help="seconds one step may run (default 120)")
+    run.add_argument("--max-llm-calls", type=int, help="budget: model requests")
+    run.add_argument("--max-tokens", type=int, help="budget: prompt + completion tokens")
+    run.add_argument("--max-cost", type=float, help="budget: US dollars")
+    run.add_argument("--max-seconds", type=float, help="budget: wall-clock seconds")
+    run.add_argument("--json", action="store_true", help="print one JSON object, nothing else")
+    run.add_argument("--trajectory", action="store_true",
+                     help="with --json: include every step and call record")
+    model = sub.add_parser("model", help="the embedded local model")
+    model.add_argument("action", choices=["status", "prepare", "serve"])
+    model.add_argument("--name", help="embedded model (default qwen2.5-coder-1.5b)")
+    return parser
+
+
+def _err(message: str) -> None:
+    print(f"rlm: error: {message}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the process exit code (0 ok, 1 failed run, 2 bad input)."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "model":
+            from .cli_model import model_command
+
+            return model_command(args.action, args.name)
+        return _run(args)
+    except ContextError as exc:
+        _err(str(exc))
+        return 2
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .engine import RLM
+    from .llm import LLMError
+
+    context: Any = load_contexts(args.context) if args.context else None
+    model = args.model or os.environ.get("RLM_MODEL") or None
+    sub_model = args.sub_model or os.environ.get("RLM_SUB_MODEL") or None
+    printer = None if args.json else StepPrinter()
+    rlm = RLM(model, sub_model, observer=printer, max_iterations=args.max_iterations,
+              max_depth=args.max_depth, step_timeout=args.step_timeout,
+              max_llm_calls=args.max_llm_calls, max_tokens=args.max_tokens,
+              max_cost_usd=args.max_cost, max_seconds=args.max_seconds)
+    if model in (None, "local") or str(model).startswith("local/"):
+        from .cli_model import prepare_with_progress
+
+        try:
+            prepare_with_progress(None if not model or model == "local" else model[6:])
+        except Exception as exc:  # LocalModelError and its integrity subclass
+            _err(str(exc))
+            return 1
+    try:
+        result = rlm.run(args.question, context=context)
+    except LLMError as exc:
+        _err(str(exc))
+        return 1
+    if args.json:
+        data = result.to_dict() if args.trajectory else result.summary()
+        print(json.dumps(data, default=str))
+    else:
+        _print_answer(result)
+    if result.stopped_by == "error":
+        if not args.json:
+            _err(result.error or "the run failed")
+        return 1
+    return 0 if result.answer is not None else 1
+
+
+def _print_answer(result: Any) -> None:
+    print()
+    print(f"Answer: {result.answer}" if result.answer is not None else "No answer.")
+    print(f"({result.steps} steps, {result.llm_calls} LLM calls, "
+          f"{result.prompt_tokens:,}+{result.completion_tokens:,} tokens, "
+          f"${result.cost_usd:.4f}, {result.seconds:.1f} s, stopped by {result.stopped_by})")
+
+
+class StepPrinter:
+    """Prints each step as it happens: the code, then a short output."""
+
+    OUTPUT_LINES = 12
+
+    def __init__(self, stream=None) -> None:
+        self.stream = stream or sys.stdout
+        self._t0 = time.monotonic()
+
+    def __call__(self, event: Any) -> None:
+        d, out = event.data, self.stream
+        indent = "  " * d.get("depth", 0)
+        if event.kind == "run_started" and d["depth"] == 0:
+            names = ", ".join(f"{v.name} ({v.type_name})" for v in d["variables"]) or "none"
+            print(f"Model: {d['model']}   variables: {names}", file=out, flush=True)
+        elif event.kind == "run_started":
+            print(f"{indent}↳ sub-run: {d['question'][:80]}", file=out, flush=True)
+        elif event.kind == "model_call":
+            print(f"{indent}[{time.monotonic() - self._t0:6.1f}s] step {d['step']}: "
+                  "waiting for the model...", file=sys.stderr, flush=True)
+        elif event.kind == "step_started":
+            print(f"{indent}── step {d['step']} ──", file=out)
+            if d["reasoning"]:
+                print(f"{indent}# {d['reasoning'].splitlines()[0][:160]}", file=out)
+            for line in d["code"].splitlines():
+                print(f"{indent}  {line}", file=out)
+            out.flush()
+        elif event.kind == "step_finished":
+            text = d["outcome"].output.rstrip("\n")
+            lines = text.splitlines()
+            shown = lines[: self.OUTPUT_LINES]
+            for line in shown:
+                print(f"{indent}  │ {line[:200]}", file=out)
+            if len(lines) > len(shown):
+                print(f"{indent}  │ ... ({len(lines) - len(shown)} more lines)", file=out)
+            out.flush()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

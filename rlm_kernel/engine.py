@@ -1,0 +1,266 @@
+"""The RLM loop: prompt, model reply, code, execution, history, termination.
+
+Imports nothing from Jupyter.  The loop runs over an :class:`Executor` (plain
+``exec`` here, the kernel's shell in the kernel) and a :class:`LanguageModel`
+(litellm).  Shape after DSPy's ``predict/rlm.py`` and the RLM paper's
+reference loop: one root-model call per step, at most ``max_iterations``
+steps, then one last "answer now" call.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .budget import Budget, BudgetExceeded, BudgetGuard
+from .config import RLMConfig
+from .events import Event, Observer, emit
+from .executors import Executor, PlainExecutor
+from .llm import LanguageModel, LLMError, UsageLedger, make_client
+from .policies import ActionResult, PolicyContext, PolicyRegistry
+from .prompts import (
+    SYSTEM_PROMPT,
+    answer_now_message,
+    no_code_message,
+    step_output_message,
+    task_message,
+)
+from .repl_types import REPLHistory, REPLVariable
+from .result import RLMResult
+from .stepping import StepOutcome, run_reply
+from .tools import RESERVED_NAMES, RunTools
+
+__all__ = ["RLM"]
+
+
+class RLM:
+    """A Recursive Language Model: a root model working in a persistent REPL.
+
+    Args:
+        model: litellm model string of the root model; None (or ``"local"``)
+            selects the embedded local model.
+        sub_model: model for ``llm_query``; defaults to ``model``.
+        config: an :class:`RLMConfig`; keyword arguments override its fields
+            (``max_iterations``, ``max_depth``, ``step_timeout`` ...).
+        observer: ``callable(Event)`` told about each step as it happens.
+        root_client / sub_client: ready :class:`LanguageModel` objects to use
+            instead of building litellm clients (scripted models in tests).
+
+    Example::
+
+        RLM(model="openai/gpt-4.1-mini").run("Which chapter ...?", context=book)
+    """
+
+    def __init__(self, model: str | None = None, sub_model: str | None = None, *,
+                 config: RLMConfig | None = None, observer: Observer | None = None,
+                 root_client: LanguageModel | None = None,
+                 sub_client: LanguageModel | None = None, **overrides: Any) -> None:
+        self.config = (config or RLMConfig()).replace(**overrides)
+        self.model = model
+        self.sub_model = sub_model or model
+        self.observer = observer
+        self._root_client = root_client
+        self._sub_client = sub_client
+
+    # -- public -------------------------------------------------------------------------
+    def run(self, question: str, context: Any = None, *, executor: Executor | None = None,
+            **variables: Any) -> RLMResult:
+        """Answer ``question`` by letting the model work on the given variables.
+
+        Args:
+            question: the task, in natural language.
+            context: the main input (any Python value; a str, a dict of files...),
+                bound to ``context`` in the REPL.  Omitted if None.
+            executor: where code runs (default: a new :class:`PlainExecutor`);
+                an existing namespace keeps its variables.
+            **variables: further REPL variables the model is told about.
+
+        Returns:
+            An :class:`RLMResult`; errors end the run with ``stopped_by="error"``
+            and a readable ``error`` instead of raising.
+
+        Raises:
+            LLMError: before the run, if the model is unknown or a key is missing.
+        """
+        if context is not None:
+            variables = {"context": context, **variables}
+        root, sub = self._clients()
+        root.check()
+        if sub is not root:
+            sub.check()
+        ledger = UsageLedger()
+        root.ledger = sub.ledger = ledger
+        started = time.monotonic()
+        guard = BudgetGuard(self._budget(), ledger, started)
+        return self._run(question, variables, executor or PlainExecutor(), root, sub,
+                         ledger, guard, depth=0)
+
+    # -- internals ----------------------------------------------------------------------
+    def _clients(self) -> tuple[LanguageModel, LanguageModel]:
+        cfg = self.config
+        root = self._root_client or make_client(self.model, temperature=cfg.temperature,
+                                                max_tokens=cfg.max_step_tokens)
+        if self._sub_client is not None:
+            sub = self._sub_client
+        elif self._root_client is None and self.sub_model == self.model:
+            sub = root
+        else:
+            sub = make_client(self.sub_model, temperature=cfg.temperature,
+                              max_tokens=cfg.max_sub_tokens)
+        self._root_client, self._sub_client = root, sub
+        return root, sub
+
+    def _budget(self) -> Budget:
+        c = self.config
+        return Budget(c.max_llm_calls, c.max_tokens, c.max_cost_usd, c.max_seconds)
+
+    def _run(self, question: str, variables: dict[str, Any], executor: Executor,
+             root: LanguageModel, sub: LanguageModel, ledger: UsageLedger,
+             guard: BudgetGuard, depth: int) -> RLMResult:
+        cfg = self.config
+        start = time.perf_counter()
+        ns = executor.namespace
+        ns.update(variables)
+        metas = [REPLVariable.from_value(n, v, preview_length=cfg.preview_chars)
+                 for n, v in variables.items()]
+        tools = RunTools(sub, guard, ns, depth=depth, max_depth=cfg.max_depth,
+                         max_concurrency=cfg.max_concurrency,
+                         child_runner=self._child_runner(root, sub, ledger, guard),
+                         client_kwargs={"temperature": cfg.temperature,
+                                        "max_tokens": cfg.max_sub_tokens})
+        reserved = tools.functions()
+        ns.update(reserved)
+        result = RLMResult(question=question, variables=metas, depth=depth,
+                           model=getattr(root, "model", ""), sub_model=getattr(sub, "model", ""))
+        first = task_message(question, metas, cfg.max_iterations)
+        turns: list[dict[str, str]] = []
+        history = REPLHistory()
+        notify: Callable[[str, dict[str, Any]], None] = lambda kind, data: emit(  # noqa: E731
+            self.observer, Event(kind, {"depth": depth, **data}))
+        notify("run_started", {"question": question, "variables": metas,
+                               "max_iterations": cfg.max_iterations, "model": result.model})
+        consecutive_failures = 0
+        policy = PolicyRegistry.get_termination(cfg.termination, config=cfg.termination_config)
+        try:
+            for step in range(1, cfg.max_iterations + 1):
+                guard.check()
+                notify("model_call", {"step": step})
+                messages = self._messages(first, turns, cfg.history_window)
+                reply = root.complete(messages, role="root", stop=cfg.stop_sequences()).text
+                tools.step_calls = []
+                outcome: StepOutcome = run_reply(reply, executor, tools, step, cfg, notify)
+                self._restore(ns, reserved, outcome)
+                history = history.append(reasoning=outcome.reasoning, code=outcome.code,
+                                         output=outcome.output, execution_time=outcome.seconds,
+                                         llm_calls=list(tools.step_calls))
+                result.history = history
+                notify("step_finished", {"step": step, "outcome": outcome,
+                                         "entry": history.entries[-1]})
+                if guard.exceeded:
+                    raise BudgetExceeded(guard.exceeded)
+                done, answer = self._check_policy(policy, outcome, question, step, ns)
+                if done:
+                    result.answer_value = outcome.answer_value if outcome.final else answer
+                    result.answer, result.stopped_by = answer, "final"
+                    return result
+                turns.append({"role": "assistant", "content": outcome.reply_for_history})
+                if outcome.code:
+                    text = step_output_message(outcome.output, step + 1, cfg.max_iterations,
+                                               failed=not outcome.success,
+                                               limit=cfg.max_output_chars)
+                else:
+                    text = no_code_message(step + 1, cfg.max_iterations)
+                if outcome.error_for_model:
+                    text = f"{outcome.error_for_model}\n{text}"
+                turns.append({"role": "user", "content": text})
+                consecutive_failures = 0 if outcome.success and outcome.code else \
+                    consecutive_failures + 1
+                if cfg.max_consecutive_errors and consecutive_failures >= cfg.max_consecutive_errors:
+                    result.stopped_by = "error"
+                    result.error = f"{consecutive_failures} steps in a row failed or ran no code"
+                    return result
+            result.stopped_by = "max_iterations"
+            self._answer_now(result, first, turns, root, executor, tools, guard, notify)
+            return result
+        except BudgetExceeded as exc:
+            result.stopped_by, result.error = "budget", guard.exceeded or str(exc)
+            return result
+        except KeyboardInterrupt:
+            result.stopped_by, result.error = "interrupt", "interrupted by the user"
+            return result
+        except LLMError as exc:
+            result.stopped_by, result.error = "error", str(exc)
+            return result
+        finally:
+            self._restore(ns, reserved, None)
+            result.calls = list(ledger.calls)
+            result.seconds = time.perf_counter() - start
+            notify("run_finished", {"result": result})
+
+    @staticmethod
+    def _messages(first: str, turns: list[dict[str, str]], window: int) -> list[dict[str, str]]:
+        messages = [{"role": "system", "content": SYSTEM_PROMPT},
+                    {"role": "user", "content": first}]
+        keep = turns[-2 * window:] if window > 0 else turns
+        dropped = (len(turns) - len(keep)) // 2
+        if dropped:
+            messages.append({"role": "assistant", "content": f"(I ran {dropped} earlier steps; "
+                             "their variables still exist in the REPL.)"})
+            messages.append({"role": "user", "content": "Continue."})
+        return messages + keep
+
+    @staticmethod
+    def _restore(ns: Any, reserved: dict[str, Any], outcome: StepOutcome | None) -> None:
+        broken = [n for n in RESERVED_NAMES if ns.get(n) is not reserved[n]]
+        for name in broken:
+            ns[name] = reserved[name]
+        if broken and outcome is not None:
+            warning = (f"Warning: {', '.join(broken)} {'is' if len(broken) == 1 else 'are'} "
+                       "reserved; the original was restored.")
+            outcome.output = f"{outcome.output.rstrip()}\n{warning}".lstrip()
+
+    def _check_policy(self, policy: Any, outcome: StepOutcome, question: str, step: int,
+                      ns: Any) -> tuple[bool, str | None]:
+        cfg = self.config
+        if outcome.final:
+            action = ActionResult(action_type="final", success=True, output=outcome.answer or "")
+        else:
+            action = ActionResult(action_type="code", success=outcome.success,
+                                  output=outcome.output)
+        ctx = PolicyContext(task=question, step=step, max_steps=cfg.max_iterations,
+                            variables=ns)
+        return policy.should_terminate(action, ctx)
+
+    def _answer_now(self, result: RLMResult, first: str, turns: list[dict[str, str]],
+                    root: LanguageModel, executor: Executor, tools: RunTools,
+                    guard: BudgetGuard, notify: Callable[[str, dict[str, Any]], None]) -> None:
+        cfg = self.config
+        guard.check()
+        messages = self._messages(first, turns, cfg.history_window)
+        messages.append({"role": "user", "content": answer_now_message(cfg.max_iterations)})
+        reply = root.complete(messages, role="final", stop=cfg.stop_sequences()).text
+        outcome = run_reply(reply, executor, tools, cfg.max_iterations + 1, cfg, notify,
+                            final_only=True)
+        if outcome.final:
+            result.answer, result.answer_value = outcome.answer, outcome.answer_value
+        else:
+            result.answer = outcome.reasoning.strip() or reply.strip() or None
+            result.answer_value = result.answer
+
+    def _child_runner(self, root: LanguageModel, sub: LanguageModel, ledger: UsageLedger,
+                      guard: BudgetGuard) -> Callable[[str, Any, int], str]:
+        def run_child(prompt: str, context: Any, depth: int) -> str:
+            child = RLM(self.model, self.sub_model, config=self.config.replace(
+                max_iterations=self.config.child_max_iterations), observer=self.observer,
+                root_client=root, sub_client=sub)
+            variables = {} if context is None else {"context": context}
+            res = child._run(prompt, variables, PlainExecutor(), root, sub, ledger, guard,
+                             depth=depth)
+            if res.stopped_by == "budget":
+                raise BudgetExceeded(res.error or "budget used up")
+            if res.answer is None:
+                return f"Error: the sub-run ended without an answer ({res.stopped_by}: {res.error})"
+            return res.answer
+
+        return run_child

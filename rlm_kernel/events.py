@@ -1,0 +1,42 @@
+"""Events a run reports while it goes: for the command line, the kernel, tests.
+
+Kinds, in order: ``run_started``, then per step ``model_call``, ``step_started``,
+``step_output`` (zero or more, streamed while the code runs), ``step_finished``;
+finally ``run_finished``.  Every event's data carries ``depth`` (0 = top run).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Event", "Observer", "emit"]
+
+
+@dataclass(slots=True)
+class Event:
+    """One thing that happened in a run.
+
+    Attributes:
+        kind: ``run_started``, ``model_call``, ``step_started``, ``step_output``,
+            ``step_finished`` or ``run_finished``.
+        data: kind-specific fields (``step``, ``code``, ``text``, ``result`` ...).
+    """
+
+    kind: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+Observer = Callable[[Event], None]
+
+
+def emit(observer: Observer | None, event: Event) -> None:
+    """Deliver ``event``; an observer that raises is reported, not fatal to the run."""
+    if observer is None:
+        return
+    try:
+        observer(event)
+    except Exception as exc:  # noqa: BLE001 - a display bug must not end the run
+        print(f"rlm: observer failed on {event.kind}: {exc!r}", file=sys.__stderr__)

@@ -1,0 +1,177 @@
+"""Executors run model code in a persistent namespace and report a REPLResult.
+
+The engine only knows the :class:`Executor` protocol.  :class:`PlainExecutor`
+runs code with ``exec`` in a dict, shows the value of a trailing expression
+the way IPython does, captures stdout and stderr (and can stream them to a
+callback as they are written), turns ``FINAL``/``FINAL_VAR`` into
+``REPLResult.final_output``, and applies the per-step time limit.  The IPython
+executor that runs code through a kernel's shell lives beside the kernel.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import linecache
+import time
+import traceback
+from collections.abc import Callable, MutableMapping
+from contextlib import redirect_stderr, redirect_stdout
+from typing import Any, Protocol
+
+from .repl_types import REPLResult
+from .termination import FinalOutput
+from .timeouts import StepTimeout, time_limit
+
+__all__ = ["Executor", "PlainExecutor", "OutputCallback", "combined_output"]
+
+OutputCallback = Callable[[str, str], None]
+"""``callback(stream, text)`` with stream ``"stdout"`` or ``"stderr"``."""
+
+
+class Executor(Protocol):
+    """Runs one code block at a time in a namespace that persists between calls."""
+
+    namespace: MutableMapping[str, Any]
+
+    def execute(self, code: str, *, timeout: float | None = None,
+                on_output: OutputCallback | None = None) -> REPLResult:
+        """Run ``code``; never raise for errors in the code itself.
+
+        Args:
+            code: Python source of one step.
+            timeout: seconds before the step is stopped (None = no limit).
+            on_output: called with each chunk of stdout/stderr as it is written.
+
+        Returns:
+            A :class:`REPLResult`; ``success`` is False when the code raised or
+            timed out, ``final_output`` is set when it called ``FINAL``/``FINAL_VAR``.
+
+        Raises:
+            KeyboardInterrupt: the user interrupted; the engine stops the run.
+        """
+        ...
+
+
+class _Tee(io.TextIOBase):
+    """A text stream that keeps what is written and forwards it to a callback."""
+
+    def __init__(self, name: str, callback: OutputCallback | None) -> None:
+        self.name = name
+        self._own: list[str] = []
+        self._callback = callback
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if text:
+            self._own.append(text)
+            if self._callback is not None:
+                self._callback(self.name, text)
+        return len(text)
+
+    def getvalue(self) -> str:
+        return "".join(self._own)
+
+
+def _compile_cell(code: str, filename: str) -> tuple[Any, Any]:
+    """Compile ``code`` as a body plus, if it ends in an expression, that expression."""
+    tree = ast.parse(code, filename=filename, mode="exec")
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    body = compile(tree, filename, "exec")
+    expr = compile(last, filename, "eval") if last is not None else None
+    return body, expr
+
+
+class PlainExecutor:
+    """Run model code with ``exec`` in a plain dict.
+
+    Args:
+        namespace: the globals of the REPL; a new dict if None.
+        show_last_expr: print the ``repr`` of a trailing expression that is not
+            None (IPython's ``last_expr`` behaviour) and bind it to ``_``.
+    """
+
+    def __init__(self, namespace: MutableMapping[str, Any] | None = None,
+                 *, show_last_expr: bool = True) -> None:
+        self.namespace: MutableMapping[str, Any] = namespace if namespace is not None else {}
+        self.namespace.setdefault("__name__", "__rlm__")
+        self.namespace.setdefault("__builtins__", __builtins__)
+        self.show_last_expr = show_last_expr
+        self._cells = 0
+
+    def execute(self, code: str, *, timeout: float | None = None,
+                on_output: OutputCallback | None = None) -> REPLResult:
+        """Run ``code``; see :meth:`Executor.execute`."""
+        self._cells += 1
+        filename = f"<rlm-step-{self._cells}>"
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        out = _Tee("stdout", on_output)
+        err = _Tee("stderr", on_output)
+        final_output: dict[str, Any] | None = None
+        success = True
+        start = time.perf_counter()
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                with time_limit(timeout) as limit:
+                    try:
+                        body, expr = _compile_cell(code, filename)
+                        exec(body, self.namespace)
+                        if expr is not None and self.show_last_expr:
+                            value = eval(expr, self.namespace)
+                            if value is not None:
+                                self.namespace["_"] = value
+                                print(repr(value))
+                    except FinalOutput as fin:
+                        final_output = fin.output
+                    except StepTimeout:
+                        raise
+                    except SyntaxError as exc:
+                        success = False
+                        err.write("".join(traceback.format_exception_only(type(exc), exc)))
+                    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+                        raise
+                    except BaseException as exc:  # model code errors go back to the model
+                        success = False
+                        err.write(_format_model_traceback(exc, filename))
+                if limit.fired and final_output is None:
+                    success = False
+                    err.write(f"\nStepTimeout: step exceeded its time limit of {timeout:g} s "
+                              "and was stopped\n")
+            except StepTimeout:
+                success = False
+                err.write(f"StepTimeout: step exceeded its time limit of {timeout:g} s "
+                          "and was stopped\n")
+            except SystemExit as exc:
+                success = False
+                err.write(f"SystemExit({exc.code!r}) ignored: model code may not exit the REPL\n")
+        return REPLResult(
+            stdout=out.getvalue(),
+            stderr=err.getvalue(),
+            locals=self.namespace,  # a reference, not a copy: cheap for big values
+            execution_time=time.perf_counter() - start,
+            llm_calls=[],
+            success=success,
+            final_output=final_output,
+        )
+
+
+def _format_model_traceback(exc: BaseException, filename: str) -> str:
+    """Traceback text starting at the first frame of model code."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+        tb = tb.tb_next
+    lines = traceback.format_exception(type(exc), exc, tb if tb is not None else exc.__traceback__)
+    return "".join(lines)
+
+
+def combined_output(result: REPLResult) -> str:
+    """stdout followed by stderr of a result, for the model's view of a step."""
+    if result.stderr and result.stdout:
+        sep = "" if result.stdout.endswith("\n") else "\n"
+        return f"{result.stdout}{sep}{result.stderr}"
+    return result.stdout or result.stderr
+

@@ -1,0 +1,130 @@
+"""The system prompt and the per-turn messages of the RLM loop; nothing else.
+
+The prompt follows the RLM protocol (Zhang, Kraska & Khattab, "Recursive
+Language Models", 2025): the data lives in REPL variables, the model sees only
+their metadata, writes ```repl blocks, and ends with FINAL/FINAL_VAR.  It is
+written to be strict enough for a 1.5B coder model at temperature 0: the
+first reply must be code, one block per reply, one worked example, and search
+recipes for the shapes ``context`` usually has.  Messages are append-only
+from step to step so a local server can reuse its cached prompt prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .repl_types import REPLVariable
+
+__all__ = [
+    "SYSTEM_PROMPT",
+    "STOP_SEQUENCES",
+    "task_message",
+    "step_output_message",
+    "no_code_message",
+    "answer_now_message",
+    "truncate_output",
+    "SUB_CALL_SYSTEM_PROMPT",
+]
+
+SYSTEM_PROMPT = """\
+You answer a question about data that is stored in Python variables. You cannot see the data; \
+you explore it by writing Python code that runs in a persistent REPL, and you read what the \
+code prints.
+
+How you work:
+1. Every reply is a short thought (one line) followed by exactly ONE code block that starts \
+with ```repl and ends with ```. Your first reply must be a ```repl block. Never guess: find \
+the answer by running code.
+2. The variables listed in the task already exist. Never redefine them, never open files, \
+never invent sample data.
+3. Print only small things: lengths, slices, search hits. Never print all of a large variable.
+4. When the output shows the answer, reply with a ```repl block that calls FINAL(answer), for \
+example FINAL(hits[0]) or FINAL("42"). FINAL_VAR("name") returns the variable called name.
+5. You may also call llm_query(prompt) -> str to ask a helper model about a piece of text \
+(under 4000 characters), llm_query_batched(list_of_prompts) -> list of str, and SHOW_VARS() to \
+list the variables.
+
+Recipes:
+- dict of {path: text}: hits = [p for p, t in context.items() if "def name(" in t]
+- long str: hits = [(i, l) for i, l in enumerate(context.splitlines()) if "word" in l]
+- Use the re module for patterns. Use .lower() for case-insensitive search.
+
+Example.
+Task: Which file defines the class Parser? Variables: context (dict, 40 items).
+Reply:
+I will search every file for the class definition.
+```repl
+hits = [p for p, t in context.items() if "class Parser" in t]
+print(hits)
+```
+Output: ['pkg/parse.py']
+Reply:
+The search found one file.
+```repl
+FINAL(hits[0])
+```"""
+
+SUB_CALL_SYSTEM_PROMPT = (
+    "You are a helpful assistant. Answer the request directly and concisely, "
+    "using only the text you are given."
+)
+
+# Cut the reply after its first code block: small models otherwise go on to
+# write the REPL's output and the next turn themselves.
+STOP_SEQUENCES = ["\n```\n", "\nOutput:"]
+
+
+def truncate_output(text: str, limit: int) -> str:
+    """Cut ``text`` to at most about ``limit`` characters, keeping head and tail.
+
+    The cut part is replaced by a marker giving how many characters were
+    dropped, so the model knows to print less.
+    """
+    if limit <= 0 or len(text) <= limit:
+        return text
+    head = text[: limit * 2 // 3]
+    tail = text[-(limit - len(head)):]
+    dropped = len(text) - len(head) - len(tail)
+    return f"{head}\n... [{dropped:,} characters truncated: print less] ...\n{tail}"
+
+
+def _step_line(step: int, max_steps: int) -> str:
+    left = max_steps - step + 1
+    if left <= 1:
+        return (f"Step {step} of {max_steps}: this is your LAST step. "
+                "Reply with a ```repl block that calls FINAL(...).")
+    return f"Step {step} of {max_steps}. Reply with one thought line and one ```repl block."
+
+
+def task_message(question: str, variables: Sequence[REPLVariable], max_steps: int) -> str:
+    """First user message: the question, the variables' metadata, the step line."""
+    if variables:
+        listing = "\n\n".join(var.format() for var in variables)
+    else:
+        listing = "(no data variables; answer with code and FINAL)"
+    return (f"Task: {question}\n\nVariables in the REPL:\n{listing}\n\n"
+            f"{_step_line(1, max_steps)}")
+
+
+def step_output_message(output: str, step: int, max_steps: int, *, failed: bool,
+                        limit: int) -> str:
+    """User message after a step: its (truncated) output and the next step line."""
+    shown = truncate_output(output.rstrip("\n"), limit) if output.strip() else "(no output)"
+    hint = ""
+    if failed:
+        hint = "\nThe code failed. Read the error, fix the code, and try again."
+    elif not output.strip():
+        hint = "\nNothing was printed: use print() to see values."
+    return f"Output:\n```\n{shown}\n```{hint}\n{_step_line(step, max_steps)}"
+
+
+def no_code_message(step: int, max_steps: int) -> str:
+    """User message when a reply had no ```repl block and no FINAL."""
+    return ("Your reply had no ```repl block, so nothing ran. Write code in a ```repl block; "
+            f"call FINAL(answer) in it when you know the answer.\n{_step_line(step, max_steps)}")
+
+
+def answer_now_message(max_steps: int) -> str:
+    """Last message after the step limit: ask for the answer at once."""
+    return (f"You have used all {max_steps} steps. Reply now with one ```repl block that "
+            "calls FINAL(answer) with your best answer from what you have seen.")

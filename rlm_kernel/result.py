@@ -1,0 +1,101 @@
+"""The outcome of one RLM run: answer, trajectory, usage, timings, stop reason."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .llm import LLMCall
+from .repl_types import REPLHistory, REPLVariable
+
+__all__ = ["RLMResult", "STOP_REASONS"]
+
+STOP_REASONS = ("final", "max_iterations", "budget", "interrupt", "error")
+
+
+@dataclass
+class RLMResult:
+    """What :meth:`rlm_kernel.RLM.run` returns.
+
+    Attributes:
+        question: the task as given.
+        answer: the final answer formatted as text (``format_final_answer``),
+            or None when the run ended without one.
+        answer_value: the raw Python value passed to ``FINAL``/``FINAL_VAR``.
+        stopped_by: one of :data:`STOP_REASONS`.
+        history: the trajectory, one :class:`REPLEntry` per step.
+        calls: every model request of the run and its children, in order.
+        variables: the metadata the model was shown at the start.
+        seconds: wall-clock duration of the run.
+        error: a readable reason when ``stopped_by`` is ``error`` or ``budget``.
+        model / sub_model: the litellm model strings used.
+        depth: 0 for a top-level run, >0 for ``rlm_query`` children.
+    """
+
+    question: str
+    answer: str | None = None
+    answer_value: Any = None
+    stopped_by: str = "error"
+    history: REPLHistory = field(default_factory=REPLHistory)
+    calls: list[LLMCall] = field(default_factory=list)
+    variables: list[REPLVariable] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str | None = None
+    model: str = ""
+    sub_model: str = ""
+    depth: int = 0
+
+    @property
+    def steps(self) -> int:
+        """Number of executed steps."""
+        return len(self.history)
+
+    @property
+    def llm_calls(self) -> int:
+        """Number of model requests (root, sub-calls and children)."""
+        return len(self.calls)
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Prompt tokens over all calls."""
+        return sum(c.prompt_tokens for c in self.calls)
+
+    @property
+    def completion_tokens(self) -> int:
+        """Completion tokens over all calls."""
+        return sum(c.completion_tokens for c in self.calls)
+
+    @property
+    def cost_usd(self) -> float:
+        """Cost in US dollars over all calls (litellm's cost map)."""
+        return sum(c.cost_usd for c in self.calls)
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON summary printed by ``rlm run --json``.
+
+        Keys: ``answer``, ``steps``, ``llm_calls``, ``prompt_tokens``,
+        ``completion_tokens``, ``cost_usd``, ``seconds``, ``stopped_by``, plus
+        ``error``, ``model`` and ``sub_model``.
+        """
+        return {
+            "answer": self.answer,
+            "steps": self.steps,
+            "llm_calls": self.llm_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_usd": round(self.cost_usd, 6),
+            "seconds": round(self.seconds, 3),
+            "stopped_by": self.stopped_by,
+            "error": self.error,
+            "model": self.model,
+            "sub_model": self.sub_model,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything, JSON-ready: the summary plus trajectory and per-call records."""
+        data = self.summary()
+        data["question"] = self.question
+        data["trajectory"] = self.history.to_list()
+        data["calls"] = [c.to_dict() for c in self.calls]
+        data["variables"] = [v.to_dict() for v in self.variables]
+        return data

@@ -1,0 +1,178 @@
+"""The functions a run puts in the REPL namespace for model code to call.
+
+``llm_query``, ``llm_query_batched``, ``rlm_query``, ``FINAL``, ``FINAL_VAR``
+and ``SHOW_VARS`` are reserved names: the engine restores them after any step
+that rebinds or deletes them.  Their limits (budget, recursion depth,
+concurrency) are read from this host-side object, not from the namespace.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .budget import BudgetGuard
+from .llm import LanguageModel, LLMError, make_client
+from .prompts import SUB_CALL_SYSTEM_PROMPT
+from .repl_types import REPLVariable
+from .termination import FINAL, FINAL_VAR
+
+__all__ = ["RunTools", "RESERVED_NAMES"]
+
+RESERVED_NAMES = ("llm_query", "llm_query_batched", "rlm_query", "FINAL", "FINAL_VAR",
+                  "SHOW_VARS")
+_RECORD_CHARS = 500  # characters of a sub-call's prompt/response kept in the step record
+
+
+def user_variables(namespace: MutableMapping[str, Any]) -> dict[str, Any]:
+    """Names in ``namespace`` that are data: not private, reserved, modules or callables."""
+    import types
+
+    out = {}
+    for name, value in list(namespace.items()):
+        if name.startswith("_") or name in RESERVED_NAMES:
+            continue
+        if isinstance(value, types.ModuleType) or callable(value):
+            continue
+        out[name] = value
+    return out
+
+
+class RunTools:
+    """The namespace functions of one run, bound to its clients and limits.
+
+    Args:
+        sub_client: model used by ``llm_query`` (the sub model).
+        guard: the run's budget guard, checked before every call.
+        namespace: the REPL namespace (for ``SHOW_VARS``).
+        depth: recursion depth of the owning run (0 = top level).
+        max_depth: deepest child run ``rlm_query`` may start.
+        max_concurrency: threads used by ``llm_query_batched``.
+        child_runner: ``callable(prompt, context, depth) -> str`` that runs a
+            child RLM; supplied by the engine.
+        client_kwargs: arguments for clients built for ``llm_query(model=...)``.
+    """
+
+    def __init__(self, sub_client: LanguageModel, guard: BudgetGuard,
+                 namespace: MutableMapping[str, Any], *, depth: int, max_depth: int,
+                 max_concurrency: int,
+                 child_runner: Callable[[str, Any, int], str] | None = None,
+                 client_kwargs: dict[str, Any] | None = None) -> None:
+        self.sub_client = sub_client
+        self.guard = guard
+        self.namespace = namespace
+        self.depth = depth
+        self.max_depth = max_depth
+        self.max_concurrency = max(1, max_concurrency)
+        self.child_runner = child_runner
+        self.client_kwargs = dict(client_kwargs or {})
+        self.step_calls: list[dict[str, Any]] = []
+        self.active_subcalls = 0
+        self._clients: dict[str, LanguageModel] = {}
+        self._lock = threading.Lock()
+
+    def functions(self) -> dict[str, Any]:
+        """The reserved names and the callables to bind them to."""
+        return {
+            "llm_query": self.llm_query,
+            "llm_query_batched": self.llm_query_batched,
+            "rlm_query": self.rlm_query,
+            "FINAL": FINAL,
+            "FINAL_VAR": FINAL_VAR,
+            "SHOW_VARS": self.show_vars,
+        }
+
+    def _client(self, model: str | None) -> LanguageModel:
+        if not model:
+            return self.sub_client
+        with self._lock:
+            if model not in self._clients:
+                client = make_client(model, **self.client_kwargs)
+                client.check()
+                client.ledger = getattr(self.sub_client, "ledger", None)
+                client.depth = self.depth
+                self._clients[model] = client
+            return self._clients[model]
+
+    def llm_query(self, prompt: str, model: str | None = None) -> str:
+        """Ask the sub model one question and return its reply text.
+
+        Args:
+            prompt: the full request, including any text to read (characters).
+            model: optional litellm model string for this call only.
+
+        Raises:
+            LLMError: the call failed (the model code sees the message).
+            BudgetExceeded: a budget limit is reached; the run stops.
+        """
+        self.guard.check()
+        client = self._client(model)
+        messages = [{"role": "system", "content": SUB_CALL_SYSTEM_PROMPT},
+                    {"role": "user", "content": str(prompt)}]
+        with self._lock:
+            self.active_subcalls += 1
+        try:
+            completion = client.complete(messages, role="sub")
+        finally:
+            with self._lock:
+                self.active_subcalls -= 1
+        self.step_calls.append({
+            "prompt": str(prompt)[:_RECORD_CHARS],
+            "response": completion.text[:_RECORD_CHARS],
+            "model": completion.call.model,
+            "seconds": round(completion.call.seconds, 3),
+        })
+        return completion.text
+
+    def llm_query_batched(self, prompts: list[str], model: str | None = None) -> list[str]:
+        """Ask the sub model several questions concurrently; replies in input order.
+
+        At most ``max_concurrency`` requests are in flight.  A prompt whose call
+        fails yields the string ``"Error: <reason>"`` in its slot instead of
+        raising, so one failure does not lose the other answers.
+
+        Raises:
+            BudgetExceeded: the budget was already used up before the batch.
+        """
+        prompts = list(prompts)
+        self.guard.check()
+
+        def one(prompt: str) -> str:
+            try:
+                return self.llm_query(prompt, model=model)
+            except LLMError as exc:
+                return f"Error: {exc}"
+            except Exception as exc:  # noqa: BLE001 - one bad prompt must not sink the batch
+                return f"Error: {type(exc).__name__}: {exc}"
+            except BaseException as exc:  # BudgetExceeded: tell this slot, keep the rest
+                return f"Error: {exc}"
+
+        if len(prompts) <= 1:
+            return [one(p) for p in prompts]
+        workers = min(self.max_concurrency, len(prompts))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlm-subcall") as pool:
+            return list(pool.map(one, prompts))
+
+    def rlm_query(self, prompt: str, context: Any = None) -> str:
+        """Run a child RLM on ``prompt`` with its own REPL holding ``context``.
+
+        Beyond the host's ``max_depth`` the call is answered by ``llm_query``
+        instead (with ``context`` appended as text when given), as in the
+        reference RLM.  Returns the child's answer, or ``"Error: ..."`` when
+        the child ended without one.
+        """
+        self.guard.check()
+        if self.child_runner is None or self.depth + 1 > self.max_depth:
+            text = str(prompt) if context is None else f"{prompt}\n\n{context}"
+            return self.llm_query(text)
+        return self.child_runner(str(prompt), context, self.depth + 1)
+
+    def show_vars(self) -> str:
+        """Print and return the metadata of the data variables in the namespace."""
+        variables = user_variables(self.namespace)
+        text = "\n\n".join(REPLVariable.from_value(n, v, preview_length=100).format()
+                           for n, v in variables.items()) or "(no variables)"
+        print(text)
+        return None  # printed already; returning it would print twice at a trailing call
