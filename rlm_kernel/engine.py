@@ -141,7 +141,7 @@ class RLM:
         notify("run_started", {"question": question, "variables": metas,
                                "max_iterations": cfg.max_iterations, "model": result.model})
         consecutive_failures = 0
-        policy = PolicyRegistry.get_termination(cfg.termination, config=cfg.termination_config)
+        policy = PolicyRegistry.get_termination(cfg.termination, config=self._policy_config())
         try:
             for step in range(1, cfg.max_iterations + 1):
                 guard.check()
@@ -219,6 +219,14 @@ class RLM:
             warning = (f"Warning: {', '.join(broken)} {'is' if len(broken) == 1 else 'are'} "
                        "reserved; the original was restored.")
             outcome.output = f"{outcome.output.rstrip()}\n{warning}".lstrip()
+
+    def _policy_config(self) -> dict[str, Any] | None:
+        """The policy's config.  ``final_pattern`` defaults to case-sensitive matching
+        here: printed data such as ``def final(f):`` must not end a run."""
+        cfg = self.config
+        if cfg.termination_config is None and cfg.termination == "final_pattern":
+            return {"case_sensitive": True}
+        return cfg.termination_config
 
     def _check_policy(self, policy: Any, outcome: StepOutcome, question: str, step: int,
                       ns: Any) -> tuple[bool, str | None]:

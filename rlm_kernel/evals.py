@@ -21,7 +21,8 @@ from typing import Any
 from .context_files import load_folder
 
 __all__ = ["Question", "stdlib_dir", "licenses_dir", "defines_function_question",
-           "unique_line_question", "class_line_question", "question_set"]
+           "unique_line_question", "class_line_question", "count_functions_question",
+           "question_set"]
 
 LICENSES = Path("/usr/share/common-licenses")
 
@@ -128,12 +129,29 @@ def class_line_question(module: str, rng: random.Random) -> Question:
     )
 
 
+def count_functions_question(package: str, rng: random.Random) -> Question:
+    """"How many top-level functions does file F define?" (counted with ``ast``)."""
+    folder = stdlib_dir() / package
+    files = {k: v for k, v in load_folder(folder).items() if k.endswith(".py")}
+    counts = {p: len(_top_level_functions(t)) for p, t in files.items()}
+    path = rng.choice(sorted(p for p, n in counts.items() if 2 <= n <= 40))
+    n = counts[path]
+    return Question(
+        kind="count-functions",
+        text=(f"How many top-level functions (lines that start with `def `) does the file "
+              f"`{path}` define? Answer with the number."),
+        context=files, context_path=str(folder), expected=str(n),
+        check=lambda ans: ans is not None and re.fullmatch(rf"\D*{n}\D*", ans) is not None,
+    )
+
+
 def question_set(seed: int = 0) -> list[Question]:
-    """The project's question set: 8 questions over stdlib and licence texts."""
+    """The project's question set: 10 questions over stdlib and licence texts."""
     rng = random.Random(seed)
     questions = [defines_function_question(p, rng)
                  for p in ("email", "json", "logging", "http")]
     if LICENSES.is_dir():
         questions += [unique_line_question(rng) for _ in range(2)]
     questions += [class_line_question(m, rng) for m in ("argparse.py", "fractions.py")]
+    questions += [count_functions_question(p, rng) for p in ("email", "json")]
     return questions

@@ -46,7 +46,8 @@ list the variables.
 
 Recipes:
 - dict of {path: text}: hits = [p for p, t in context.items() if "def name(" in t]
-- long str: hits = [(i, l) for i, l in enumerate(context.splitlines()) if "word" in l]
+- long str: hits = [(n, l) for n, l in enumerate(context.splitlines(), 1) if "word" in l] \
+(n is the line number, counting from 1)
 - Use the re module for patterns. Use .lower() for case-insensitive search.
 
 Example.

@@ -28,11 +28,6 @@ _LOCALS_LIMIT = 200  # characters per local value in REPLResult.to_dict (spec va
 _EMPTY = object()
 
 
-def _cut(text: str, limit: int) -> str:
-    """``text`` if it fits in ``limit`` characters, else its first ``limit`` plus ``...``."""
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
 def _plain_text(value: Any, limit: int) -> str:
     """``str(value)``, but bytes are cut before being formatted and failures are named."""
     try:
@@ -134,14 +129,8 @@ class REPLVariable:
     length_unit: str = "characters"
 
     @classmethod
-    def from_value(
-        cls,
-        name: str,
-        value: Any,
-        description: str = "",
-        constraints: str = "",
-        preview_length: int = PREVIEW_LENGTH,
-    ) -> REPLVariable:
+    def from_value(cls, name: str, value: Any, description: str = "", constraints: str = "",
+                   preview_length: int = PREVIEW_LENGTH) -> REPLVariable:
         """Describe ``value`` in time and memory O(``preview_length``), not O(its size).
 
         ``str``: exact length, preview = its start. ``dict``/``list``/``tuple``/``set``/
@@ -171,8 +160,9 @@ class REPLVariable:
         else:
             text = _plain_text(value, preview_length)
             total = len(text)
-        return cls(name, type(value).__name__, description, constraints, total,
-                   _cut(text, preview_length), unit)
+        if len(text) > preview_length:
+            text = text[:preview_length] + "..."
+        return cls(name, type(value).__name__, description, constraints, total, text, unit)
 
     def format(self) -> str:
         """The metadata block shown to the model; empty description/constraints omitted."""

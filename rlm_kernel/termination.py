@@ -149,9 +149,9 @@ def _call_offsets(code: str) -> list[tuple[str, int]] | None:
 
     Returns ``None`` when ``code`` cannot be tokenized (then a plain regex scan is used).
     """
-    line_starts = [0]
-    for line in code.splitlines(keepends=True):
-        line_starts.append(line_starts[-1] + len(line))
+    line_starts = [0]  # split exactly as StringIO.readline does: at "\n" only
+    for line in code.split("\n"):
+        line_starts.append(line_starts[-1] + len(line) + 1)
     found: list[tuple[str, int]] = []
     try:
         toks = list(tokenize.generate_tokens(io.StringIO(code).readline))

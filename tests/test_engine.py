@@ -239,3 +239,33 @@ def test_json_summary_keys():
     for key in ("answer", "steps", "llm_calls", "prompt_tokens", "completion_tokens",
                 "cost_usd", "seconds", "stopped_by"):
         assert key in s
+
+
+def test_printed_lowercase_final_does_not_end_the_run():
+    rlm, _ = make([block("print('def final(f):  # the final (corrected) total')"),
+                   block("FINAL('real')")])
+    res = rlm.run("q", context="x")
+    assert res.answer == "real" and res.steps == 2
+
+
+def test_stateful_policy_accumulates_over_steps():
+    from rlm_kernel.policies import PolicyRegistry, TerminationPolicy
+
+    @PolicyRegistry.register_termination("after_three_steps")
+    class AfterThree(TerminationPolicy):
+        name = "after_three_steps"
+
+        def __init__(self, config=None):
+            super().__init__(config)
+            self.seen = 0
+
+        def should_terminate(self, result, context):
+            self.seen += 1
+            return (self.seen >= 3, "three")
+
+    try:
+        rlm, _ = make([block("print(1)")] * 5, termination="after_three_steps")
+        res = rlm.run("q", context="x")
+        assert res.answer == "three" and res.steps == 3
+    finally:
+        PolicyRegistry.unregister_termination("after_three_steps")
