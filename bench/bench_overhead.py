@@ -363,7 +363,12 @@ def main() -> None:
     if not args.no_http:
         print("http: both frameworks call the same OpenAI-compatible server on 127.0.0.1 that "
               "answers at once (same HTTP cost); ours through litellm, rlms through the openai "
-              "SDK; steps timed at the server")
+              "SDK; steps timed at the server. Both clients build each request with the "
+              "openai SDK (litellm uses it underneath), whose per-message request transform "
+              "dominates these steps")
+    print("median ms/run includes set-up and tear-down: rlms starts and stops a TCP "
+          "LM-handler server per completion(), and socketserver.shutdown() waits up to its "
+          "0.5 s poll interval; that is not part of the per-step figures")
     ours = rows[0][2]
     if ours.steps_ms:
         med = statistics.median(ours.steps_ms)

@@ -40,6 +40,10 @@ class RLMConfig:
             drop what follows (small models write the next turn themselves).
         use_stop_sequences: send stop sequences that end a reply at its first
             closing fence.
+        context_window: the root model's context window in tokens, to keep the
+            prompt inside it (None: ask the client; the embedded model knows).
+        protect_inputs: restore the run's input variables (``context`` ...) if
+            model code rebinds or deletes them, with a warning to the model.
     """
 
     max_iterations: int = 12
@@ -50,18 +54,20 @@ class RLMConfig:
     max_cost_usd: float | None = None
     max_seconds: float | None = None
     step_timeout: float | None = 120.0
-    max_output_chars: int = 4000
+    max_output_chars: int = 3000
     preview_chars: int = 500
     history_window: int = 8
     termination: str = "final_pattern"
     termination_config: dict[str, Any] | None = None
-    max_concurrency: int = 8
+    max_concurrency: int = 16
     max_consecutive_errors: int = 5
     temperature: float = 0.0
     max_step_tokens: int | None = 1024
     max_sub_tokens: int | None = 1024
     cut_after_first_block: bool = True
     use_stop_sequences: bool = True
+    protect_inputs: bool = True
+    context_window: int | None = None
 
     def replace(self, **changes: Any) -> RLMConfig:
         """A copy with ``changes`` applied; None values are ignored.

@@ -20,8 +20,8 @@ from .executors import Executor, PlainExecutor
 from .llm import LanguageModel, LLMError, UsageLedger, make_client
 from .policies import ActionResult, PolicyContext, PolicyRegistry
 from .prompts import (
-    SYSTEM_PROMPT,
     answer_now_message,
+    build_messages,
     no_code_message,
     step_output_message,
     task_message,
@@ -32,6 +32,8 @@ from .stepping import StepOutcome, run_reply
 from .tools import RESERVED_NAMES, RunTools
 
 __all__ = ["RLM"]
+
+_MISSING = object()
 
 
 class RLM:
@@ -122,6 +124,7 @@ class RLM:
         start = time.perf_counter()
         ns = executor.namespace
         ns.update(variables)
+        inputs = dict(variables) if cfg.protect_inputs else {}
         metas = [REPLVariable.from_value(n, v, preview_length=cfg.preview_chars)
                  for n, v in variables.items()]
         tools = RunTools(sub, guard, ns, depth=depth, max_depth=cfg.max_depth,
@@ -141,16 +144,18 @@ class RLM:
         notify("run_started", {"question": question, "variables": metas,
                                "max_iterations": cfg.max_iterations, "model": result.model})
         consecutive_failures = 0
+        prompt_chars = self._prompt_chars(root)
+        seen_code: dict[str, int] = {}
         policy = PolicyRegistry.get_termination(cfg.termination, config=self._policy_config())
         try:
             for step in range(1, cfg.max_iterations + 1):
                 guard.check()
                 notify("model_call", {"step": step})
-                messages = self._messages(first, turns, cfg.history_window)
+                messages = build_messages(first, turns, cfg.history_window, prompt_chars)
                 reply = root.complete(messages, role="root", stop=cfg.stop_sequences()).text
                 tools.step_calls = []
                 outcome: StepOutcome = run_reply(reply, executor, tools, step, cfg, notify)
-                self._restore(ns, reserved, outcome)
+                self._restore(ns, reserved, outcome, inputs)
                 history = history.append(reasoning=outcome.reasoning, code=outcome.code,
                                          output=outcome.output, execution_time=outcome.seconds,
                                          llm_calls=list(tools.step_calls))
@@ -171,6 +176,12 @@ class RLM:
                                                limit=cfg.max_output_chars)
                 else:
                     text = no_code_message(step + 1, cfg.max_iterations)
+                if outcome.code and outcome.code in seen_code:
+                    text = (f"You already ran this exact code in step {seen_code[outcome.code]}"
+                            " and got the same output. Do not repeat it: read the output; if "
+                            "it shows the answer, call FINAL(...), else try other code.\n"
+                            + text)
+                seen_code.setdefault(outcome.code, step)
                 if outcome.error_for_model:
                     text = f"{outcome.error_for_model}\n{text}"
                 turns.append({"role": "user", "content": text})
@@ -193,32 +204,47 @@ class RLM:
             result.stopped_by, result.error = "error", str(exc)
             return result
         finally:
-            self._restore(ns, reserved, None)
+            self._restore(ns, reserved, None, inputs)
             result.calls = list(ledger.calls)
             result.seconds = time.perf_counter() - start
             notify("run_finished", {"result": result})
 
-    @staticmethod
-    def _messages(first: str, turns: list[dict[str, str]], window: int) -> list[dict[str, str]]:
-        messages = [{"role": "system", "content": SYSTEM_PROMPT},
-                    {"role": "user", "content": first}]
-        keep = turns[-2 * window:] if window > 0 else turns
-        dropped = (len(turns) - len(keep)) // 2
-        if dropped:
-            messages.append({"role": "assistant", "content": f"(I ran {dropped} earlier steps; "
-                             "their variables still exist in the REPL.)"})
-            messages.append({"role": "user", "content": "Continue."})
-        return messages + keep
 
     @staticmethod
-    def _restore(ns: Any, reserved: dict[str, Any], outcome: StepOutcome | None) -> None:
+    def _restore(ns: Any, reserved: dict[str, Any], outcome: StepOutcome | None,
+                 inputs: dict[str, Any]) -> None:
+        """Undo rebinding or deletion of reserved names and protected input variables,
+        and tell the model in the step's output."""
         broken = [n for n in RESERVED_NAMES if ns.get(n) is not reserved[n]]
         for name in broken:
             ns[name] = reserved[name]
-        if broken and outcome is not None:
-            warning = (f"Warning: {', '.join(broken)} {'is' if len(broken) == 1 else 'are'} "
-                       "reserved; the original was restored.")
-            outcome.output = f"{outcome.output.rstrip()}\n{warning}".lstrip()
+        changed = [n for n, v in inputs.items() if ns.get(n, _MISSING) is not v]
+        for name in changed:
+            ns[name] = inputs[name]
+        if outcome is None:
+            return
+        notes = []
+        if broken:
+            notes.append(f"Warning: {', '.join(broken)} {'is' if len(broken) == 1 else 'are'} "
+                         "reserved; the original was restored.")
+        if changed:
+            notes.append(f"Warning: {', '.join(changed)} {'is' if len(changed) == 1 else 'are'} "
+                         "the task's input and read-only; the original was restored. "
+                         "Store results under a new name.")
+        if notes:
+            outcome.output = "\n".join([outcome.output.rstrip(), *notes]).lstrip()
+
+    def _prompt_chars(self, root: LanguageModel) -> int | None:
+        """Characters of prompt that fit the root model's context window, if known.
+
+        Estimated at 3 characters a token (code and output tokenise densely),
+        leaving room for the completion.
+        """
+        window = self.config.context_window or getattr(root, "context_window", None)
+        if not window:
+            return None
+        reply = self.config.max_step_tokens or 1024
+        return max(2000, (window - reply - 128) * 3)
 
     def _policy_config(self) -> dict[str, Any] | None:
         """The policy's config.  ``final_pattern`` defaults to case-sensitive matching
@@ -245,7 +271,8 @@ class RLM:
                     guard: BudgetGuard, notify: Callable[[str, dict[str, Any]], None]) -> None:
         cfg = self.config
         guard.check()
-        messages = self._messages(first, turns, cfg.history_window)
+        messages = build_messages(first, turns, cfg.history_window,
+                                  self._prompt_chars(root))
         messages.append({"role": "user", "content": answer_now_message(cfg.max_iterations)})
         reply = root.complete(messages, role="final", stop=cfg.stop_sequences()).text
         outcome = run_reply(reply, executor, tools, cfg.max_iterations + 1, cfg, notify,

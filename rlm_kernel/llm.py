@@ -195,6 +195,18 @@ class LiteLLMClient:
         self.extra = dict(extra or {})
         self.depth = 0
         self.ledger: UsageLedger | None = None
+        self._context_window: int | None | bool = False  # False: not looked up yet
+
+    @property
+    def context_window(self) -> int | None:
+        """The model's input limit in tokens from litellm's model map, or None."""
+        if self._context_window is False:
+            try:
+                info = import_litellm().get_model_info(self.model)
+                self._context_window = int(info.get("max_input_tokens") or 0) or None
+            except Exception:  # unmapped model: litellm raises
+                self._context_window = None
+        return self._context_window  # type: ignore[return-value]
 
     def check(self) -> None:
         """Fail fast, before a run starts, on an unknown model or a missing key.
@@ -309,6 +321,9 @@ class LocalModelClient(LiteLLMClient):
         kwargs.setdefault("num_retries", 1)
         super().__init__(f"openai/{name}", api_key="local", priced=False, **kwargs)
         self.local_name = name
+        from .local_server import DEFAULT_N_CTX
+
+        self._context_window = DEFAULT_N_CTX
 
     def check(self) -> None:
         """Nothing to check before the run: the server starts on first use."""

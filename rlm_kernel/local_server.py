@@ -125,8 +125,13 @@ def ensure_server(name: str | None = None, *, n_ctx: int = DEFAULT_N_CTX,
                "--n_ctx", str(n_ctx), "--n_threads", str(threads),
                "--n_threads_batch", str(threads), "--verbose", "False"]
         log = _log_path(spec).open("wb")
+        # A session of its own: Ctrl-C or a kernel interrupt (sent to the process
+        # group) must not kill the server mid-run.  It still dies with its parent
+        # (Linux ties that to the creating thread, so only from the main thread).
+        main = threading.current_thread() is threading.main_thread()
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=_die_with_parent if main else None)
         log.close()
         info = ServerInfo(model=spec.name, port=port, pid=proc.pid, n_ctx=n_ctx)
         deadline = time.monotonic() + timeout
@@ -144,6 +149,17 @@ def ensure_server(name: str | None = None, *, n_ctx: int = DEFAULT_N_CTX,
         _servers[spec.name] = (proc, info)
         _state_path(spec).write_text(json.dumps(asdict(info)))
         return info
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux to SIGTERM it when its parent dies
+    (``prctl(PR_SET_PDEATHSIG)``), so a killed ``rlm`` leaves no orphan server."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        pr_set_pdeathsig = 1  # from <linux/prctl.h>
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def _log_tail(spec: LocalModelSpec, lines: int = 3) -> str:

@@ -17,6 +17,7 @@ from .repl_types import REPLVariable
 
 __all__ = [
     "SYSTEM_PROMPT",
+    "build_messages",
     "STOP_SEQUENCES",
     "task_message",
     "step_output_message",
@@ -48,9 +49,12 @@ Recipes:
 - dict of {path: text}: hits = [p for p, t in context.items() if "def name(" in t]
 - long str: hits = [(n, l) for n, l in enumerate(context.splitlines(), 1) if "word" in l] \
 (n is the line number, counting from 1)
+- Search for the most specific text the question gives (for example "class Name(" or \
+"def name(") so that you get few hits. If there are several hits, choose the one that \
+answers the question, not simply the first.
 - Use the re module for patterns. Use .lower() for case-insensitive search.
 
-Example.
+Example 1.
 Task: Which file defines the class Parser? Variables: context (dict, 40 items).
 Reply:
 I will search every file for the class definition.
@@ -63,6 +67,21 @@ Reply:
 The search found one file.
 ```repl
 FINAL(hits[0])
+```
+
+Example 2.
+Task: On which line is the function load defined? Variables: context (str, 90,000 characters).
+Reply:
+I will look for the line that starts the definition.
+```repl
+hits = [(n, l) for n, l in enumerate(context.splitlines(), 1) if "def load(" in l]
+print(hits)
+```
+Output: [(212, 'def load(fp, *, cls=None):')]
+Reply:
+Line 212 defines load.
+```repl
+FINAL(hits[0][0])
 ```"""
 
 SUB_CALL_SYSTEM_PROMPT = (
@@ -73,6 +92,40 @@ SUB_CALL_SYSTEM_PROMPT = (
 # Cut the reply after its first code block: small models otherwise go on to
 # write the REPL's output and the next turn themselves.
 STOP_SEQUENCES = ["\n```\n", "\nOutput:"]
+
+
+def build_messages(first: str, turns: list[dict[str, str]], window: int,
+                   max_chars: int | None = None) -> list[dict[str, str]]:
+    """The chat messages of one root-model call.
+
+    Args:
+        first: the task message (:func:`task_message`).
+        turns: assistant/user message pairs of the steps so far.
+        window: most recent steps to keep (0 = all).
+        max_chars: prompt size limit in characters (None = none); older steps
+            are dropped first, then the newest output is cut to fit.
+
+    Returns:
+        ``[system, task, (note of dropped steps), recent turns...]``.
+    """
+    head = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": first}]
+    keep = list(turns[-2 * window:] if window > 0 else turns)
+    size = sum(len(m["content"]) for m in head) + 200
+
+    def total() -> int:
+        return size + sum(len(m["content"]) for m in keep)
+
+    while max_chars and len(keep) > 2 and total() > max_chars:
+        keep = keep[2:]
+    if max_chars and keep and total() > max_chars:
+        last = keep[-1]
+        room = max(500, len(last["content"]) - (total() - max_chars))
+        keep[-1] = {"role": last["role"], "content": truncate_output(last["content"], room)}
+    dropped = (len(turns) - len(keep)) // 2
+    if dropped:
+        head += [{"role": "assistant", "content": f"(I ran {dropped} earlier steps; their "
+                  "variables still exist in the REPL.)"}, {"role": "user", "content": "Continue."}]
+    return head + keep
 
 
 def truncate_output(text: str, limit: int) -> str:
@@ -97,10 +150,23 @@ def _step_line(step: int, max_steps: int) -> str:
     return f"Step {step} of {max_steps}. Reply with one thought line and one ```repl block."
 
 
+_HOW_TO_SEARCH = {
+    "str": "`{n}` is ONE string (not a dict): search it line by line with "
+           "enumerate({n}.splitlines(), 1).",
+    "dict": "`{n}` is a dict: loop over {n}.items() to search its values.",
+    "list": "`{n}` is a list: loop over enumerate({n}) to search its items.",
+}
+
+
 def task_message(question: str, variables: Sequence[REPLVariable], max_steps: int) -> str:
-    """First user message: the question, the variables' metadata, the step line."""
+    """First user message: the question, the variables' metadata, how to search
+    each variable given its type, and the step line."""
     if variables:
         listing = "\n\n".join(var.format() for var in variables)
+        tips = [_HOW_TO_SEARCH[v.type_name].format(n=v.name) for v in variables
+                if v.type_name in _HOW_TO_SEARCH]
+        if tips:
+            listing += "\n\n" + "\n".join(tips)
     else:
         listing = "(no data variables; answer with code and FINAL)"
     return (f"Task: {question}\n\nVariables in the REPL:\n{listing}\n\n"

@@ -169,8 +169,8 @@ class RunTools:
             return self.llm_query(text)
         return self.child_runner(str(prompt), context, self.depth + 1)
 
-    def show_vars(self) -> str:
-        """Print and return the metadata of the data variables in the namespace."""
+    def show_vars(self) -> None:
+        """Print the metadata (name, type, length, preview) of the data variables."""
         variables = user_variables(self.namespace)
         text = "\n\n".join(REPLVariable.from_value(n, v, preview_length=100).format()
                            for n, v in variables.items()) or "(no variables)"

@@ -269,3 +269,19 @@ def test_stateful_policy_accumulates_over_steps():
         assert res.answer == "three" and res.steps == 3
     finally:
         PolicyRegistry.unregister_termination("after_three_steps")
+
+
+def test_input_variables_are_protected():
+    rlm, lm = make([block("context = context.upper()\ndel extra"), block("FINAL(context + extra)")])
+    res = rlm.run("q", context="abc", extra="!")
+    assert res.answer == "abc!"
+    assert "read-only" in res.history.entries[0].output
+    rlm2, _ = make([block("context = 'x'"), block("FINAL(context)")], protect_inputs=False)
+    assert rlm2.run("q", context="abc").answer == "x"
+
+
+def test_task_message_tells_how_to_search_each_type():
+    rlm, lm = make([block("FINAL(1)")])
+    rlm.run("q", context="a long string", files={"a": "b"})
+    first = lm.calls[0][1]["content"]
+    assert "`context` is ONE string" in first and "`files` is a dict" in first
