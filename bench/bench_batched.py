@@ -4,11 +4,12 @@ Run by hand (about 30 seconds; no network beyond 127.0.0.1):
 
     .venv/bin/python bench/bench_batched.py [--prompts 16] [--delay 0.25] [--repeats 3]
 
-A small OpenAI-compatible server runs in a thread of this process on
-127.0.0.1 (``http.server.ThreadingHTTPServer``, one thread per connection, so
-requests are served concurrently).  It answers ``POST /v1/chat/completions``
-after a fixed delay (``--delay`` seconds, standing in for model latency) with
-a valid ``chat.completion`` JSON including ``usage``.
+A small OpenAI-compatible server (``bench/openai_stub.py``) runs in a thread
+of this process on 127.0.0.1 (``http.server.ThreadingHTTPServer``, one thread
+per connection, so requests are served concurrently).  It answers
+``POST /v1/chat/completions`` after a fixed delay (``--delay`` seconds,
+standing in for model latency) with a valid ``chat.completion`` JSON including
+``usage``.
 
 Each measurement is a full :class:`rlm_kernel.RLM` run: a scripted root model
 (:class:`rlm_kernel.testing.ScriptedModel`) emits one step of code that asks
@@ -26,18 +27,18 @@ seconds, and the speed-up over the sequential calls (target: >= 8x).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # before litellm is imported
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # rlm_kernel
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # openai_stub (sibling module)
+
+from openai_stub import StubChatServer  # noqa: E402
 
 from rlm_kernel import RLM, RLMConfig  # noqa: E402
 from rlm_kernel.executors import PlainExecutor  # noqa: E402
@@ -62,81 +63,9 @@ print(len(replies), round(elapsed, 3))
 WARMUP_CODE = 'replies = [llm_query("warm up")]\nelapsed = 0.0\n'
 
 
-class DelayServer:
-    """OpenAI-compatible chat server on 127.0.0.1 that replies after ``delay`` seconds.
-
-    The reply to a request is ``"reply to: <its last message>"``.  Tracks how
-    many requests were in flight at once (``peak``).
-    """
-
-    def __init__(self, delay: float) -> None:
-        self.delay = delay
-        self.requests = 0
-        self.in_flight = 0
-        self.peak = 0
-        self._lock = threading.Lock()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # else delayed ACKs add ~40 ms per response
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if not self.path.rstrip("/").endswith("/chat/completions"):
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
-                    return
-                request = json.loads(body or b"{}")
-                with owner._lock:
-                    owner.requests += 1
-                    owner.in_flight += 1
-                    owner.peak = max(owner.peak, owner.in_flight)
-                try:
-                    time.sleep(owner.delay)
-                finally:
-                    with owner._lock:
-                        owner.in_flight -= 1
-                last = request.get("messages", [{}])[-1].get("content", "")
-                self._send(200, {
-                    "id": "chatcmpl-bench", "object": "chat.completion",
-                    "created": int(time.time()), "model": request.get("model", "bench"),
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant",
-                                             "content": f"reply to: {last}"}}],
-                    "usage": {"prompt_tokens": 20, "completion_tokens": 6, "total_tokens": 26},
-                })
-
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.httpd.request_queue_size = 64
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def start(self) -> DelayServer:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def reset_peak(self) -> None:
-        with self._lock:
-            self.peak = 0
+def reply_to(request: dict[str, Any]) -> str:
+    """The stub server's reply to a chat request: ``"reply to: <its last message>"``."""
+    return f"reply to: {request.get('messages', [{}])[-1].get('content', '')}"
 
 
 def one_run(code: str, prompts: list[str], sub: LiteLLMClient,
@@ -169,8 +98,7 @@ def main() -> None:
     expected = [f"reply to: {p}" for p in prompts]
     default_concurrency = RLMConfig().max_concurrency
 
-    server = DelayServer(args.delay).start()
-    try:
+    with StubChatServer(reply_to, delay=args.delay, usage=(20, 6)) as server:
         sub = LiteLLMClient("openai/bench-sub", api_base=server.base_url, api_key="x",
                             num_retries=0, priced=False)
         t0 = time.perf_counter()
@@ -183,7 +111,7 @@ def main() -> None:
                  ("llm_query_batched", BATCHED_CODE, None, f"{default_concurrency} (default)")]
         for name, code, concurrency, shown in plans:
             calls_s, runs_s = [], []
-            server.reset_peak()
+            server.reset()
             for _ in range(args.repeats):
                 elapsed, run_seconds, replies, sub_calls = one_run(code, prompts, sub,
                                                                    concurrency)
@@ -199,8 +127,6 @@ def main() -> None:
                 runs_s.append(run_seconds)
             rows.append((name, shown, statistics.median(calls_s), statistics.median(runs_s),
                          server.peak))
-    finally:
-        server.stop()
 
     print(f"{args.prompts} sub-calls through rlm_kernel's LiteLLMClient (litellm) to a local "
           f"OpenAI-compatible server on 127.0.0.1 answering after {args.delay:g} s each")

@@ -24,7 +24,7 @@ interleaved:
   if/elif over backend names), so the scripted client is plugged in by
   replacing ``rlm.core.rlm.get_client`` for the duration of the run.
 * ``http``: a tiny OpenAI-compatible server on 127.0.0.1 (in a thread of this
-  process) answers every ``POST /v1/chat/completions`` at once with the next
+  process; ``bench/openai_stub.py``) answers every ``POST /v1/chat/completions`` at once with the next
   scripted reply.  Ours talks to it through its real ``LiteLLMClient``
   (litellm), rlms through its real ``openai`` backend (the OpenAI SDK).  Both
   pay the same HTTP cost; the client libraries differ, and that difference is
@@ -36,21 +36,21 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import statistics
 import sys
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # rlm_kernel
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # openai_stub (sibling module)
+
+from openai_stub import StubChatServer  # noqa: E402
 
 from rlm_kernel import RLM  # noqa: E402
 from rlm_kernel.llm import LiteLLMClient  # noqa: E402
@@ -88,75 +88,11 @@ def p90(values: list[float]) -> float:
 
 
 # -- the local OpenAI-compatible server --------------------------------------------------------
-class ScriptServer:
-    """OpenAI-compatible chat server on 127.0.0.1 answering from a reply queue.
-
-    Each request pops the next scripted reply (``"out of script"`` when empty)
-    and records its arrival time (``time.perf_counter``, same clock as the
-    benchmark since the server runs in this process).
-    """
-
-    def __init__(self) -> None:
-        self.replies: deque[str] = deque()
-        self.stamps: list[float] = []
-        self._lock = threading.Lock()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # else delayed ACKs add ~40 ms per response
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
-                arrived = time.perf_counter()
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if not self.path.rstrip("/").endswith("/chat/completions"):
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
-                    return
-                request = json.loads(body or b"{}")
-                with owner._lock:
-                    owner.stamps.append(arrived)
-                    text = owner.replies.popleft() if owner.replies else "out of script"
-                self._send(200, {
-                    "id": "chatcmpl-bench", "object": "chat.completion",
-                    "created": int(time.time()), "model": request.get("model", "scripted"),
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-                })
-
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def start(self) -> ScriptServer:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def load(self, replies: list[str]) -> list[float]:
-        """Queue ``replies`` for the next run; returns the (fresh) stamp list."""
-        with self._lock:
-            self.replies = deque(replies)
-            self.stamps = []
-            return self.stamps
+def load(server: StubChatServer, script: deque[str], replies: list[str]) -> None:
+    """Queue ``replies`` (served in order by ``server``) for the next run; forget its stamps."""
+    script.clear()
+    script.extend(replies)
+    server.reset()
 
 
 # -- ours -------------------------------------------------------------------------------------
@@ -179,8 +115,9 @@ def ours_in_process(steps: int) -> tuple[list[float], float, Any]:
     return stamps, seconds, res.answer
 
 
-def ours_http(steps: int, server: ScriptServer) -> tuple[list[float], float, Any]:
-    stamps = server.load([STEP_REPLY] * steps + [OURS_FINAL])
+def ours_http(steps: int, server: StubChatServer,
+              script: deque[str]) -> tuple[list[float], float, Any]:
+    load(server, script, [STEP_REPLY] * steps + [OURS_FINAL])
     client = LiteLLMClient("openai/scripted", api_base=server.base_url, api_key="x",
                            num_retries=0, priced=False)
     start = time.perf_counter()
@@ -189,7 +126,7 @@ def ours_http(steps: int, server: ScriptServer) -> tuple[list[float], float, Any
     seconds = time.perf_counter() - start
     if res.stopped_by != "final":
         raise RuntimeError(f"our run stopped by {res.stopped_by}: {res.error}")
-    return list(stamps), seconds, res.answer
+    return list(server.stamps), seconds, res.answer
 
 
 # -- rlms -------------------------------------------------------------------------------------
@@ -258,17 +195,18 @@ def rlms_in_process(steps: int) -> tuple[list[float], float, Any]:
     return stamps, seconds, res.response
 
 
-def rlms_http(steps: int, server: ScriptServer) -> tuple[list[float], float, Any]:
+def rlms_http(steps: int, server: StubChatServer,
+              script: deque[str]) -> tuple[list[float], float, Any]:
     import rlm
 
-    stamps = server.load([STEP_REPLY] * steps + [RLMS_FINAL])
+    load(server, script, [STEP_REPLY] * steps + [RLMS_FINAL])
     start = time.perf_counter()
     res = rlm.RLM(backend="openai",
                   backend_kwargs={"model_name": "scripted", "base_url": server.base_url,
                                   "api_key": "x", "max_retries": 0},
                   max_iterations=steps + 1).completion(CONTEXT, root_prompt=QUESTION)
     seconds = time.perf_counter() - start
-    return list(stamps), seconds, res.response
+    return list(server.stamps), seconds, res.response
 
 
 # -- driver -----------------------------------------------------------------------------------
@@ -344,14 +282,13 @@ def main() -> None:
              ("rlms 0.1.3", "in-process", got.get("rlms 0.1.3", Sample()))]
 
     if not args.no_http:
-        server = ScriptServer().start()
-        try:
-            runners = {"rlm_kernel": lambda: ours_http(steps, server)}
+        script: deque[str] = deque()  # each request takes the next scripted reply
+        with StubChatServer(lambda _request: script.popleft() if script
+                            else "out of script") as server:
+            runners = {"rlm_kernel": lambda: ours_http(steps, server, script)}
             if reason is None:
-                runners["rlms 0.1.3"] = lambda: rlms_http(steps, server)
+                runners["rlms 0.1.3"] = lambda: rlms_http(steps, server, script)
             got = measure(runners, runs, steps)
-        finally:
-            server.stop()
         rows += [("rlm_kernel+litellm", "http", got["rlm_kernel"]),
                  ("rlms 0.1.3+openai", "http", got.get("rlms 0.1.3", Sample()))]
 

@@ -136,7 +136,7 @@ class RLM:
         ns.update(reserved)
         result = RLMResult(question=question, variables=metas, depth=depth,
                            model=getattr(root, "model", ""), sub_model=getattr(sub, "model", ""))
-        first = task_message(question, metas, cfg.max_iterations)
+        first = task_message(question, metas, cfg.max_iterations, variables)
         turns: list[dict[str, str]] = []
         history = REPLHistory()
         notify: Callable[[str, dict[str, Any]], None] = lambda kind, data: emit(  # noqa: E731

@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
+
+from .usage import Completion, LLMCall, UsageLedger
 
 __all__ = [
     "LLMError",
@@ -23,7 +24,6 @@ __all__ = [
     "LanguageModel",
     "LiteLLMClient",
     "import_litellm",
-    "LocalModelClient",
     "make_client",
 ]
 
@@ -58,72 +58,6 @@ def import_litellm() -> Any:
                 litellm.drop_params = True  # providers reject params they lack
                 _litellm = litellm
     return _litellm
-
-
-@dataclass(slots=True)
-class LLMCall:
-    """One request to a model.
-
-    Attributes:
-        model: litellm model string that served the call.
-        role: ``"root"`` for a step of the loop, ``"sub"`` for ``llm_query``,
-            ``"final"`` for the last "answer now" call.
-        prompt_tokens / completion_tokens: token counts reported by the provider.
-        cost_usd: price of the call in US dollars from litellm's cost map (0.0
-            when the model is unpriced, e.g. the embedded local model).
-        seconds: wall-clock duration of the request.
-        depth: recursion depth of the run that made the call (0 = top level).
-        error: the error message if the call failed, else ``None``.
-    """
-
-    model: str
-    role: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    seconds: float = 0.0
-    depth: int = 0
-    error: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain-dict form for JSON output."""
-        return asdict(self)
-
-
-@dataclass(slots=True)
-class Completion:
-    """The text of one model reply plus its accounting record."""
-
-    text: str
-    call: LLMCall
-
-
-@dataclass
-class UsageLedger:
-    """Thread-safe list of every :class:`LLMCall` of a run and its children.
-
-    ``llm_query_batched`` records from several threads at once, hence the lock.
-    """
-
-    calls: list[LLMCall] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def record(self, call: LLMCall) -> None:
-        """Append one call record."""
-        with self._lock:
-            self.calls.append(call)
-
-    def totals(self) -> dict[str, float | int]:
-        """Sums over all calls: ``llm_calls``, ``prompt_tokens``,
-        ``completion_tokens`` (tokens) and ``cost_usd`` (USD)."""
-        with self._lock:
-            calls = list(self.calls)
-        return {
-            "llm_calls": len(calls),
-            "prompt_tokens": sum(c.prompt_tokens for c in calls),
-            "completion_tokens": sum(c.completion_tokens for c in calls),
-            "cost_usd": sum(c.cost_usd for c in calls),
-        }
 
 
 class LanguageModel(Protocol):
@@ -305,46 +239,6 @@ def _describe(exc: BaseException) -> str:
     return f"{hint} ({_one_line(exc, 200)})"
 
 
-class LocalModelClient(LiteLLMClient):
-    """A :class:`LiteLLMClient` for the embedded model, served on 127.0.0.1.
-
-    litellm talks to llama-cpp-python's OpenAI-compatible server as
-    ``openai/<alias>``.  The server is started (or found) at the first request
-    and looked up again before each one, so a server that died is restarted.
-
-    Args:
-        name: embedded model short name (see :data:`rlm_kernel.local_model.MODELS`).
-        **kwargs: as for :class:`LiteLLMClient` (``api_base``/``api_key`` are set here).
-    """
-
-    def __init__(self, name: str, **kwargs: Any) -> None:
-        kwargs.setdefault("num_retries", 1)
-        super().__init__(f"openai/{name}", api_key="local", priced=False, **kwargs)
-        self.local_name = name
-        from .local_server import DEFAULT_N_CTX
-
-        self._context_window = DEFAULT_N_CTX
-
-    def check(self) -> None:
-        """Nothing to check before the run: the server starts on first use."""
-
-    def complete(self, messages: list[Message], **kwargs: Any) -> Completion:
-        """Start or find the server, then send ``messages`` (see :class:`LanguageModel`).
-
-        Raises:
-            LLMError: the weights cannot be prepared, the server cannot start,
-                or the request failed.
-        """
-        from .local_model import LocalModelError
-        from .local_server import ensure_server
-
-        try:
-            self.api_base = ensure_server(self.local_name).api_base
-        except LocalModelError as exc:
-            raise LLMError(f"embedded model: {exc}") from exc
-        return super().complete(messages, **kwargs)
-
-
 def make_client(model: str | None, **kwargs: Any) -> LiteLLMClient:
     """Build the client for a model string.
 
@@ -352,12 +246,10 @@ def make_client(model: str | None, **kwargs: Any) -> LiteLLMClient:
     (``RLM_MODEL`` is read by the callers, not here); anything else is a litellm
     model string.
     """
-    if not model or model == "local":
+    if not model or model == "local" or model.startswith("local/"):
         from .local_model import get_spec
+        from .local_server import LocalModelClient
 
-        return LocalModelClient(get_spec(None).name, **kwargs)
-    if model.startswith("local/"):
-        from .local_model import get_spec
-
-        return LocalModelClient(get_spec(model.split("/", 1)[1]).name, **kwargs)
+        name = model.split("/", 1)[1] if model and "/" in model else None
+        return LocalModelClient(get_spec(name).name, **kwargs)
     return LiteLLMClient(model, **kwargs)

@@ -21,10 +21,12 @@ import time
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
+from .llm import Completion, LiteLLMClient, LLMError, Message
 from .local_model import LocalModelError, LocalModelSpec, cache_dir, get_spec, prepare
 
-__all__ = ["ServerInfo", "ensure_server", "find_running", "stop_server",
+__all__ = ["ServerInfo", "LocalModelClient", "ensure_server", "find_running", "stop_server",
            "DEFAULT_N_CTX", "START_TIMEOUT"]
 
 DEFAULT_N_CTX = 8192  # tokens; llama.cpp's own default (2048) is too small for RLM prompts
@@ -196,3 +198,37 @@ def _stop_all() -> None:
     for name in list(_servers):
         stop_server(name)
 
+
+class LocalModelClient(LiteLLMClient):
+    """A :class:`LiteLLMClient` for the embedded model, served on 127.0.0.1.
+
+    litellm talks to llama-cpp-python's OpenAI-compatible server as
+    ``openai/<alias>``.  The server is started (or found) at the first request
+    and looked up again before each one, so a server that died is restarted.
+
+    Args:
+        name: embedded model short name (see :data:`rlm_kernel.local_model.MODELS`).
+        **kwargs: as for :class:`LiteLLMClient` (``api_base``/``api_key`` are set here).
+    """
+
+    def __init__(self, name: str, **kwargs: Any) -> None:
+        kwargs.setdefault("num_retries", 1)
+        super().__init__(f"openai/{name}", api_key="local", priced=False, **kwargs)
+        self.local_name = name
+        self._context_window = DEFAULT_N_CTX
+
+    def check(self) -> None:
+        """Nothing to check before the run: the server starts on first use."""
+
+    def complete(self, messages: list[Message], **kwargs: Any) -> Completion:
+        """Start or find the server, then send ``messages`` (see :class:`LanguageModel`).
+
+        Raises:
+            LLMError: the weights cannot be prepared, the server cannot start,
+                or the request failed.
+        """
+        try:
+            self.api_base = ensure_server(self.local_name).api_base
+        except LocalModelError as exc:
+            raise LLMError(f"embedded model: {exc}") from exc
+        return super().complete(messages, **kwargs)

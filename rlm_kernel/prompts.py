@@ -11,7 +11,9 @@ from step to step so a local server can reuse its cached prompt prefix.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .repl_types import REPLVariable
 
@@ -153,18 +155,32 @@ def _step_line(step: int, max_steps: int) -> str:
 _HOW_TO_SEARCH = {
     "str": "`{n}` is ONE string (not a dict): search it line by line with "
            "enumerate({n}.splitlines(), 1).",
-    "dict": "`{n}` is a dict: loop over {n}.items() to search its values.",
+    "dict": "`{n}` is a dict{keys}: loop over {n}.items() to search its values.",
     "list": "`{n}` is a list: loop over enumerate({n}) to search its items.",
 }
 
 
-def task_message(question: str, variables: Sequence[REPLVariable], max_steps: int) -> str:
+_KEY_SAMPLE = 8  # dict keys named in the search tip
+
+
+def _key_sample(value: Any) -> str:
+    if not isinstance(value, dict) or not value:
+        return ""
+    keys = [repr(k)[:60] for k in itertools.islice(value, _KEY_SAMPLE)]
+    more = ", ..." if len(value) > _KEY_SAMPLE else ""
+    return f" with {len(value):,} keys ({', '.join(keys)}{more})"
+
+
+def task_message(question: str, variables: Sequence[REPLVariable], max_steps: int,
+                 values: Mapping[str, Any] | None = None) -> str:
     """First user message: the question, the variables' metadata, how to search
-    each variable given its type, and the step line."""
+    each variable given its type (naming a dict's first keys when ``values`` is
+    given), and the step line."""
+    values = values or {}
     if variables:
         listing = "\n\n".join(var.format() for var in variables)
-        tips = [_HOW_TO_SEARCH[v.type_name].format(n=v.name) for v in variables
-                if v.type_name in _HOW_TO_SEARCH]
+        tips = [_HOW_TO_SEARCH[v.type_name].format(n=v.name, keys=_key_sample(values.get(v.name)))
+                for v in variables if v.type_name in _HOW_TO_SEARCH]
         if tips:
             listing += "\n\n" + "\n".join(tips)
     else:

@@ -105,4 +105,5 @@ def test_readme_commands_match_ci():
     readme = (root / "README.md").read_text()
     ci = (root / ".ci" / "run").read_text()
     test_cmd = [ln for ln in ci.splitlines() if ln.startswith("exec ")][0][len("exec "):]
-    assert f"\n{test_cmd}\n" in readme
+    blocks = readme.split("```")
+    assert blocks[1].strip() == "make demo" and blocks[3].strip() == test_cmd
