@@ -22,8 +22,7 @@ from .policies import ActionResult, PolicyContext, PolicyRegistry
 from .prompts import (
     answer_now_message,
     build_messages,
-    no_code_message,
-    step_output_message,
+    next_message,
     task_message,
 )
 from .repl_types import REPLHistory, REPLVariable
@@ -170,20 +169,11 @@ class RLM:
                     result.answer, result.stopped_by = answer, "final"
                     return result
                 turns.append({"role": "assistant", "content": outcome.reply_for_history})
-                if outcome.code:
-                    text = step_output_message(outcome.output, step + 1, cfg.max_iterations,
-                                               failed=not outcome.success,
-                                               limit=cfg.max_output_chars)
-                else:
-                    text = no_code_message(step + 1, cfg.max_iterations)
-                if outcome.code and outcome.code in seen_code:
-                    text = (f"You already ran this exact code in step {seen_code[outcome.code]}"
-                            " and got the same output. Do not repeat it: read the output; if "
-                            "it shows the answer, call FINAL(...), else try other code.\n"
-                            + text)
+                text = next_message(outcome.code, outcome.output, outcome.success, step + 1,
+                                    cfg.max_iterations, limit=cfg.max_output_chars,
+                                    repeated_from=seen_code.get(outcome.code),
+                                    error=outcome.error_for_model)
                 seen_code.setdefault(outcome.code, step)
-                if outcome.error_for_model:
-                    text = f"{outcome.error_for_model}\n{text}"
                 turns.append({"role": "user", "content": text})
                 consecutive_failures = 0 if outcome.success and outcome.code else \
                     consecutive_failures + 1

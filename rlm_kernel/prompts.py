@@ -25,6 +25,7 @@ __all__ = [
     "step_output_message",
     "no_code_message",
     "answer_now_message",
+    "next_message",
     "truncate_output",
     "SUB_CALL_SYSTEM_PROMPT",
 ]
@@ -84,6 +85,22 @@ Reply:
 Line 212 defines load.
 ```repl
 FINAL(hits[0][0])
+```
+
+Example 3.
+Task: How many lines of the file `docs/intro.txt` mention "error"? Variables: context (dict).
+Reply:
+The question names one file, so I will count in that file only.
+```repl
+lines = context["docs/intro.txt"].splitlines()
+n = len([l for l in lines if "error" in l])
+print(n)
+```
+Output: 7
+Reply:
+The file has 7 such lines.
+```repl
+FINAL(n)
 ```"""
 
 SUB_CALL_SYSTEM_PROMPT = (
@@ -155,7 +172,8 @@ def _step_line(step: int, max_steps: int) -> str:
 _HOW_TO_SEARCH = {
     "str": "`{n}` is ONE string (not a dict): search it line by line with "
            "enumerate({n}.splitlines(), 1).",
-    "dict": "`{n}` is a dict{keys}: loop over {n}.items() to search its values.",
+    "dict": "`{n}` is a dict{keys}: to search all values loop over {n}.items(); to read "
+            "the value of one key use {n}[key].",
     "list": "`{n}` is a list: loop over enumerate({n}) to search its items.",
 }
 
@@ -205,6 +223,30 @@ def no_code_message(step: int, max_steps: int) -> str:
     """User message when a reply had no ```repl block and no FINAL."""
     return ("Your reply had no ```repl block, so nothing ran. Write code in a ```repl block; "
             f"call FINAL(answer) in it when you know the answer.\n{_step_line(step, max_steps)}")
+
+
+def next_message(code: str, output: str, success: bool, step: int, max_steps: int, *,
+                 limit: int, repeated_from: int | None = None,
+                 error: str | None = None) -> str:
+    """The user message after a step.
+
+    Args:
+        code: the code that ran ("" if the reply had none).
+        output: its full output; cut to ``limit`` characters for the model.
+        success: False if it raised or timed out.
+        step: the number of the step to come; max_steps: the step limit.
+        repeated_from: the earlier step that ran the same code, if any.
+        error: a message to put first (e.g. a failed ``FINAL_VAR``).
+    """
+    if code:
+        text = step_output_message(output, step, max_steps, failed=not success, limit=limit)
+    else:
+        text = no_code_message(step, max_steps)
+    if code and repeated_from is not None:
+        text = (f"You already ran this exact code in step {repeated_from}. Do not repeat it: "
+                "read its output; if it shows the answer, call FINAL(...), else try other "
+                f"code.\n{text}")
+    return f"{error}\n{text}" if error else text
 
 
 def answer_now_message(max_steps: int) -> str:
