@@ -31,3 +31,10 @@ def __getattr__(name: str) -> Any:
 
         return RLMResult
     raise AttributeError(f"module 'rlm_kernel' has no attribute {name!r}")
+
+
+def load_ipython_extension(shell: Any) -> None:
+    """``%load_ext rlm_kernel``: the ``%rlm`` magic in any IPython kernel."""
+    from .magic import load_ipython_extension as load
+
+    load(shell)

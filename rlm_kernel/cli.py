@@ -1,6 +1,6 @@
 """The ``rlm`` command: run a task over files, and manage the embedded model.
 
-    rlm run --context FILE [--context FILE ...] [--model M] [--json] "question"
+    rlm run --context FILE [--context FILE ...] [--model M] [--json] [--export X.ipynb] "question"
     rlm model status | prepare | serve
 """
 
@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print one JSON object, nothing else")
     run.add_argument("--trajectory", action="store_true",
                      help="with --json: include every step and call record")
+    run.add_argument("--export", metavar="PATH.ipynb",
+                     help="write the run as a notebook (kernel rlm) that re-runs top to bottom")
     model = sub.add_parser("model", help="the embedded local model")
     model.add_argument("action", choices=["status", "prepare", "serve"])
     model.add_argument("--name", help="embedded model (default qwen2.5-coder-1.5b)")
@@ -72,6 +74,9 @@ def _run(args: argparse.Namespace) -> int:
     from .engine import RLM
     from .llm import LLMError
 
+    if args.export and not args.export.endswith(".ipynb"):
+        _err(f"--export needs a path ending in .ipynb, got {args.export}")
+        return 2
     context: Any = load_contexts(args.context) if args.context else None
     model = args.model or os.environ.get("RLM_MODEL") or None
     sub_model = args.sub_model or os.environ.get("RLM_SUB_MODEL") or None
@@ -93,16 +98,35 @@ def _run(args: argparse.Namespace) -> int:
     except LLMError as exc:
         _err(str(exc))
         return 1
+    export_error = _export(result, args) if args.export else None
     if args.json:
         data = result.to_dict() if args.trajectory else result.summary()
+        if args.export and export_error is None:
+            data["export"] = args.export
         print(json.dumps(data, default=str))
     else:
         _print_answer(result)
+        if args.export and export_error is None:
+            print(f"Notebook: {args.export}")
+    if export_error is not None:
+        _err(export_error)
+        return 1
     if result.stopped_by == "error":
         if not args.json:
             _err(result.error or "the run failed")
         return 1
     return 0 if result.answer is not None else 1
+
+
+def _export(result: Any, args: argparse.Namespace) -> str | None:
+    """Write ``--export``'s notebook; returns an error message, or None when written."""
+    from .export import cli_setup_cells, export_run
+
+    try:
+        export_run(result, args.export, setup_cells=cli_setup_cells(args.context))
+    except OSError as exc:
+        return f"cannot write {args.export}: {exc.strerror or exc}"
+    return None
 
 
 def _print_answer(result: Any) -> None:

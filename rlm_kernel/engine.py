@@ -10,7 +10,7 @@ steps, then one last "answer now" call.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .budget import Budget, BudgetExceeded, BudgetGuard
@@ -66,7 +66,7 @@ class RLM:
 
     # -- public -------------------------------------------------------------------------
     def run(self, question: str, context: Any = None, *, executor: Executor | None = None,
-            **variables: Any) -> RLMResult:
+            variables: Mapping[str, Any] | None = None, **more: Any) -> RLMResult:
         """Answer ``question`` by letting the model work on the given variables.
 
         Args:
@@ -75,7 +75,9 @@ class RLM:
                 bound to ``context`` in the REPL.  Omitted if None.
             executor: where code runs (default: a new :class:`PlainExecutor`);
                 an existing namespace keeps its variables.
-            **variables: further REPL variables the model is told about.
+            variables: further REPL variables the model is told about, by name
+                (for names that clash with this method's parameters).
+            **more: further REPL variables, as keywords.
 
         Returns:
             An :class:`RLMResult`; errors end the run with ``stopped_by="error"``
@@ -84,6 +86,7 @@ class RLM:
         Raises:
             LLMError: before the run, if the model is unknown or a key is missing.
         """
+        variables = {**(variables or {}), **more}
         if context is not None:
             variables = {"context": context, **variables}
         root, sub = self._clients()
@@ -138,8 +141,15 @@ class RLM:
         first = task_message(question, metas, cfg.max_iterations, variables)
         turns: list[dict[str, str]] = []
         history = REPLHistory()
-        notify: Callable[[str, dict[str, Any]], None] = lambda kind, data: emit(  # noqa: E731
-            self.observer, Event(kind, {"depth": depth, **data}))
+        def notify(kind: str, data: dict[str, Any]) -> None:
+            if self.observer is None:
+                return
+            base: dict[str, Any] = {"depth": depth, "elapsed": time.perf_counter() - start}
+            if kind != "step_output":  # frequent; totals cost O(calls)
+                base["totals"] = ledger.totals()
+            emit(self.observer, Event(kind, {**base, **data}))
+
+        tools.notify = notify
         notify("run_started", {"question": question, "variables": metas,
                                "max_iterations": cfg.max_iterations, "model": result.model})
         consecutive_failures = 0

@@ -1,8 +1,12 @@
 """Events a run reports while it goes: for the command line, the kernel, tests.
 
 Kinds, in order: ``run_started``, then per step ``model_call``, ``step_started``,
-``step_output`` (zero or more, streamed while the code runs), ``step_finished``;
-finally ``run_finished``.  Every event's data carries ``depth`` (0 = top run).
+``step_output`` (zero or more, streamed while the code runs), ``sub_call`` (after
+each ``llm_query`` of the step: ``done`` calls so far, ``active`` in flight),
+``step_finished``; finally ``run_finished``.  Every event's data carries
+``depth`` (0 = top run) and ``elapsed`` (seconds since the run started); all but
+``step_output`` carry ``totals`` (``llm_calls``, ``prompt_tokens``,
+``completion_tokens``, ``cost_usd`` so far).
 """
 
 from __future__ import annotations

@@ -70,6 +70,7 @@ class RunTools:
         self.client_kwargs = dict(client_kwargs or {})
         self.step_calls: list[dict[str, Any]] = []
         self.active_subcalls = 0
+        self.notify: Callable[[str, dict[str, Any]], None] | None = None
         self._clients: dict[str, LanguageModel] = {}
         self._lock = threading.Lock()
 
@@ -124,6 +125,9 @@ class RunTools:
             "model": completion.call.model,
             "seconds": round(completion.call.seconds, 3),
         })
+        if self.notify is not None:
+            self.notify("sub_call", {"done": len(self.step_calls),
+                                     "active": self.active_subcalls})
         return completion.text
 
     def llm_query_batched(self, prompts: list[str], model: str | None = None) -> list[str]:

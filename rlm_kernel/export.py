@@ -1,0 +1,190 @@
+"""Trajectory export: one RLM run as a valid nbformat v4 notebook.
+
+The notebook holds, in order: a markdown cell with the task and the run's totals,
+the setup cells that re-create the inputs (e.g. ``context = ...``), one code cell per
+step (the model's reasoning as leading ``# `` comments, then its code, with its
+outputs), and a markdown cell with the answer.  Every cell is tagged
+``metadata.rlm = {"run_id", "step", "role"}`` and the notebook's ``metadata.rlm``
+holds the run's totals and per-call records.  The kernelspec is ``rlm``, in which
+``llm_query``/``FINAL``... exist outside runs, so the notebook re-runs top to bottom.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbformat import v4
+
+__all__ = ["export_run", "cli_setup_cells"]
+
+NOTEBOOK_SUFFIX = ".ipynb"
+
+
+def export_run(result: Any, path: str | os.PathLike[str] | None = None, *,
+               run_id: str | None = None, setup_cells: Sequence[str] = (),
+               step_outputs: Sequence[Sequence[dict[str, Any]] | None] | None = None,
+               execution_counts: Sequence[int | None] | None = None,
+               kernel_name: str = "rlm",
+               display_name: str = "RLM (Python)") -> nbformat.NotebookNode:
+    """Build (and optionally write) the notebook of one run.
+
+    Args:
+        result: an :class:`rlm_kernel.result.RLMResult`.
+        path: where to write the notebook; must end with ``.ipynb``.  Parent
+            folders are created.  None: build only.
+        run_id: the id put in every cell's ``metadata.rlm``; default a new UUID (hex).
+        setup_cells: Python sources that re-create the run's inputs, emitted
+            unexecuted before the steps (role ``"setup"``).
+        step_outputs: per step (list index 0 = step 1), the nbformat output dicts
+            the kernel produced; a missing or None item falls back to one stdout
+            stream made from ``entry.output`` (no output when that is empty).
+        execution_counts: per step (index 0 = step 1), the kernel's execution
+            count; a missing or None item leaves ``execution_count`` None.
+        kernel_name / display_name: the notebook's kernelspec.
+
+    Returns:
+        The validated :class:`nbformat.NotebookNode` (format 4).  Step cells carry
+        ``metadata.rlm.step`` numbered from 1, as the engine numbers steps.
+
+    Raises:
+        ValueError: ``path`` does not end with ``.ipynb``.
+        OSError: the file or its parent folders cannot be written.
+        nbformat.ValidationError: a given output dict is not valid nbformat.
+    """
+    target = _check_path(path) if path is not None else None
+    run_id = run_id or uuid.uuid4().hex
+    entries = list(result.history)
+
+    def tag(cell: Any, role: str, step: int | None = None) -> Any:
+        cell.metadata["rlm"] = {"run_id": run_id, "step": step, "role": role}
+        return cell
+
+    cells = [tag(v4.new_markdown_cell(_task_markdown(result)), "task")]
+    cells += [tag(v4.new_code_cell(src), "setup") for src in setup_cells]
+    for i, entry in enumerate(entries):
+        cell = v4.new_code_cell(_step_source(entry.reasoning, entry.code),
+                                execution_count=_item(execution_counts, i))
+        outputs = _item(step_outputs, i)
+        if outputs is not None:
+            cell.outputs = [nbformat.from_dict(dict(o)) for o in outputs]
+        elif entry.output:
+            cell.outputs = [v4.new_output("stream", name="stdout", text=entry.output)]
+        cells.append(tag(cell, "step", i + 1))
+    cells.append(tag(v4.new_markdown_cell(_answer_markdown(result)), "answer"))
+
+    nb = v4.new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": kernel_name, "display_name": display_name,
+                                 "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.metadata["rlm"] = _run_metadata(result, run_id, entries)
+    nbformat.validate(nb)
+    if target is not None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("w", encoding="utf-8") as fh:
+            nbformat.write(nb, fh)
+    return nb
+
+
+def cli_setup_cells(paths: Sequence[str]) -> list[str]:
+    """The setup cell that re-creates ``context`` for ``rlm run --context PATH ...``.
+
+    Args:
+        paths: the ``--context`` paths as given (relative paths are made absolute
+            against the current directory, ``~`` is expanded).
+
+    Returns:
+        ``[]`` when there are no paths, else one source string that imports
+        :func:`rlm_kernel.context_files.load_contexts` and binds ``context``.
+        Note: with several paths, ``context``'s keys are then the absolute paths.
+    """
+    if not paths:
+        return []
+    absolute = [os.path.abspath(os.path.expanduser(p)) for p in paths]
+    listed = ", ".join(repr(p) for p in absolute)
+    return ["from rlm_kernel.context_files import load_contexts\n\n"
+            f"context = load_contexts([{listed}])"]
+
+
+# -- helpers ------------------------------------------------------------------------------
+def _check_path(path: str | os.PathLike[str]) -> Path:
+    target = Path(path).expanduser()
+    if target.suffix != NOTEBOOK_SUFFIX:
+        raise ValueError(f"export path must end with {NOTEBOOK_SUFFIX}: {os.fspath(path)!r}")
+    return target
+
+
+def _item(values: Sequence[Any] | None, i: int) -> Any:
+    return values[i] if values is not None and i < len(values) else None
+
+
+def _step_source(reasoning: str, code: str) -> str:
+    """Reasoning as ``# `` comment lines (``#`` for blank lines), then the code."""
+    comments = [f"# {line}".rstrip() for line in reasoning.strip().splitlines()]
+    return "\n".join([*comments, code.strip("\n")] if code.strip() else comments)
+
+
+def _cell_text(value: Any) -> str:
+    """A value fit for one markdown table cell: one line, pipes escaped."""
+    return " ".join(str(value).split()).replace("|", "\\|")
+
+
+def _task_markdown(result: Any) -> str:
+    quoted = "\n".join(f"> {line}".rstrip() for line in result.question.splitlines()) or ">"
+    rows = [
+        ("Model", f"`{_cell_text(result.model or 'default')}`"),
+        ("Sub model", f"`{_cell_text(result.sub_model or result.model or 'default')}`"),
+        ("Stopped by", f"`{result.stopped_by}`"),
+        ("Steps", f"{result.steps}"),
+        ("LLM calls", f"{result.llm_calls}"),
+        ("Prompt tokens", f"{result.prompt_tokens:,}"),
+        ("Completion tokens", f"{result.completion_tokens:,}"),
+        ("Cost (USD)", f"${result.cost_usd:.4f}"),
+        ("Seconds", f"{result.seconds:.2f}"),
+    ]
+    table = "\n".join(f"| {k} | {v} |" for k, v in rows)
+    return f"## RLM run\n\n**Task:**\n\n{quoted}\n\n| | |\n|:--|--:|\n{table}"
+
+
+def _fenced(text: str) -> str:
+    fence = "```"
+    while fence in text:
+        fence += "`"
+    return f"{fence}text\n{text}\n{fence}"
+
+
+def _answer_markdown(result: Any) -> str:
+    if result.answer is None:
+        reason = f"**No answer.** The run stopped by `{result.stopped_by}`"
+        return reason + (f":\n\n{_fenced(result.error)}" if result.error else ".")
+    answer = str(result.answer)
+    text = (f"**Answer:** {answer.strip()}" if "\n" not in answer.strip()
+            else f"**Answer:**\n\n{_fenced(answer.strip())}")
+    if result.stopped_by != "final":
+        text += f"\n\n(The run stopped by `{result.stopped_by}`.)"
+    return text
+
+
+def _run_metadata(result: Any, run_id: str, entries: list[Any]) -> dict[str, Any]:
+    """The notebook's ``metadata.rlm``: JSON-safe totals, timings and call records."""
+    return {
+        "run_id": run_id,
+        "question": str(result.question),
+        "model": result.model,
+        "sub_model": result.sub_model,
+        "stopped_by": result.stopped_by,
+        "answer": None if result.answer is None else str(result.answer),
+        "error": result.error,
+        "steps": result.steps,
+        "llm_calls": result.llm_calls,
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "cost_usd": result.cost_usd,
+        "seconds": result.seconds,
+        "step_seconds": [e.execution_time for e in entries],
+        "calls": [c.to_dict() for c in result.calls],
+    }

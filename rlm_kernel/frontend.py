@@ -1,0 +1,198 @@
+"""Where a run's steps are shown: a comm to the JupyterLab extension, or inline.
+
+The message protocol is in ``docs/protocol.md``.  A frontend extension says it
+is there by opening a comm to :data:`FRONTEND_TARGET` when it connects to the
+kernel; a run then opens a comm to :data:`RUN_TARGET` and streams
+``run_started``, ``step_added``, ``step_output``, ``step_finished`` and
+``run_finished``.  Without an extension, each step is rendered in the task
+cell's own output as one collapsible block (code, then output), updated in
+place while the step runs, with a plain-text form for text-only frontends.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+import time
+from typing import Any
+
+from .events import Event
+from .shell_executor import output_text
+
+__all__ = ["RUN_TARGET", "FRONTEND_TARGET", "FrontendRegistry", "StepRenderer", "step_source"]
+
+RUN_TARGET = "rlm_kernel.run"
+FRONTEND_TARGET = "rlm_kernel.frontend"
+_UPDATE_INTERVAL = 0.25  # seconds between inline refreshes of a running step
+
+
+def step_source(reasoning: str, code: str) -> str:
+    """A step cell's source: the model's reasoning as ``#`` comment lines, then code."""
+    lines = [f"# {line}".rstrip() for line in reasoning.strip().splitlines() if line.strip()]
+    return "\n".join([*lines, code]) if lines else code
+
+
+class FrontendRegistry:
+    """Remembers whether a frontend extension announced itself on this kernel."""
+
+    def __init__(self) -> None:
+        self.frontends: dict[str, dict[str, Any]] = {}
+
+    def register(self, kernel: Any) -> None:
+        """Accept ``comm_open`` on :data:`FRONTEND_TARGET` from extensions."""
+        manager = getattr(kernel, "comm_manager", None)
+        if manager is None:
+            return
+
+        def opened(comm: Any, msg: dict[str, Any]) -> None:
+            data = msg.get("content", {}).get("data", {}) or {}
+            self.frontends[comm.comm_id] = data
+
+            @comm.on_close
+            def _closed(_msg: dict[str, Any]) -> None:
+                self.frontends.pop(comm.comm_id, None)
+
+        manager.register_target(FRONTEND_TARGET, opened)
+
+    @property
+    def present(self) -> bool:
+        """True if at least one extension is connected."""
+        return bool(self.frontends)
+
+
+class StepRenderer:
+    """An engine observer that shows steps via the comm or inline.
+
+    Args:
+        run_id: the run's id; cell_id: the task cell's id (from the request).
+        publish: ``callable(data: dict, metadata: dict, display_id: str, update: bool)``
+            that shows a display in the task cell (the shell's real publisher).
+        use_comm: send the comm protocol instead of rendering inline.
+        executor: the ShellExecutor (for execution counts and captured outputs).
+    """
+
+    def __init__(self, run_id: str, cell_id: str | None, publish: Any, *, use_comm: bool,
+                 executor: Any) -> None:
+        self.run_id, self.cell_id = run_id, cell_id
+        self.publish = publish
+        self.use_comm = use_comm
+        self.executor = executor
+        self.comm: Any = None
+        self.step_outputs: list[list[dict[str, Any]]] = []
+        self.execution_counts: list[int | None] = []
+        self.current: dict[str, Any] | None = None
+        self._last_refresh = 0.0
+        self._lock = threading.Lock()
+        self.messages: list[dict[str, Any]] = []  # what was sent, for export and tests
+
+    # -- engine events ----------------------------------------------------------------
+    def __call__(self, event: Event) -> None:
+        d = event.data
+        if d.get("depth", 0) != 0:
+            return
+        handler = getattr(self, f"_on_{event.kind}", None)
+        if handler is not None:
+            handler(d)
+
+    def on_rich_output(self, output: dict[str, Any]) -> None:
+        """Called by the executor with each nbformat output of the running step."""
+        if self.current is None:
+            return
+        output = {k: v for k, v in output.items() if k != "transient"}
+        with self._lock:
+            self.current["outputs"].append(output)
+        if self.use_comm:
+            self._send({"type": "step_output", "step": self.current["step"], "output": output})
+        elif time.monotonic() - self._last_refresh >= _UPDATE_INTERVAL:
+            self._render_inline(update=True)
+
+    def _on_run_started(self, d: dict[str, Any]) -> None:
+        if not self.use_comm:
+            return
+        from comm import create_comm
+
+        self.comm = create_comm(target_name=RUN_TARGET, data=self._msg({
+            "type": "run_started", "question": d["question"], "model": d["model"],
+            "max_iterations": d["max_iterations"],
+            "variables": [{"name": v.name, "type": v.type_name, "length": v.total_length,
+                           "unit": v.length_unit} for v in d["variables"]],
+        }))
+
+    def _on_step_started(self, d: dict[str, Any]) -> None:
+        self.current = {"step": d["step"], "source": step_source(d["reasoning"], d["code"]),
+                        "outputs": [], "started": time.monotonic()}
+        if self.use_comm:
+            self._send({"type": "step_added", "step": d["step"],
+                        "source": self.current["source"],
+                        "metadata": {"rlm": {"run_id": self.run_id, "step": d["step"],
+                                             "role": "step"}}})
+        else:
+            self._render_inline(update=False)
+
+    def _on_step_finished(self, d: dict[str, Any]) -> None:
+        cur = self.current
+        if cur is None or cur["step"] != d["step"]:  # a reply without code: no cell
+            return
+        count = getattr(self.executor, "last_execution_count", None)
+        cur["count"], cur["seconds"] = count, d["outcome"].seconds
+        self.step_outputs.append(_merge_streams(cur["outputs"]))
+        self.execution_counts.append(count)
+        if self.use_comm:
+            self._send({"type": "step_finished", "step": d["step"], "execution_count": count,
+                        "seconds": round(d["outcome"].seconds, 3),
+                        "success": d["outcome"].success})
+        else:
+            self._render_inline(update=True)
+        self.current = None
+
+    def _on_run_finished(self, d: dict[str, Any]) -> None:
+        res = d["result"]
+        if self.use_comm:
+            self._send({"type": "run_finished", "answer": res.answer,
+                        "stopped_by": res.stopped_by, "error": res.error,
+                        "totals": d.get("totals", {}), "seconds": round(res.seconds, 3)})
+            if self.comm is not None:
+                self.comm.close()
+
+    # -- plumbing ---------------------------------------------------------------------
+    def _msg(self, data: dict[str, Any]) -> dict[str, Any]:
+        msg = {"run_id": self.run_id, "cell_id": self.cell_id, **data}
+        self.messages.append(msg)
+        return msg
+
+    def _send(self, data: dict[str, Any]) -> None:
+        msg = self._msg(data)
+        if self.comm is not None:
+            self.comm.send(msg)
+
+    def _render_inline(self, *, update: bool) -> None:
+        cur = self.current
+        if cur is None:
+            return
+        self._last_refresh = time.monotonic()
+        with self._lock:
+            outputs = _merge_streams(cur["outputs"])
+        text = "".join(output_text(o) for o in outputs)
+        count = cur.get("count")
+        status = (f"[{count}] {cur['seconds']:.2f} s" if "seconds" in cur else "running…")
+        head = f"Step {cur['step']} · {status}"
+        body = (f"<details open><summary><b>{html.escape(head)}</b></summary>"
+                f"<pre style='border-left:3px solid #7b61ff;padding-left:6px'>"
+                f"{html.escape(cur['source'])}</pre>"
+                + (f"<pre>{html.escape(text)}</pre>" if text else "") + "</details>")
+        plain = f"── {head} ──\n{cur['source']}\n" + (f"{text}" if text else "")
+        self.publish({"text/html": body, "text/plain": plain}, {},
+                     f"rlm-{self.run_id}-{cur['step']}", update)
+
+
+def _merge_streams(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Join consecutive stream outputs of the same name, as notebooks store them."""
+    merged: list[dict[str, Any]] = []
+    for out in outputs:
+        if (out.get("output_type") == "stream" and merged
+                and merged[-1].get("output_type") == "stream"
+                and merged[-1]["name"] == out["name"]):
+            merged[-1] = {**merged[-1], "text": merged[-1]["text"] + out["text"]}
+        elif out.get("output_type") != "clear_output":
+            merged.append(dict(out))
+    return merged

@@ -1,0 +1,45 @@
+"""The RLM kernel: IPython, plus RLM tasks written as ``%%rlm`` cells or prose.
+
+A thin layer over IPython's kernel: it loads the ``%rlm`` magic at start and
+routes a cell of prose (text that is neither Python nor IPython syntax) to it.
+Everything else behaves as in the ``python3`` kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ipykernel.ipkernel import IPythonKernel
+from traitlets import Bool
+
+from . import __version__
+from .prose import is_prose
+
+__all__ = ["RLMKernel"]
+
+
+class RLMKernel(IPythonKernel):
+    """IPython kernel whose prose cells are RLM tasks (``c.RLMKernel.prose_tasks``)."""
+
+    implementation = "rlm_kernel"
+    implementation_version = __version__
+    banner = "RLM kernel: IPython with Recursive Language Model tasks (%%rlm, or plain prose)"
+
+    prose_tasks = Bool(
+        True,
+        help="Run a cell whose text does not parse as Python and is not IPython syntax "
+             "(%magic, !shell, ?help) as an RLM task, as if it started with %%rlm.",
+    ).tag(config=True)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.shell.extension_manager.load_extension("rlm_kernel")
+
+    async def do_execute(self, code: str, silent: bool, store_history: bool = True,
+                         user_expressions: dict | None = None, allow_stdin: bool = False,
+                         **kwargs: Any):
+        """Run ``code``; a prose cell becomes ``%%rlm`` + its text."""
+        if self.prose_tasks and not silent and is_prose(code, self.shell.transform_cell):
+            code = "%%rlm\n" + code
+        return await super().do_execute(code, silent, store_history, user_expressions,
+                                        allow_stdin, **kwargs)

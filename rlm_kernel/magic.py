@@ -1,0 +1,279 @@
+"""The ``%rlm`` / ``%%rlm`` magic: RLM tasks in the live IPython namespace.
+
+    %load_ext rlm_kernel
+    %rlm [options] question            one line
+    %%rlm [options]                    the cell body is the task
+    %rlm vars [--context NAME ...]     the variables the model would see
+    %rlm export PATH.ipynb [--run ID]  one run as a notebook
+
+Options: ``--model``, ``--sub-model``, ``--max-iterations``, ``--context NAME``
+(repeatable: the variables the model is told about; default every data
+variable).  Settings are traitlets under ``c.RLM`` (``%config RLM.model = ...``),
+falling back to ``RLM_MODEL`` / ``RLM_SUB_MODEL``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from traitlets import Bool, Float, Int, Unicode, default
+
+from .frontend import FrontendRegistry, StepRenderer
+from .termination import FinalOutput, format_final_answer, resolve_final_var
+
+__all__ = ["RLMMagics", "RunRecord", "load_ipython_extension"]
+
+_INTERNAL = {"In", "Out", "exit", "quit", "get_ipython", "rlm_answer", "rlm_answers"}
+
+
+@dataclass
+class RunRecord:
+    """One finished run, kept for ``%rlm export``."""
+
+    run_id: str
+    result: Any
+    cell_id: str | None
+    setup_cells: list[str]
+    step_outputs: list[list[dict[str, Any]]] = field(default_factory=list)
+    execution_counts: list[int | None] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, add_help=False, exit_on_error=False)
+    parser.add_argument("--model")
+    parser.add_argument("--sub-model")
+    parser.add_argument("--max-iterations", type=int)
+    parser.add_argument("--context", action="append")
+    parser.add_argument("--run")
+    parser.add_argument("words", nargs="*")
+    return parser
+
+
+@magics_class
+class RLMMagics(Magics):
+    """``%rlm`` / ``%%rlm``; settings are read from the ``RLM`` config section."""
+
+    model = Unicode(None, allow_none=True, help="Root model: a litellm model string; "
+                    "empty means the embedded local model (env RLM_MODEL).").tag(config=True)
+    sub_model = Unicode(None, allow_none=True, help="Model for llm_query (env "
+                        "RLM_SUB_MODEL); empty means the root model.").tag(config=True)
+    max_iterations = Int(12, help="Steps before the final 'answer now' call.").tag(config=True)
+    max_depth = Int(1, help="Deepest child run rlm_query may start.").tag(config=True)
+    step_timeout = Float(120.0, help="Seconds one step's code may run.").tag(config=True)
+    max_llm_calls = Int(0, help="Budget: model requests per run (0 = none).").tag(config=True)
+    max_tokens = Int(0, help="Budget: tokens per run (0 = none).").tag(config=True)
+    max_cost_usd = Float(0.0, help="Budget: US dollars per run (0 = none).").tag(config=True)
+    max_seconds = Float(0.0, help="Budget: seconds per run (0 = none).").tag(config=True)
+    max_output_chars = Int(3000, help="Characters of step output shown to the model."
+                           ).tag(config=True)
+    widgets = Bool(True, help="Show the progress and variables widgets in the task cell."
+                   ).tag(config=True)
+
+    @classmethod
+    def section_names(cls) -> list[str]:
+        """Config section: ``c.RLM`` (and ``c.RLMMagics``)."""
+        return ["RLM", cls.__name__]
+
+    @default("model")
+    def _default_model(self) -> str | None:
+        return os.environ.get("RLM_MODEL") or None
+
+    @default("sub_model")
+    def _default_sub_model(self) -> str | None:
+        return os.environ.get("RLM_SUB_MODEL") or None
+
+    def __init__(self, shell: Any = None, **kwargs: Any) -> None:
+        super().__init__(shell=shell, **kwargs)
+        self.runs: dict[str, RunRecord] = {}
+        self.step_counts: set[int] = set()
+        self.registry = FrontendRegistry()
+        kernel = getattr(shell, "kernel", None)
+        if kernel is not None:
+            self.registry.register(kernel)
+
+    # -- the magic ----------------------------------------------------------------------
+    @line_cell_magic
+    def rlm(self, line: str, cell: str | None = None) -> Any:
+        """Run an RLM task (see the module docstring for the forms)."""
+        try:
+            opts = _parser("%rlm").parse_args(shlex.split(line))
+        except (argparse.ArgumentError, ValueError) as exc:
+            raise UsageError(f"%rlm: {exc}") from None
+        if cell is None and opts.words[:1] == ["vars"]:
+            return self._show_vars(opts.context)
+        if cell is None and opts.words[:1] == ["export"]:
+            return self._export(opts.words[1:], opts.run)
+        question = cell.strip() if cell is not None else " ".join(opts.words)
+        if not question:
+            raise UsageError("%rlm: no task given (write it after %rlm, or below %%rlm)")
+        return self.run_task(question, opts)
+
+    def run_task(self, question: str, opts: argparse.Namespace) -> Any:
+        """Run one task in the shell's namespace; returns the answer value (or None)."""
+        from IPython.display import display
+
+        from .engine import RLM
+        from .llm import LLMError
+        from .shell_executor import ShellExecutor
+
+        shell = self.shell
+        ns = shell.user_ns
+        variables = self._variables(opts.context)
+        run_id = uuid.uuid4().hex[:8]
+        cell_id = _cell_id(shell)
+        setup = self._setup_cells(shell.execution_count)
+        pub = shell.display_pub
+        executor = ShellExecutor(shell)
+
+        def publish(data: dict, md: dict, display_id: str, update: bool) -> None:
+            pub.publish(data=data, metadata=md, transient={"display_id": display_id},
+                        update=update)
+
+        renderer = StepRenderer(run_id, cell_id, publish, use_comm=self.registry.present,
+                                executor=executor)
+        executor.on_rich_output = renderer.on_rich_output
+        max_iter = opts.max_iterations or self.max_iterations
+        view = None
+        if self.widgets:
+            from .widgets import RunView
+
+            view = RunView(max_iter, namespace=ns, names=list(variables))
+            display(view.widget)
+
+        def observer(event: Any) -> None:
+            renderer(event)
+            if view is not None:
+                view.on_event(event)
+
+        rlm = RLM(opts.model or self.model or None, opts.sub_model or self.sub_model or None,
+                  observer=observer, max_iterations=max_iter, max_depth=self.max_depth,
+                  step_timeout=self.step_timeout, max_output_chars=self.max_output_chars,
+                  max_llm_calls=self.max_llm_calls or None, max_tokens=self.max_tokens or None,
+                  max_cost_usd=self.max_cost_usd or None, max_seconds=self.max_seconds or None)
+        try:
+            result = rlm.run(question, executor=executor, variables=variables)
+        except LLMError as exc:
+            print(f"RLM: {exc}", file=sys.stderr)
+            return None
+        finally:
+            bind_session_tools(shell, self)
+            if view is not None:
+                view.close()
+        self.step_counts.update(c for c in renderer.execution_counts if c is not None)
+        self.runs[run_id] = RunRecord(run_id, result, cell_id, setup, renderer.step_outputs,
+                                      renderer.execution_counts, renderer.messages)
+        value = result.answer_value if result.answer is not None else None
+        ns["rlm_answer"] = value
+        ns.setdefault("rlm_answers", []).append(value)
+        if result.stopped_by != "final":
+            reason = f": {result.error}" if result.error else ""
+            print(f"RLM run {run_id} stopped by {result.stopped_by}{reason} "
+                  f"({result.steps} steps kept)", file=sys.stderr)
+        return value
+
+    # -- helpers ------------------------------------------------------------------------
+    def _variables(self, names: list[str] | None) -> dict[str, Any]:
+        from .tools import user_variables
+
+        ns = self.shell.user_ns
+        if names:
+            missing = [n for n in names if n not in ns]
+            if missing:
+                raise UsageError(f"%rlm: no variable named {', '.join(missing)}")
+            return {n: ns[n] for n in names}
+        return {k: v for k, v in user_variables(ns).items() if k not in _INTERNAL}
+
+    def _setup_cells(self, task_count: int) -> list[str]:
+        inputs = self.shell.user_ns.get("In", [])
+        cells = []
+        for i in range(1, min(task_count, len(inputs))):
+            src = inputs[i]
+            if i in self.step_counts or "magic('rlm'" in src or not src.strip():
+                continue
+            cells.append(src)
+        return cells
+
+    def _show_vars(self, names: list[str] | None) -> Any:
+        from IPython.display import display
+
+        from .widgets import VariablesView, variables_from_namespace
+
+        view = VariablesView()
+        view.update(variables_from_namespace(self.shell.user_ns, names))
+        display(view.widget)
+
+    def _export(self, args: list[str], run_id: str | None) -> None:
+        from .export import export_run
+
+        if len(args) != 1:
+            raise UsageError("usage: %rlm export PATH.ipynb [--run ID]")
+        if not self.runs:
+            raise UsageError("%rlm export: no run yet in this session")
+        rec = self.runs.get(run_id) if run_id else list(self.runs.values())[-1]
+        if rec is None:
+            raise UsageError(f"%rlm export: no run {run_id!r}; runs: {', '.join(self.runs)}")
+        try:
+            export_run(rec.result, args[0], run_id=rec.run_id, setup_cells=rec.setup_cells,
+                       step_outputs=rec.step_outputs, execution_counts=rec.execution_counts)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"%rlm export: {exc}") from None
+        print(f"exported run {rec.run_id} to {args[0]}")
+
+
+def _cell_id(shell: Any) -> str | None:
+    kernel = getattr(shell, "kernel", None)
+    try:
+        parent = kernel.get_parent() if kernel is not None else {}
+    except Exception:  # noqa: BLE001 - no request context (e.g. terminal IPython)
+        parent = {}
+    return (parent or {}).get("metadata", {}).get("cellId")
+
+
+def bind_session_tools(shell: Any, magics: RLMMagics) -> None:
+    """Bind ``llm_query`` & co. for use outside runs (re-running an exported notebook)."""
+    from .budget import Budget, BudgetGuard
+    from .llm import make_client
+    from .tools import RunTools
+    from .usage import UsageLedger
+
+    ledger = UsageLedger()
+    sub = make_client(magics.sub_model or magics.model or None)
+    sub.ledger = ledger
+    tools = RunTools(sub, BudgetGuard(Budget(), ledger, time.monotonic()), shell.user_ns,
+                     depth=0, max_depth=0, max_concurrency=16)
+    shell.user_ns.update(tools.functions())
+
+
+def _final_outside_run(shell, etype, value, tb, tb_offset=None):
+    """``FINAL``/``FINAL_VAR`` at top level: show the answer, keep it in ``rlm_answer``."""
+    from IPython.display import display
+
+    out = value.output
+    try:
+        answer = (resolve_final_var(out["var"], shell.user_ns) if out.get("type") == "variable"
+                  else out.get("answer"))
+    except KeyError as exc:
+        print(f"FINAL_VAR: {exc.args[0]}", file=sys.stderr)
+        return None
+    shell.user_ns["rlm_answer"] = answer
+    display({"text/plain": f"Final answer: {format_final_answer(answer)}"}, raw=True)
+    return None
+
+
+def load_ipython_extension(shell: Any) -> None:
+    """``%load_ext rlm_kernel``: register the magic and the out-of-run helpers."""
+    magics = RLMMagics(shell=shell, parent=shell)
+    shell.register_magics(magics)
+    shell.configurables.append(magics)
+    bind_session_tools(shell, magics)
+    shell.set_custom_exc((FinalOutput,), _final_outside_run)

@@ -1,0 +1,196 @@
+"""Run model code through an IPython shell: magics, rich display, execution counts.
+
+:class:`ShellExecutor` implements the engine's ``Executor`` protocol with
+``shell.run_cell``, so a step behaves like a notebook cell (it gets an
+execution count and goes into ``In``/history).  Every output the step makes
+(stream text, ``display()``, the value of a last expression, an error) is
+captured as an nbformat output dict and handed to ``on_rich_output``; the
+frontend layer decides where it is shown (a step cell, or an inline block in
+the task cell).  The model is shown the text form of the same outputs.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+import types
+from collections.abc import Callable
+from contextlib import ExitStack
+from typing import Any
+
+from .executors import OutputCallback, _Tee
+from .repl_types import REPLResult
+from .termination import FinalOutput
+from .timeouts import StepTimeout, time_limit
+
+__all__ = ["ShellExecutor", "RichOutputCallback", "output_text"]
+
+RichOutputCallback = Callable[[dict[str, Any]], None]
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def output_text(output: dict[str, Any]) -> str:
+    """The plain-text form of one nbformat output dict, as the model sees it."""
+    kind = output.get("output_type")
+    if kind == "stream":
+        return output.get("text", "")
+    if kind in ("execute_result", "display_data"):
+        text = output.get("data", {}).get("text/plain", "")
+        return text + "\n" if text and not text.endswith("\n") else text
+    if kind == "error":
+        return _ANSI.sub("", "\n".join(output.get("traceback", []))) + "\n"
+    return ""
+
+
+class _CapturingPublisher:
+    """Stands in for ``shell.display_pub`` during a step."""
+
+    def __init__(self, sink: RichOutputCallback) -> None:
+        self._sink = sink
+        self.is_publishing = False
+
+    def publish(self, data, metadata=None, source=None, *, transient=None, update=False,
+                **kwargs):
+        self._sink({"output_type": "display_data", "data": dict(data),
+                    "metadata": dict(metadata or {}),
+                    **({"transient": transient} if transient else {})})
+
+    def clear_output(self, wait: bool = False) -> None:
+        self._sink({"output_type": "clear_output", "wait": wait})
+
+
+class ShellExecutor:
+    """Execute steps with ``shell.run_cell`` and capture their outputs.
+
+    Args:
+        shell: an IPython ``InteractiveShell`` (the kernel's).
+        on_rich_output: called with each nbformat output dict as it is made.
+        store_history: record steps in ``In``/history with execution counts.
+    """
+
+    def __init__(self, shell: Any, *, on_rich_output: RichOutputCallback | None = None,
+                 store_history: bool = True) -> None:
+        self.shell = shell
+        self.namespace = shell.user_ns
+        self.on_rich_output = on_rich_output
+        self.store_history = store_history
+        self.last_execution_count: int | None = None
+        self.last_outputs: list[dict[str, Any]] = []
+
+    def execute(self, code: str, *, timeout: float | None = None,
+                on_output: OutputCallback | None = None) -> REPLResult:
+        """Run ``code`` as a cell; see :class:`rlm_kernel.executors.Executor`.
+
+        Raises:
+            KeyboardInterrupt: the user interrupted the step.
+        """
+        shell = self.shell
+        outputs: list[dict[str, Any]] = []
+        state: dict[str, Any] = {"final": None, "timeout": False, "error": False}
+
+        def sink(output: dict[str, Any]) -> None:
+            outputs.append(output)
+            if self.on_rich_output is not None:
+                self.on_rich_output(output)
+
+        def stream(name: str, text: str) -> None:
+            sink({"output_type": "stream", "name": name, "text": text})
+            if on_output is not None:
+                on_output(name, text)
+
+        def displayhook(value: Any) -> None:
+            if value is None:
+                return
+            try:
+                shell.displayhook.update_user_ns(value)
+            except Exception:  # noqa: BLE001 - history bookkeeping must not fail a step
+                shell.user_ns["_"] = value
+            data, md = shell.display_formatter.format(value)
+            sink({"output_type": "execute_result", "data": data, "metadata": md,
+                  "execution_count": count})
+
+        def custom_exc(_shell, etype, value, tb, tb_offset=None):
+            if isinstance(value, FinalOutput):
+                state["final"] = value.output
+            else:
+                state["timeout"] = True
+            return None
+
+        def showtraceback(etype, evalue, stb):
+            state["error"] = True
+            sink({"output_type": "error", "ename": getattr(etype, "__name__", str(etype)),
+                  "evalue": str(evalue), "traceback": list(stb)})
+
+        count = shell.execution_count
+        start = time.perf_counter()
+        saved_custom = (shell.custom_exceptions, shell.CustomTB)
+        with ExitStack() as stack:
+            stack.enter_context(_swap(sys, "stdout", _Tee("stdout", stream)))
+            stack.enter_context(_swap(sys, "stderr", _Tee("stderr", stream)))
+            stack.enter_context(_swap(shell, "display_pub", _CapturingPublisher(sink)))
+            # A step runs inside the task cell's run_cell, whose display trap is
+            # already active: swap the live hook, and the trap's for a top-level call.
+            stack.enter_context(_swap(sys, "displayhook", displayhook))
+            stack.enter_context(_swap(shell.display_trap, "hook", displayhook))
+            stack.enter_context(_swap(shell, "_showtraceback", showtraceback))
+            shell.set_custom_exc((FinalOutput, StepTimeout), custom_exc)
+            stack.callback(lambda: setattr(shell, "custom_exceptions", saved_custom[0]))
+            stack.callback(lambda: setattr(shell, "CustomTB", saved_custom[1]))
+            try:
+                with time_limit(timeout) as limit:
+                    result = shell.run_cell(code, store_history=self.store_history)
+            except StepTimeout:  # fired outside the cell's own code (hooks)
+                result, limit = None, None
+                state["timeout"] = True
+        self.last_execution_count = count if self.store_history else None
+        self.last_outputs = outputs
+        if result is not None and isinstance(result.error_in_exec, KeyboardInterrupt):
+            raise KeyboardInterrupt
+        if state["timeout"] or (limit is not None and limit.fired and state["final"] is None):
+            stream("stderr", f"StepTimeout: step exceeded its time limit of {timeout:g} s "
+                             "and was stopped\n")
+            state["error"] = True
+        if getattr(shell, "exit_now", False):  # exit()/quit() in model code
+            shell.exit_now = False
+            _drop_exit_payload(shell)
+            stream("stderr", "exit() ignored: model code may not stop the kernel\n")
+        text_out = "".join(output_text(o) for o in outputs
+                           if not (o.get("output_type") == "stream" and o["name"] == "stderr"))
+        text_err = "".join(output_text(o) for o in outputs
+                           if o.get("output_type") == "stream" and o["name"] == "stderr")
+        success = not state["error"] and not (result is not None and not result.success
+                                              and state["final"] is None)
+        return REPLResult(stdout=text_out, stderr=text_err, locals=self.namespace,
+                          execution_time=time.perf_counter() - start, llm_calls=[],
+                          success=success, final_output=state["final"])
+
+
+class _swap:  # noqa: N801 - used as a context manager, reads like a function
+    """Set ``obj.name = value`` for the duration of a ``with`` block."""
+
+    def __init__(self, obj: Any, name: str, value: Any) -> None:
+        self.obj, self.name, self.value = obj, name, value
+        is_method = isinstance(getattr(type(obj), name, None), types.FunctionType)
+        self.shadows_method = is_method and name not in getattr(obj, "__dict__", {})
+
+    def __enter__(self) -> None:
+        self.old = getattr(self.obj, self.name)
+        setattr(self.obj, self.name, self.value)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.shadows_method:
+            delattr(self.obj, self.name)  # back to the class's method
+        else:
+            setattr(self.obj, self.name, self.old)
+
+
+def _drop_exit_payload(shell: Any) -> None:
+    manager = getattr(shell, "payload_manager", None)
+    if manager is None:
+        return
+    payloads = manager.read_payload()
+    manager.clear_payload()
+    for payload in payloads:
+        if payload.get("source") != "ask_exit":
+            manager.write_payload(payload)

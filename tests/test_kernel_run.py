@@ -1,0 +1,179 @@
+"""Real kernels started by jupyter_client, running tasks on the real local model."""
+
+from __future__ import annotations
+
+import ast
+import queue
+import random
+import time
+import uuid
+
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+from rlm_kernel.evals import defines_function_question, stdlib_dir
+
+pytestmark = pytest.mark.slow
+
+LOAD_JSON_PACKAGE = (
+    "from rlm_kernel.context_files import load_folder\n"
+    f"context = {{k: v for k, v in load_folder({str(stdlib_dir() / 'json')!r}).items() "
+    "if k.endswith('.py')}\n"
+    "kept = 'user data'"
+)
+
+
+@pytest.fixture()
+def kernel(request, local_server):
+    km, kc = start_new_kernel(kernel_name=request.param, startup_timeout=60)
+    yield km, kc
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+
+
+def execute(kc, code: str, *, cell_id: str | None = None, timeout: float = 600,
+            on_message=None) -> tuple[dict, list[dict]]:
+    """Send an execute_request (with metadata.cellId) and collect its IOPub messages."""
+    msg = kc.session.msg("execute_request", {
+        "code": code, "silent": False, "store_history": True, "user_expressions": {},
+        "allow_stdin": False, "stop_on_error": True}, metadata={"cellId": cell_id or ""})
+    kc.shell_channel.send(msg)
+    msg_id = msg["header"]["msg_id"]
+    messages, deadline = [], time.monotonic() + timeout
+    while True:
+        try:
+            m = kc.get_iopub_msg(timeout=max(1.0, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError(f"no idle after {timeout} s; got {len(messages)} messages") from None
+        if m["parent_header"].get("msg_id") != msg_id:
+            continue
+        messages.append(m)
+        if on_message is not None:
+            on_message(m)
+        if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+            break
+    reply = kc.get_shell_msg(timeout=30)
+    return reply, messages
+
+
+def announce_frontend(kc) -> None:
+    """Do what the JupyterLab extension does: open a comm to rlm_kernel.frontend."""
+    msg = kc.session.msg("comm_open", {"comm_id": uuid.uuid4().hex,
+                                       "target_name": "rlm_kernel.frontend",
+                                       "data": {"version": 1}})
+    kc.shell_channel.send(msg)
+
+
+def comm_data(messages: list[dict]) -> list[dict]:
+    out = []
+    for m in messages:
+        if m["msg_type"] in ("comm_open", "comm_msg") and (
+                m["content"].get("target_name", "rlm_kernel.run") == "rlm_kernel.run"):
+            data = m["content"].get("data") or {}
+            if "type" in data:
+                out.append(data)
+    return out
+
+
+def value_of(kc, expr: str):
+    reply, _ = execute(kc, f"__v = repr({expr})")
+    assert reply["content"]["status"] == "ok"
+    msg = kc.session.msg("execute_request", {"code": "", "silent": True, "store_history": False,
+                                             "user_expressions": {"v": expr},
+                                             "allow_stdin": False})
+    kc.shell_channel.send(msg)
+    rep = kc.get_shell_msg(timeout=30)
+    data = rep["content"]["user_expressions"]["v"]
+    assert data["status"] == "ok", data
+    return ast.literal_eval(data["data"]["text/plain"])
+
+
+@pytest.mark.parametrize("kernel", ["rlm"], indirect=True)
+def test_prose_task_in_rlm_kernel_streams_comm_messages(kernel):
+    km, kc = kernel
+    q = defines_function_question("json", random.Random(0))
+    reply, _ = execute(kc, LOAD_JSON_PACKAGE)
+    assert reply["content"]["status"] == "ok"
+    announce_frontend(kc)
+    busy_seen: list[str] = []
+
+    def watch(m):
+        if m["msg_type"] in ("comm_open", "comm_msg"):
+            busy_seen.append((m["content"].get("data") or {}).get("type", "?"))
+
+    reply, messages = execute(kc, q.text, cell_id="task-cell-1", on_message=watch)
+    assert reply["content"]["status"] == "ok"
+    data = comm_data(messages)
+    kinds = [d["type"] for d in data]
+    assert kinds[0] == "run_started" and kinds[-1] == "run_finished"
+    assert kinds.count("step_added") == kinds.count("step_finished") >= 1
+    assert all(d["cell_id"] == "task-cell-1" for d in data)
+    assert len({d["run_id"] for d in data}) == 1
+    # each step: added, then its outputs, then finished, in order
+    order = [(d["type"], d.get("step")) for d in data if d["type"].startswith("step_")]
+    for i, (kind, step) in enumerate(order):
+        if kind == "step_output":
+            assert ("step_added", step) in order[:i] and ("step_finished", step) in order[i:]
+    finished = [d for d in data if d["type"] == "step_finished"]
+    assert all(isinstance(d["execution_count"], int) for d in finished)
+    last = data[-1]
+    assert last["stopped_by"] == "final" and q.check(last["answer"])
+    # the comm messages arrived before the cell went idle, i.e. while it was busy
+    assert messages[-1]["content"]["execution_state"] == "idle"
+    assert busy_seen[:1] == ["run_started"]
+    assert q.check(str(value_of(kc, "rlm_answer")))
+    # variables the model made are in the user's namespace; the user's own are intact
+    added = [d for d in data if d["type"] == "step_added"]
+    names = {t.id for d in added for node in ast.walk(ast.parse(d["source"]))
+             for t in getattr(node, "targets", []) if isinstance(t, ast.Name)}
+    for name in names:
+        assert value_of(kc, f"{name!r} in globals()") is True
+    assert value_of(kc, "kept") == "user data"
+
+
+@pytest.mark.parametrize("kernel", ["python3"], indirect=True)
+def test_rlm_magic_in_python3_kernel_renders_inline(kernel):
+    km, kc = kernel
+    q = defines_function_question("json", random.Random(0))
+    execute(kc, "%load_ext rlm_kernel")
+    reply, _ = execute(kc, LOAD_JSON_PACKAGE)
+    assert reply["content"]["status"] == "ok"
+    reply, messages = execute(kc, f"%%rlm --context context\n{q.text}")
+    assert reply["content"]["status"] == "ok"
+    assert not comm_data(messages)  # no extension: no run comm
+    blocks = [m["content"]["data"] for m in messages
+              if m["msg_type"] in ("display_data", "update_display_data")
+              and "text/html" in m["content"]["data"]
+              and "Step 1" in m["content"]["data"]["text/plain"]]
+    assert blocks, "no inline step block"
+    assert "<details" in blocks[-1]["text/html"]
+    results = [m["content"]["data"]["text/plain"] for m in messages
+               if m["msg_type"] == "execute_result"]
+    assert results and q.check(results[-1])
+    assert q.check(str(value_of(kc, "rlm_answer")))
+
+
+@pytest.mark.parametrize("kernel", ["rlm"], indirect=True)
+def test_interrupt_mid_run_keeps_namespace_and_steps(kernel):
+    km, kc = kernel
+    reply, _ = execute(kc, LOAD_JSON_PACKAGE)
+    announce_frontend(kc)
+    interrupted = []
+
+    def watch(m):
+        data = (m["content"].get("data") or {}) if m["msg_type"] == "comm_msg" else {}
+        if data.get("type") == "step_finished" and not interrupted:
+            interrupted.append(time.monotonic())
+            km.interrupt_kernel()
+
+    task = ("Look at each file of context one at a time in separate steps: print the first "
+            "line of one file per step, and only after ten steps call FINAL.")
+    reply, messages = execute(kc, task, cell_id="task-2", on_message=watch)
+    assert interrupted, "no step finished before the run ended"
+    data = comm_data(messages)
+    assert data[-1]["type"] == "run_finished" and data[-1]["stopped_by"] == "interrupt"
+    assert sum(d["type"] == "step_finished" for d in data) >= 1
+    assert value_of(kc, "kept") == "user data"
+    assert value_of(kc, "len(context)") > 0
+    reply, _ = execute(kc, "1 + 1")
+    assert reply["content"]["status"] == "ok"

@@ -1,0 +1,215 @@
+"""The progress and variables widgets, driven by events recorded from a scripted run."""
+
+from __future__ import annotations
+
+import math
+import time
+import types
+
+import ipywidgets as w
+import pytest
+
+from rlm_kernel import RLM
+from rlm_kernel.events import Event
+from rlm_kernel.executors import PlainExecutor
+from rlm_kernel.repl_types import REPLVariable
+from rlm_kernel.testing import ScriptedModel
+from rlm_kernel.widgets import ProgressView, RunView, VariablesView, variables_from_namespace
+
+
+def block(code: str, thought: str = "Thinking.") -> str:
+    return f"{thought}\n```repl\n{code}\n```"
+
+
+def record(replies, context="hello world", executor=None, **cfg) -> list[Event]:
+    """Run a scripted RLM and return every event it emitted."""
+    events: list[Event] = []
+    lm = ScriptedModel(replies, cost_usd=0.00125)
+    rlm = RLM(root_client=lm, sub_client=lm, observer=events.append, **cfg)
+    rlm.run("How long?", context=context, executor=executor)
+    return events
+
+
+SCRIPT = [block("n = len(context)\nprint(n)"),
+          block("parts = llm_query_batched(['a', 'b', 'c'])\nprint(parts)"),
+          block("FINAL(n)")]
+
+
+@pytest.fixture(scope="module")
+def events() -> list[Event]:
+    return record(SCRIPT, max_iterations=5)
+
+
+def test_progress_replays_a_run(events):
+    view = ProgressView(10, tick=None)
+    assert isinstance(view.widget, w.DOMWidget)
+    assert view.step_label.value == "step 0 of 10"
+    seen = []
+    for ev in events:
+        view.on_event(ev)
+        seen.append(view.activity_label.value)
+    assert view.bar.max == 5 and view.bar.value == 3
+    assert view.step_label.value == "step 3 of 5"
+    assert "waiting for the model (step 2)" in seen
+    assert "running step 3" in seen
+    assert any("sub-calls 3 done, 0 in flight" in s for s in seen)
+    assert view.activity_label.value == "finished: final"
+    assert view.bar.bar_style == "success"
+    # 3 root calls + 3 sub-calls, 10 prompt / 5 completion tokens and $0.00125 each
+    assert view.tokens_label.value == "60 prompt + 30 completion tokens"
+    assert view.cost_label.value == "$0.0075"
+    final = events[-1].data["elapsed"]
+    assert view.elapsed_label.value == f"{final:.1f} s"
+    line = view.text()
+    assert "step 3 of 5" in line and "60 prompt" in line and "$0.0075" in line
+    assert line.endswith("finished: final") and "\n" not in line
+
+
+def test_progress_shows_budget_stop_and_error(events):
+    stop = record([block("print(1)")] * 5, max_llm_calls=2)
+    view = ProgressView(10, tick=None)
+    for ev in stop:
+        view.on_event(ev)
+    assert view.activity_label.value.startswith("stopped: budget — ")
+    assert "2 LLM calls" in view.activity_label.value
+    assert view.bar.bar_style == "danger"
+
+
+def test_sub_run_events_only_change_activity(events):
+    view = ProgressView(10, tick=None)
+    view.on_event(events[0])
+    view.on_event(Event("step_started", {"depth": 0, "elapsed": 1.0, "step": 2,
+                                         "totals": {"prompt_tokens": 7}}))
+    view.on_event(Event("model_call", {"depth": 1, "elapsed": 0.1, "step": 4,
+                                       "totals": {"prompt_tokens": 9}}))
+    assert view.step_label.value == "step 2 of 5"
+    assert view.elapsed_label.value == "1.0 s"
+    assert view.activity_label.value == "step 2: sub-run (depth 1) waiting for the model (step 4)"
+    assert view.tokens_label.value.startswith("9 prompt")
+
+
+def test_answer_now_step_is_past_the_budget():
+    evs = record([block("print(1)"), block("FINAL('late')")], max_iterations=1)
+    view = ProgressView(1, tick=None)
+    for ev in evs:
+        view.on_event(ev)
+    assert view.bar.value == 1 and view.bar.max == 1
+    assert view.activity_label.value == "stopped: max_iterations"
+    assert view.bar.bar_style == "warning"
+
+
+def test_ticker_moves_time_and_stops_at_run_finished(events):
+    view = ProgressView(5, tick=0.02)
+    view.on_event(events[0])
+    assert view.ticking
+    time.sleep(0.3)
+    assert float(view.elapsed_label.value.split()[0]) > 0.1
+    view.on_event(events[-1])
+    deadline = time.monotonic() + 2
+    while view.ticking and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not view.ticking
+    assert view.elapsed_label.value == f"{events[-1].data['elapsed']:.1f} s"
+
+
+def test_ticker_stops_on_close(events):
+    view = ProgressView(5, tick=0.02)
+    view.on_event(events[0])
+    assert view.ticking
+    view.close()
+    assert not view.ticking
+    view.close()  # idempotent
+
+
+def test_variables_table_rows_and_escaping():
+    vars_ = [REPLVariable.from_value("context", "x" * 12_345),
+             REPLVariable.from_value("evil", "<script>alert(1)</script>\nline two"),
+             REPLVariable.from_value("rows", list(range(5000)))]
+    view = VariablesView()
+    assert "No variables" in view.widget.value and view.text() == "no variables"
+    view.update(vars_)
+    table = view.widget.value
+    assert table.count("<tr>") == 4  # header + 3 rows
+    assert "12,345 characters" in table and "5,000 items" in table
+    assert "<script>" not in table and "&lt;script&gt;alert(1)&lt;/script&gt; line two" in table
+    assert "x" * 80 + "..." in table and "x" * 81 not in table
+    assert view.text() == ("3 variables: context (str, 12,345 characters), "
+                           "evil (str, 34 characters), rows (list, 5,000 items)")
+
+
+def test_variables_from_namespace_filters():
+    def helper():
+        return 1
+
+    ns = {"context": "abc", "n": 3, "_private": 1, "math": math, "helper": helper,
+          "In": [""], "Out": {}, "exit": object(), "quit": object(), "get_ipython": helper,
+          "FINAL": print, "SHOW_VARS": print, "llm_query": print, "rlm_query": 4,
+          "Klass": int, "mod": types.ModuleType("m")}
+    got = variables_from_namespace(ns)
+    assert [v.name for v in got] == ["context", "n"]
+    assert got[0].total_length == 3 and got[0].preview == "abc"
+    picked = variables_from_namespace(ns, names=["n", "_private"])
+    assert [v.name for v in picked] == ["n", "_private"]
+    with pytest.raises(KeyError, match="missing"):
+        variables_from_namespace(ns, names=["n", "missing"])
+
+
+def test_variables_preview_is_bounded():
+    ns = {"big": "y" * 5_000_000, "many": list(range(2_000_000))}
+    t0 = time.perf_counter()
+    for _ in range(10):
+        big, many = variables_from_namespace(ns)
+    assert time.perf_counter() - t0 < 0.1  # a full JSON dump of `many` alone takes longer
+    assert big.total_length == 5_000_000 and len(big.preview) == 203
+    assert (many.total_length, many.length_unit) == (2_000_000, "items")
+
+
+def test_run_view_refreshes_from_namespace():
+    ex = PlainExecutor()
+    snapshots: list[tuple[Event, dict]] = []  # each event with the namespace at that time
+    lm = ScriptedModel(SCRIPT)
+    rlm = RLM(root_client=lm, sub_client=lm, max_iterations=5,
+              observer=lambda ev: snapshots.append((ev, dict(ex.namespace))))
+    rlm.run("How long?", context="hello world", executor=ex)
+    ns: dict = {}
+    view = RunView(5, namespace=ns, names=None, tick=None)
+    assert isinstance(view.widget, w.VBox)
+    assert view.accordion.titles == ("Variables the model sees",)
+    shown = []
+    for ev, snap in snapshots:
+        ns.clear()
+        ns.update(snap)
+        view.on_event(ev)
+        if ev.kind in ("run_started", "step_finished"):
+            shown.append([v.name for v in view.variables.variables])
+    assert shown == [["context"], ["context", "n"], ["context", "n", "parts"],
+                     ["context", "n", "parts"]]
+    assert "[ &quot;sub:a&quot;, &quot;sub:b&quot;, &quot;sub:c&quot; ]" in view.variables.widget.value
+    line = view.text()
+    assert "finished: final" in line and "context (str, 11 characters)" in line
+    assert "parts (list, " in line and "\n" not in line
+
+
+def test_run_view_without_namespace_uses_run_started_metadata(events):
+    view = RunView(5, tick=None)
+    for ev in events:
+        view.on_event(ev)
+    assert [v.name for v in view.variables.variables] == ["context"]
+    assert "11 characters" in view.variables.widget.value
+    assert not view.progress.ticking
+    view.close()
+
+
+def test_run_view_names_filter(events):
+    ns = {"context": "abc", "other": [1, 2]}
+    view = RunView(5, namespace=ns, names=["other"], tick=None)
+    view.on_event(events[0])
+    assert [v.name for v in view.variables.variables] == ["other"]
+
+
+def test_run_view_reports_a_missing_name_without_raising(events):
+    view = RunView(5, namespace={"context": "abc"}, names=["later"], tick=None)
+    view.on_event(events[0])
+    assert "no variable named &#x27;later&#x27;" in view.variables.widget.value
+    with pytest.raises(KeyError, match="later"):
+        view.refresh()
