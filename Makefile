@@ -18,6 +18,7 @@ $(PY):
 
 setup: $(PY)
 	$(PY) -m pip install --quiet -e ".[local,dev]"
+	$(PY) -m rlm_kernel install --sys-prefix
 	$(RLM) model prepare
 
 # The main job: a question about the interpreter's own standard library, answered
@@ -26,13 +27,13 @@ demo: setup
 	$(PY) scripts/demo.py
 
 test: setup
-	$(PY) -m pytest -v
+	$(PY) -m pytest -v --nbval-lax tests notebooks
 
 test-fast: $(PY)
 	$(PY) -m pytest -m "not slow" -q
 
 lint:
-	$(VENV)/bin/ruff check rlm_kernel tests bench
+	$(VENV)/bin/ruff check rlm_kernel tests bench scripts
 
 bench: setup
 	$(PY) -m pip install --quiet -e ".[bench]"

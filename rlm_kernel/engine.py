@@ -275,8 +275,15 @@ class RLM:
                                   self._prompt_chars(root))
         messages.append({"role": "user", "content": answer_now_message(cfg.max_iterations)})
         reply = root.complete(messages, role="final", stop=cfg.stop_sequences()).text
+        tools.step_calls = []
         outcome = run_reply(reply, executor, tools, cfg.max_iterations + 1, cfg, notify,
                             final_only=True)
+        if outcome.code:  # the FINAL call ran: it is part of the trajectory
+            result.history = result.history.append(
+                reasoning=outcome.reasoning, code=outcome.code, output=outcome.output,
+                execution_time=outcome.seconds, llm_calls=list(tools.step_calls))
+            notify("step_finished", {"step": cfg.max_iterations + 1, "outcome": outcome,
+                                     "entry": result.history.entries[-1]})
         if outcome.final:
             result.answer, result.answer_value = outcome.answer, outcome.answer_value
         else:

@@ -119,8 +119,14 @@ def test_prose_task_in_rlm_kernel_streams_comm_messages(kernel):
     last = data[-1]
     assert last["stopped_by"] == "final" and q.check(last["answer"])
     # the comm messages arrived before the cell went idle, i.e. while it was busy
-    assert messages[-1]["content"]["execution_state"] == "idle"
-    assert busy_seen[:1] == ["run_started"]
+    states = [(i, m["content"]["execution_state"]) for i, m in enumerate(messages)
+              if m["msg_type"] == "status"]
+    busy_at, idle_at = states[0], states[-1]
+    assert busy_at[1] == "busy" and idle_at[1] == "idle" and idle_at[0] == len(messages) - 1
+    rlm_positions = [i for i, m in enumerate(messages) if m["msg_type"] in ("comm_open", "comm_msg")
+                     and "type" in (m["content"].get("data") or {})]
+    assert busy_at[0] < rlm_positions[0] and rlm_positions[-1] < idle_at[0]
+    assert [t for t in busy_seen if t != "?"][0] == "run_started"
     assert q.check(str(value_of(kc, "rlm_answer")))
     # variables the model made are in the user's namespace; the user's own are intact
     added = [d for d in data if d["type"] == "step_added"]
