@@ -96,6 +96,10 @@ class RLMMagics(Magics):
         super().__init__(shell=shell, **kwargs)
         self.runs: dict[str, RunRecord] = {}
         self.step_counts: set[int] = set()
+        self.cell_log: list[str] = []  # the user's cells, for an export's setup cells
+        self.running = False
+        if shell is not None:
+            shell.events.register("pre_run_cell", self._log_cell)
         self.registry = FrontendRegistry()
         kernel = getattr(shell, "kernel", None)
         if kernel is not None:
@@ -131,7 +135,7 @@ class RLMMagics(Magics):
         variables = self._variables(opts.context)
         run_id = uuid.uuid4().hex[:8]
         cell_id = _cell_id(shell)
-        setup = self._setup_cells(shell.execution_count)
+        setup = self._setup_cells()
         pub = shell.display_pub
         executor = ShellExecutor(shell)
 
@@ -160,12 +164,14 @@ class RLMMagics(Magics):
                   step_timeout=self.step_timeout, max_output_chars=self.max_output_chars,
                   max_llm_calls=self.max_llm_calls or None, max_tokens=self.max_tokens or None,
                   max_cost_usd=self.max_cost_usd or None, max_seconds=self.max_seconds or None)
+        self.running = True
         try:
             result = rlm.run(question, executor=executor, variables=variables)
         except LLMError as exc:
             print(f"RLM: {exc}", file=sys.stderr)
             return None
         finally:
+            self.running = False
             bind_session_tools(shell, self)
             if view is not None:
                 view.close()
@@ -193,12 +199,23 @@ class RLMMagics(Magics):
             return {n: ns[n] for n in names}
         return {k: v for k, v in user_variables(ns).items() if k not in _INTERNAL}
 
-    def _setup_cells(self, task_count: int) -> list[str]:
-        inputs = self.shell.user_ns.get("In", [])
+    def _log_cell(self, info: Any) -> None:
+        """``pre_run_cell`` hook: remember the user's cells (not steps, not silent)."""
+        if self.running or getattr(info, "silent", False):
+            return
+        self.cell_log.append(getattr(info, "raw_cell", "") or "")
+
+    def _setup_cells(self) -> list[str]:
+        """The cells run before this task that are neither tasks nor exports."""
+        from .prose import is_prose
+
         cells = []
-        for i in range(1, min(task_count, len(inputs))):
-            src = inputs[i]
-            if i in self.step_counts or "magic('rlm'" in src or not src.strip():
+        for src in self.cell_log[:-1]:  # the last one is the task cell itself
+            text = src.strip()
+            if not text or text.startswith(("%rlm", "%%rlm", "%load_ext rlm_kernel")):
+                continue
+            if getattr(self.shell, "kernel", None) is not None and \
+                    getattr(self.shell.kernel, "prose_tasks", False) and is_prose(text):
                 continue
             cells.append(src)
         return cells
@@ -251,22 +268,37 @@ def bind_session_tools(shell: Any, magics: RLMMagics) -> None:
     sub.ledger = ledger
     tools = RunTools(sub, BudgetGuard(Budget(), ledger, time.monotonic()), shell.user_ns,
                      depth=0, max_depth=0, max_concurrency=16)
-    shell.user_ns.update(tools.functions())
+    functions = tools.functions()
+
+    def final(answer: Any) -> None:
+        """Outside a run: show the answer and keep it in ``rlm_answer``."""
+        _show_final(shell, {"type": "direct", "answer": answer})
+
+    def final_var(variable_name: str) -> None:
+        """Outside a run: show the named variable as the answer."""
+        _show_final(shell, {"type": "variable", "var": variable_name})
+
+    functions.update(FINAL=final, FINAL_VAR=final_var)
+    shell.user_ns.update(functions)
 
 
-def _final_outside_run(shell, etype, value, tb, tb_offset=None):
-    """``FINAL``/``FINAL_VAR`` at top level: show the answer, keep it in ``rlm_answer``."""
+def _show_final(shell: Any, out: dict[str, Any]) -> None:
     from IPython.display import display
 
-    out = value.output
     try:
         answer = (resolve_final_var(out["var"], shell.user_ns) if out.get("type") == "variable"
                   else out.get("answer"))
     except KeyError as exc:
         print(f"FINAL_VAR: {exc.args[0]}", file=sys.stderr)
-        return None
+        return
     shell.user_ns["rlm_answer"] = answer
     display({"text/plain": f"Final answer: {format_final_answer(answer)}"}, raw=True)
+
+
+def _final_outside_run(shell, etype, value, tb, tb_offset=None):
+    """A ``FinalOutput`` raised outside a run (e.g. ``termination.FINAL`` imported
+    directly): show the answer instead of a traceback."""
+    _show_final(shell, value.output)
     return None
 
 
