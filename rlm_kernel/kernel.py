@@ -33,13 +33,14 @@ class RLMKernel(IPythonKernel):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.shell.configurables.append(self)  # so `%config RLMKernel.prose_tasks` works
         self.shell.extension_manager.load_extension("rlm_kernel")
 
     async def do_execute(self, code: str, silent: bool, store_history: bool = True,
                          user_expressions: dict | None = None, allow_stdin: bool = False,
                          **kwargs: Any):
         """Run ``code``; a prose cell becomes ``%%rlm`` + its text."""
-        if self.prose_tasks and not silent and is_prose(code, self.shell.transform_cell):
+        if self.prose_tasks and not silent and is_prose(code):
             code = "%%rlm\n" + code
         return await super().do_execute(code, silent, store_history, user_expressions,
                                         allow_stdin, **kwargs)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import sys
 import time
@@ -302,8 +303,29 @@ def _final_outside_run(shell, etype, value, tb, tb_offset=None):
     return None
 
 
+_RLM_LINE = re.compile(r"^(\s*)%rlm\s(.*\?)\s*$")
+
+
+def protect_question_mark(lines: list[str]) -> list[str]:
+    """Input transformer: ``%rlm Which file ...?`` stays a task.
+
+    IPython reads a line ending in ``word?`` as a help request for ``word``;
+    this runs before that rule and turns such ``%rlm`` lines into a call of
+    the magic with the whole text.
+    """
+    out = []
+    for line in lines:
+        match = _RLM_LINE.match(line)
+        if match:
+            line = f"{match.group(1)}get_ipython().run_line_magic('rlm', {match.group(2)!r})\n"
+        out.append(line)
+    return out
+
+
 def load_ipython_extension(shell: Any) -> None:
     """``%load_ext rlm_kernel``: register the magic and the out-of-run helpers."""
+    if protect_question_mark not in shell.input_transformers_cleanup:
+        shell.input_transformers_cleanup.append(protect_question_mark)
     magics = RLMMagics(shell=shell, parent=shell)
     shell.register_magics(magics)
     shell.configurables.append(magics)

@@ -20,8 +20,9 @@ def is_prose(text: str, transform: Callable[[str], str] | None = None) -> bool:
     """True when ``text`` reads as a natural-language task rather than code.
 
     A cell is prose when (1) it is not IPython syntax (``%``, ``!``, ``?`` help),
-    (2) it does not parse as Python (after IPython's input transformation, if
-    ``transform`` is given), and (3) it looks like words, not code with a typo:
+    (2) it does not parse as Python (the raw text: IPython's own transformation
+    would read a question's final ``word?`` as a help request; pass
+    ``transform`` only for text known not to end that way), and (3) it looks like words, not code with a typo:
     its first line starts with two words, the first of which is not a Python
     keyword or builtin (``print hello`` is a typo, ``Print the title`` is a
     task), and no line is an assignment or a ``def``/``class``/``import``.

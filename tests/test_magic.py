@@ -1,0 +1,123 @@
+"""The %rlm magic's mechanics in an in-process IPython shell (scripted model)."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.testing.globalipapp import start_ipython
+
+import rlm_kernel.engine as engine
+from rlm_kernel.prose import is_prose
+from rlm_kernel.testing import ScriptedModel
+
+
+@pytest.fixture()
+def ip(monkeypatch):
+    start_ipython()  # the testing shell, once per process
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "rlm_kernel")
+    shell.user_ns.pop("rlm_answers", None)
+    yield shell
+    for name in ("context", "n", "rlm_answer"):
+        shell.user_ns.pop(name, None)
+
+
+def script(monkeypatch, replies):
+    lm = ScriptedModel(replies)
+    seen = []
+
+    def fake_client(model, **kwargs):
+        seen.append(model)
+        return lm
+
+    monkeypatch.setattr(engine, "make_client", fake_client)
+    return lm, seen
+
+
+def block(code: str) -> str:
+    return f"thought\n```repl\n{code}\n```"
+
+
+def test_cell_task_answers_into_the_namespace(ip, monkeypatch):
+    script(monkeypatch, [block("n = len(context)\nprint(n)"), block("FINAL(n)")])
+    ip.user_ns["context"] = "hello world"
+    ip.run_cell("%%rlm --context context\nHow long is it?", store_history=True)
+    assert ip.user_ns["rlm_answer"] == 11
+    assert ip.user_ns["n"] == 11  # the model's variable is the user's now
+    assert ip.user_ns["rlm_answers"][-1] == 11
+    assert callable(ip.user_ns["llm_query"])  # session tools rebound after the run
+
+
+def test_config_and_options_choose_the_model(ip, monkeypatch):
+    _, seen = script(monkeypatch, [block("FINAL(1)"), block("FINAL(2)")])
+    ip.user_ns["context"] = "x"
+    ip.run_line_magic("config", "RLM.model = 'openai/configured'")
+    try:
+        ip.run_line_magic("rlm", "What?")
+        ip.run_line_magic("rlm", "--model openai/option What?")
+    finally:
+        ip.run_line_magic("config", "RLM.model = ''")
+    assert seen == ["openai/configured", "openai/option"]
+
+
+def test_unknown_model_is_one_message_and_the_shell_survives(ip, capsys):
+    ip.user_ns["context"] = "x"
+    ip.run_line_magic("rlm", "--model no-such-model-xyz What?")
+    err = capsys.readouterr().err
+    assert "unknown model 'no-such-model-xyz'" in err
+    assert ip.user_ns["context"] == "x"
+
+
+def test_missing_context_variable_is_a_usage_error(ip):
+    result = ip.run_cell("%rlm --context nope What?")
+    assert "no variable named nope" in str(result.error_in_exec)
+
+
+def test_export_writes_a_valid_notebook_with_setup_cells(ip, monkeypatch, tmp_path):
+    script(monkeypatch, [block("print(len(context))"), block("FINAL('done')")])
+    ip.run_cell("context = 'abc' * 3", store_history=True)
+    ip.run_cell("%%rlm\nHow long?", store_history=True)
+    out = tmp_path / "run.ipynb"
+    ip.run_cell(f"%rlm export {out}", store_history=True)
+    nb = nbformat.read(out, as_version=4)
+    nbformat.validate(nb)
+    roles = [c.metadata["rlm"]["role"] for c in nb.cells]
+    assert roles == ["task", "setup", "step", "step", "answer"]
+    assert nb.cells[1].source == "context = 'abc' * 3"
+    assert nb.cells[2].outputs[0]["text"] == "9\n"
+    assert isinstance(nb.cells[2].execution_count, int)
+    assert nb.metadata.kernelspec.name == "rlm"
+
+
+def test_final_outside_a_run_shows_the_answer_without_error(ip):
+    result = ip.run_cell("FINAL(6 * 7)")
+    assert result.success
+    assert ip.user_ns["rlm_answer"] == 42
+
+
+@pytest.mark.parametrize("text,prose", [
+    ("Which chapter first mentions the whale?", True),
+    ("Summarise the file.\nKeep it short.", True),
+    ("print hello", False),          # a Python 2 habit, not a task
+    ("prnt('hi'", False),            # code with a typo stays a SyntaxError
+    ("x = [1, 2", False),
+    ("for i in range(3) print(i)", False),
+    ("len?", False),
+    ("%time 1", False),
+    ("!ls", False),
+    ("1 + 1", False),
+])
+def test_prose_detection(text, prose):
+    assert is_prose(text) is prose
+
+
+def test_question_mark_at_the_end_stays_a_task(ip, monkeypatch):
+    _, seen = script(monkeypatch, [block("FINAL('yes')")])
+    ip.user_ns["context"] = "x"
+    ip.run_cell("%rlm Which chapter first mentions the whale?")
+    assert ip.user_ns["rlm_answer"] == "yes"
+
+
+def test_prose_ending_in_a_question_mark_is_prose():
+    assert is_prose("Which chapter first mentions the whale?")
