@@ -125,7 +125,7 @@ class StepRenderer:
             self._send({"type": "step_added", "step": d["step"],
                         "source": self.current["source"],
                         "metadata": {"rlm": {"run_id": self.run_id, "step": d["step"],
-                                             "role": "step"}}})
+                                             "role": "step", "task_cell": self.cell_id}}})
         else:
             self._render_inline(update=False)
 
