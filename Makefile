@@ -17,8 +17,10 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip
 
 setup: $(PY)
+	bash scripts/install_browser.sh
 	$(PY) -m pip install --quiet -e ".[local,dev]"
 	$(PY) -m rlm_kernel install --sys-prefix
+	$(PY) -m ipykernel install --sys-prefix
 	$(RLM) model prepare
 
 # The main job: a question about the interpreter's own standard library, answered

@@ -42,5 +42,12 @@ class RLMKernel(IPythonKernel):
         """Run ``code``; a prose cell becomes ``%%rlm`` + its text."""
         if self.prose_tasks and not silent and is_prose(code):
             code = "%%rlm\n" + code
-        return await super().do_execute(code, silent, store_history, user_expressions,
-                                        allow_stdin, **kwargs)
+        count = self.shell.execution_count
+        reply = await super().do_execute(code, silent, store_history, user_expressions,
+                                         allow_stdin, **kwargs)
+        # A task's steps take execution counts of their own while it runs; the task
+        # cell keeps the count it started with instead of showing the last step's.
+        if store_history and not silent and isinstance(reply, dict) and \
+                reply.get("execution_count", count) > count:
+            reply["execution_count"] = count
+        return reply

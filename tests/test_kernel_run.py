@@ -116,6 +116,8 @@ def test_prose_task_in_rlm_kernel_streams_comm_messages(kernel):
             assert ("step_added", step) in order[:i] and ("step_finished", step) in order[i:]
     finished = [d for d in data if d["type"] == "step_finished"]
     assert all(isinstance(d["execution_count"], int) for d in finished)
+    # the task cell keeps its own count; the steps' counts follow it
+    assert reply["content"]["execution_count"] < min(d["execution_count"] for d in finished)
     last = data[-1]
     assert last["stopped_by"] == "final" and q.check(last["answer"])
     # the comm messages arrived before the cell went idle, i.e. while it was busy

@@ -1,0 +1,389 @@
+"""A real JupyterLab in a real browser, for the browser tests and the latency bench.
+
+Used by ``tests/test_browser.py`` and ``bench/bench_cell_latency.py``:
+
+* :class:`JupyterLab` starts ``jupyter lab`` on 127.0.0.1 (free port, random token,
+  its own root, settings, workspaces and runtime folders, no network look-ups,
+  ``window.jupyterapp`` exposed) and stops it.
+* :func:`launch_chromium` opens Debian's Chromium (``/usr/bin/chromium``, installed by
+  ``scripts/install_browser.sh``) through Playwright with a fresh user-data-dir.
+  Playwright's own browsers are never downloaded.
+* :class:`NotebookPage` drives one notebook: open, wait for the kernel, run all cells,
+  read the cells (model metadata, prompt, rendered text), save, screenshot.
+
+Nothing here knows about the RLM extension beyond the cell metadata it writes
+(``metadata.rlm = {run_id, step, role, task_cell}``), see ``docs/protocol.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+CHROMIUM = "/usr/bin/chromium"
+EXTENSION_NAME = "rlm-kernel-labextension"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO_ROOT / "artifacts"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+LOAD_JSON_CELL = (
+    "from rlm_kernel.context_files import load_folder\n"
+    "from rlm_kernel.evals import stdlib_dir\n"
+    'context = {k: v for k, v in load_folder(stdlib_dir() / "json").items() if k.endswith(".py")}'
+)
+
+
+def venv_bin(name: str) -> str:
+    """Path of an executable next to the running interpreter (the project's venv)."""
+    return str(Path(sys.executable).parent / name)
+
+
+def missing_prerequisites() -> list[str]:
+    """What is missing to run a browser test here (empty list: all present)."""
+    missing = []
+    if not Path(CHROMIUM).exists():
+        missing.append(f"{CHROMIUM} (run scripts/install_browser.sh)")
+    for module, requirement in (("playwright", "playwright"),
+                                ("jupyterlab", "jupyterlab>=4.6,<4.7")):
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append(f"Python package {requirement!r}")
+    return missing
+
+
+def extension_installed() -> bool:
+    """True if ``jupyter labextension list`` shows the RLM JupyterLab extension."""
+    try:
+        out = subprocess.run([venv_bin("jupyter"), "labextension", "list"],
+                             capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    listing = out.stdout + out.stderr
+    return any(EXTENSION_NAME in line and "enabled" in line for line in listing.splitlines())
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_notebook(path: Path, kernel_name: str, display_name: str,
+                   cells: list[str]) -> Path:
+    """Write a v4 notebook of code cells (no outputs) for the given kernelspec."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": kernel_name, "display_name": display_name,
+                                 "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
+    nbformat.validate(nb)
+    path.write_text(nbformat.writes(nb), encoding="utf-8")
+    return path
+
+
+class JupyterLab:
+    """A ``jupyter lab`` server in a temporary folder; use as a context manager.
+
+    Attributes:
+        root: the server's root folder (notebooks go here).
+        port / token / url: where it listens and how to get in.
+        log: the server's combined stdout/stderr file.
+    """
+
+    def __init__(self, start_timeout: float = 90.0) -> None:
+        self.start_timeout = start_timeout
+        self.token = secrets.token_hex(24)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._tmp = Path(tempfile.mkdtemp(prefix="rlm-lab-"))
+        self.root = self._tmp / "root"
+        self.root.mkdir()
+        self.log = self._tmp / "jupyter-lab.log"
+        self.proc: subprocess.Popen | None = None
+
+    def command(self) -> list[str]:
+        """The ``jupyter lab`` command line."""
+        return [
+            venv_bin("jupyter"), "lab",
+            "--allow-root", "--no-browser",
+            "--ip=127.0.0.1", f"--port={self.port}", "--port-retries=0",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root}",
+            # No network look-ups: no news feed, no update check.
+            "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            # Own settings and workspaces: no state from earlier runs or the user.
+            f"--LabServerApp.user_settings_dir={self._tmp / 'settings'}",
+            f"--LabServerApp.workspaces_dir={self._tmp / 'workspaces'}",
+            # window.jupyterapp, to read cell models and hook the kernel connection.
+            "--LabApp.expose_app_in_browser=True",
+        ]
+
+    def start(self) -> JupyterLab:
+        """Start the server and wait until its REST API answers."""
+        # No "get notified about official Jupyter news?" toast over the notebook.
+        notification = (self._tmp / "settings" / "@jupyterlab" / "apputils-extension"
+                        / "notification.jupyterlab-settings")
+        notification.parent.mkdir(parents=True, exist_ok=True)
+        notification.write_text(json.dumps({"fetchNews": "false"}))
+        env = dict(os.environ)
+        env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+        env["JUPYTER_RUNTIME_DIR"] = str(self._tmp / "runtime")
+        env.pop("JUPYTER_TOKEN", None)
+        self._log_file = open(self.log, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(self.command(), cwd=self.root, env=env,
+                                     stdout=self._log_file, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited with {self.proc.returncode}:\n"
+                                   + self.log_tail())
+            try:
+                with urllib.request.urlopen(f"{self.url}/api/status?token={self.token}",
+                                            timeout=2) as resp:
+                    if resp.status == 200:
+                        return self
+            except (OSError, urllib.error.URLError):
+                pass
+            time.sleep(0.25)
+        self.stop()
+        raise RuntimeError(f"jupyter lab not ready after {self.start_timeout} s:\n"
+                           + self.log_tail())
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the server log."""
+        try:
+            text = self.log.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def notebook_url(self, name: str) -> str:
+        """URL that opens ``name`` in a fresh (reset) workspace."""
+        return f"{self.url}/lab/tree/{name}?reset&token={self.token}"
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM to its process group, then SIGKILL) and clean up."""
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(timeout=10)
+        if getattr(self, "_log_file", None) is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def cleanup(self) -> None:
+        """Remove the temporary folder (after :meth:`stop`)."""
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> JupyterLab:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        self.cleanup()
+
+
+def launch_chromium(playwright: Any, user_data_dir: Path, **kwargs: Any) -> Any:
+    """Debian's Chromium in a Playwright persistent context with a fresh profile."""
+    return playwright.chromium.launch_persistent_context(
+        str(user_data_dir), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+        viewport={"width": 1400, "height": 1000}, **kwargs)
+
+
+# JavaScript run in the page.  `panel()` is the current notebook panel.
+_JS_PRELUDE = """
+const panel = () => {
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  return (w && w.content && w.content.widgets && w.sessionContext) ? w : null;
+};
+const promptOf = (cell) => {
+  const p = cell.node.querySelector('.jp-InputArea-prompt');
+  return p ? p.textContent.trim() : '';
+};
+const cellInfo = (cell, i) => {
+  const m = cell.model;
+  let outputs = [];
+  if (m.type === 'code') { outputs = m.outputs.toJSON(); }
+  return {
+    index: i, id: m.id, type: m.type,
+    rlm: m.getMetadata ? (m.getMetadata('rlm') ?? null) : null,
+    prompt: promptOf(cell),
+    execution_count: m.type === 'code' ? m.executionCount : null,
+    source: m.sharedModel.getSource(),
+    outputs: outputs,
+    classes: cell.node.className,
+    text: (cell.node.innerText || '').slice(0, 4000),
+  };
+};
+"""
+
+_JS_CELLS = "() => {" + _JS_PRELUDE + """
+  const p = panel();
+  return p ? p.content.widgets.map(cellInfo) : null;
+}"""
+
+_JS_KERNEL = "() => {" + _JS_PRELUDE + """
+  const p = panel();
+  if (!p) return null;
+  const k = p.sessionContext.session && p.sessionContext.session.kernel;
+  return {ready: p.sessionContext.isReady, name: k ? k.name : null,
+          status: k ? k.status : null, connection: k ? k.connectionStatus : null,
+          dirty: p.context.model.dirty};
+}"""
+
+# Records, every 20 ms and on every DOM mutation, each new cell whose model says
+# role "step" (or "answer") with the task cell's prompt at that moment.
+_JS_WATCH = "(taskId) => {" + _JS_PRELUDE + """
+  const p = panel();
+  const probe = {events: [], seen: {}};
+  window.__rlmProbe = probe;
+  const check = () => {
+    const cells = p.content.widgets;
+    const task = cells.find(c => c.model.id === taskId);
+    const taskPrompt = task ? promptOf(task) : null;
+    cells.forEach((c, i) => {
+      const r = c.model.getMetadata ? c.model.getMetadata('rlm') : null;
+      if (!r || probe.seen[c.model.id]) return;
+      probe.seen[c.model.id] = true;
+      probe.events.push({t: Date.now(), id: c.model.id, index: i, role: r.role,
+                         step: r.step ?? null, run_id: r.run_id ?? null,
+                         task_cell: r.task_cell ?? null, taskPrompt: taskPrompt,
+                         inDom: document.contains(c.node)});
+    });
+  };
+  probe.timer = setInterval(check, 20);
+  probe.observer = new MutationObserver(check);
+  probe.observer.observe(p.content.node, {childList: true, subtree: true});
+  check();
+  return true;
+}"""
+
+
+class NotebookPage:
+    """One notebook opened in JupyterLab in a Playwright page."""
+
+    def __init__(self, page: Any, lab: JupyterLab, name: str) -> None:
+        self.page = page
+        self.lab = lab
+        self.name = name
+
+    def open(self, timeout: float = 120.0) -> NotebookPage:
+        """Open the notebook and wait for its cells and an idle kernel."""
+        self.page.goto(self.lab.notebook_url(self.name), wait_until="domcontentloaded")
+        self.page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=timeout * 1000)
+        self.wait_for(lambda: (self.kernel() or {}).get("status") == "idle", timeout,
+                      "an idle kernel")
+        return self
+
+    def wait_for(self, predicate: Any, timeout: float, what: str,
+                 interval: float = 0.1) -> Any:
+        """Poll ``predicate()`` until it is truthy; fail with ``what`` on timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout} s waiting for {what}; "
+                                     f"kernel={self.kernel()}; cells={self.summary()}")
+            self.page.wait_for_timeout(interval * 1000)
+
+    def kernel(self) -> dict[str, Any] | None:
+        """The kernel's name, status and connection status, and the model's dirty flag."""
+        return self.page.evaluate(_JS_KERNEL)
+
+    def cells(self) -> list[dict[str, Any]]:
+        """Every cell: index, id, type, metadata.rlm, prompt, execution count,
+        source, outputs (nbformat dicts) and rendered text."""
+        return self.page.evaluate(_JS_CELLS) or []
+
+    def summary(self) -> list[tuple[Any, ...]]:
+        """A short view of the cells for assertion messages."""
+        return [(c["index"], c["type"], c["prompt"], (c["rlm"] or {}).get("role"),
+                 c["source"][:40]) for c in self.cells()]
+
+    def run_all(self) -> None:
+        """Run all cells through the command palette, as a user would."""
+        self.page.locator(".jp-Notebook .jp-Cell").first.click()
+        self.page.keyboard.press("Escape")
+        self.page.keyboard.press("Control+Shift+C")
+        palette = self.page.locator(".lm-CommandPalette-input")
+        palette.wait_for(state="visible", timeout=10_000)
+        palette.fill("Run All Cells")
+        self.page.locator(".lm-CommandPalette-item", has_text="Run All Cells").first.click()
+
+    def watch_rlm_cells(self, task_cell_id: str) -> None:
+        """Start recording, in the page, when each RLM cell first exists."""
+        self.page.evaluate(_JS_WATCH, task_cell_id)
+
+    def rlm_events(self) -> list[dict[str, Any]]:
+        """What :meth:`watch_rlm_cells` recorded so far."""
+        return self.page.evaluate("() => window.__rlmProbe ? window.__rlmProbe.events : []")
+
+    def save(self, timeout: float = 30.0) -> Path:
+        """Save with Ctrl+S; wait until the model is clean and the file has changed."""
+        path = self.lab.root / self.name
+        before = path.stat().st_mtime_ns
+        self.page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})
+        self.page.keyboard.press("Escape")
+        self.page.keyboard.press("Control+s")
+        self.wait_for(lambda: path.stat().st_mtime_ns != before
+                      and not (self.kernel() or {}).get("dirty"), timeout, "the saved file")
+        return path
+
+    def screenshot(self, name: str) -> Path:
+        """Full-page screenshot into ``artifacts/<name>.png``."""
+        ARTIFACTS.mkdir(exist_ok=True)
+        out = ARTIFACTS / f"{name}.png"
+        self.page.screenshot(path=str(out), full_page=True)
+        return out
+
+
+_COUNT = re.compile(r"^\[(\d+)\]:?$")
+
+
+def prompt_count(prompt: str) -> int | None:
+    """The execution count shown in a prompt like ``[3]:`` (None for ``[ ]``/``[*]``)."""
+    m = _COUNT.match(prompt.strip())
+    return int(m.group(1)) if m else None
+
+
+def is_running(prompt: str) -> bool:
+    """True if a prompt shows ``[*]``."""
+    return prompt.strip().startswith("[*]")
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON for messages."""
+    return json.dumps(value, default=str)[:2000]
