@@ -140,10 +140,11 @@ def test_shipped_kernelspec_is_complete_and_matches_installer():
 
 def test_pyproject_ships_the_kernelspec_as_shared_data():
     """The wheel maps kernelspec/rlm to share/jupyter/kernels/rlm (pip install registers it)."""
-    tomllib = pytest.importorskip("tomllib")
+    import tomllib
+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     shared = project["tool"]["hatch"]["build"]["targets"]["wheel"]["shared-data"]
-    assert shared == {"kernelspec/rlm": "share/jupyter/kernels/rlm"}
+    assert shared["kernelspec/rlm"] == "share/jupyter/kernels/rlm"
 
 
 def _install(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
