@@ -15,7 +15,6 @@ import tempfile
 from pathlib import Path
 
 import jupyter_kernel_test as jkt
-import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import start_new_kernel
 
