@@ -51,3 +51,17 @@ class RLMKernel(IPythonKernel):
                 reply.get("execution_count", count) > count:
             reply["execution_count"] = count
         return reply
+
+    def do_history(self, hist_access_type: str, output: bool, raw: bool, session: int = 0,
+                   start: int = 0, stop: int | None = None, n: int | None = None,
+                   pattern: str | None = None, unique: bool = False) -> dict[str, Any]:
+        """IPython's history, but a range over the running session reports that
+        session's real number (IPython's in-memory rows say 0)."""
+        reply = super().do_history(hist_access_type, output, raw, session, start, stop, n,
+                                   pattern, unique)
+        current = self.shell.history_manager.session_number
+        if hist_access_type == "range" and session in (0, current):
+            reply["history"] = [(current if row[0] == 0 else row[0], *row[1:])
+                                for row in reply.get("history", [])]
+        return reply
+

@@ -57,12 +57,10 @@ class RLMKernelTests(jkt.KernelTests):
     # Matches "6*7" only; history lives in a fresh IPYTHONDIR (see setUpClass), so the
     # "unique" search cannot be confused by other sessions' history.
     code_history_pattern = "6?7*"
-    # As jupyter_kernel_test's own example for ipykernel: no "range". IPython answers a
-    # range request for the current session with session number 0 (its convention: 0 is
-    # the current session), while the suite expects the number "tail" reported; the
-    # python3 kernel fails that check the same way. test_history_range_current_session
-    # covers range with IPython's convention instead.
-    supported_history_operations = ("tail", "search")
+    # IPython answers a range request over the running session with session number 0
+    # (python3 fails the suite's check for that reason); RLMKernel.do_history reports
+    # the real number, so all three operations are checked.
+    supported_history_operations = ("tail", "range", "search")
 
     code_inspect_sample = "zip"
     code_clear_output = "from IPython.display import clear_output\nclear_output()"
@@ -84,7 +82,8 @@ class RLMKernelTests(jkt.KernelTests):
         cls._ipython_dir.cleanup()
 
     def test_history_range_current_session(self) -> None:
-        """A range request over this session (session 0) returns the cells run, in order."""
+        """A range request with session 0 (IPython's "current session") returns the cells
+        run, in order, numbered with the real session."""
         codes = [s["code"] for s in self.code_execute_result]
         tail = self.history_helper(codes, output=False, raw=True, hist_access_type="tail",
                                    n=len(codes))
@@ -94,6 +93,7 @@ class RLMKernelTests(jkt.KernelTests):
         history = reply["content"]["history"]
         assert [h[2] for h in history] == codes
         assert [h[1] for h in history] == list(range(start, start + len(codes)))
+        assert {h[0] for h in history} == {tail["content"]["history"][0][0]}
 
     def test_kernel_is_rlm(self) -> None:
         """kernel_info names the RLM implementation, not plain ipykernel."""
