@@ -94,19 +94,26 @@ def cli_setup_cells(paths: Sequence[str]) -> list[str]:
     """The setup cell that re-creates ``context`` for ``rlm run --context PATH ...``.
 
     Args:
-        paths: the ``--context`` paths as given (relative paths are made absolute
-            against the current directory, ``~`` is expanded).
+        paths: the ``--context`` paths as given (``~`` is expanded).
 
     Returns:
         ``[]`` when there are no paths, else one source string that imports
         :func:`rlm_kernel.context_files.load_contexts` and binds ``context``.
-        Note: with several paths, ``context``'s keys are then the absolute paths.
+        One path is written absolute.  Several paths are kept as typed, since
+        they are the keys of ``context`` the model's code used; when any is
+        relative the cell first changes to the directory the run started in.
     """
     if not paths:
         return []
-    absolute = [os.path.abspath(os.path.expanduser(p)) for p in paths]
-    listed = ", ".join(repr(p) for p in absolute)
-    return ["from rlm_kernel.context_files import load_contexts\n\n"
+    if len(paths) == 1:
+        listed = repr(os.path.abspath(os.path.expanduser(paths[0])))
+        return ["from rlm_kernel.context_files import load_contexts\n\n"
+                f"context = load_contexts([{listed}])"]
+    listed = ", ".join(repr(p) for p in paths)
+    chdir = ""
+    if any(not os.path.isabs(os.path.expanduser(p)) for p in paths):
+        chdir = f"import os\n\nos.chdir({os.getcwd()!r})  # the --context paths are relative\n"
+    return [f"{chdir}from rlm_kernel.context_files import load_contexts\n\n"
             f"context = load_contexts([{listed}])"]
 
 

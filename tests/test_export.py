@@ -235,3 +235,16 @@ def test_cli_export_errors(tmp_path, capsys, scripted_cli):
     assert "export" not in json.loads(captured.out)
     assert captured.err.startswith(f"rlm: error: cannot write {blocker / 'run.ipynb'}")
     assert len(captured.err.strip().splitlines()) == 1
+
+
+def test_setup_cell_keeps_relative_keys_of_several_paths(tmp_path, monkeypatch):
+    from rlm_kernel.export import cli_setup_cells
+
+    (tmp_path / "a.txt").write_text("A")
+    (tmp_path / "b.txt").write_text("B")
+    monkeypatch.chdir(tmp_path)
+    (cell,) = cli_setup_cells(["a.txt", "b.txt"])
+    monkeypatch.chdir("/")
+    ns: dict = {}
+    exec(cell, ns)
+    assert ns["context"] == {"a.txt": "A", "b.txt": "B"}
