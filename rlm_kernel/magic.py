@@ -322,8 +322,39 @@ def protect_question_mark(lines: list[str]) -> list[str]:
     return out
 
 
+def keep_task_count(kernel: Any) -> None:
+    """Make a running ipykernel report a task cell's own execution count.
+
+    ipykernel replies with ``shell.execution_count - 1`` after the cell, which,
+    once a task's steps have taken counts of their own, is the last step's.  The
+    RLM kernel corrects this in its ``do_execute``; for ``%rlm`` in another
+    ipykernel the instance's ``do_execute`` is wrapped the same way.
+    """
+    from .kernel import RLMKernel
+
+    if kernel is None or isinstance(kernel, RLMKernel) or \
+            getattr(kernel, "_rlm_keeps_task_count", False):
+        return
+    original = kernel.do_execute
+
+    async def do_execute(code: str, silent: bool, store_history: bool = True,
+                         user_expressions: dict | None = None, allow_stdin: bool = False,
+                         **kwargs: Any):
+        count = kernel.shell.execution_count
+        reply = await original(code, silent, store_history, user_expressions, allow_stdin,
+                               **kwargs)
+        if store_history and not silent and isinstance(reply, dict) and \
+                reply.get("execution_count", count) > count:
+            reply["execution_count"] = count
+        return reply
+
+    kernel.do_execute = do_execute
+    kernel._rlm_keeps_task_count = True
+
+
 def load_ipython_extension(shell: Any) -> None:
     """``%load_ext rlm_kernel``: register the magic and the out-of-run helpers."""
+    keep_task_count(getattr(shell, "kernel", None))
     if protect_question_mark not in shell.input_transformers_cleanup:
         shell.input_transformers_cleanup.append(protect_question_mark)
     magics = RLMMagics(shell=shell, parent=shell)

@@ -158,6 +158,9 @@ def test_rlm_magic_in_python3_kernel_renders_inline(kernel):
     results = [m["content"]["data"]["text/plain"] for m in messages
                if m["msg_type"] == "execute_result"]
     assert results and q.check(results[-1])
+    started = [m["content"]["execution_count"] for m in messages
+               if m["msg_type"] == "execute_input"]
+    assert reply["content"]["execution_count"] == started[0]  # not the last step's count
     assert q.check(str(value_of(kc, "rlm_answer")))
 
 
