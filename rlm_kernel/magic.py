@@ -33,8 +33,6 @@ from .termination import FinalOutput, format_final_answer, resolve_final_var
 
 __all__ = ["RLMMagics", "RunRecord", "load_ipython_extension"]
 
-_INTERNAL = {"In", "Out", "exit", "quit", "get_ipython", "rlm_answer", "rlm_answers"}
-
 
 @dataclass
 class RunRecord:
@@ -193,12 +191,10 @@ class RLMMagics(Magics):
         from .tools import user_variables
 
         ns = self.shell.user_ns
-        if names:
-            missing = [n for n in names if n not in ns]
-            if missing:
-                raise UsageError(f"%rlm: no variable named {', '.join(missing)}")
-            return {n: ns[n] for n in names}
-        return {k: v for k, v in user_variables(ns).items() if k not in _INTERNAL}
+        missing = [n for n in names or () if n not in ns]
+        if missing:
+            raise UsageError(f"%rlm: no variable named {', '.join(missing)}")
+        return user_variables(ns, names or None)
 
     def _log_cell(self, info: Any) -> None:
         """``pre_run_cell`` hook: remember the user's cells (not steps, not silent)."""

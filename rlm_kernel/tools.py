@@ -9,7 +9,8 @@ concurrency) are read from this host-side object, not from the namespace.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, MutableMapping
+import types
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -19,25 +20,40 @@ from .prompts import SUB_CALL_SYSTEM_PROMPT
 from .repl_types import REPLVariable
 from .termination import FINAL, FINAL_VAR
 
-__all__ = ["RunTools", "RESERVED_NAMES"]
+__all__ = ["RunTools", "RESERVED_NAMES", "SESSION_NAMES", "user_variables"]
 
 RESERVED_NAMES = ("llm_query", "llm_query_batched", "rlm_query", "FINAL", "FINAL_VAR",
                   "SHOW_VARS")
 _RECORD_CHARS = 500  # characters of a sub-call's prompt/response kept in the step record
 
 
-def user_variables(namespace: MutableMapping[str, Any]) -> dict[str, Any]:
-    """Names in ``namespace`` that are data: not private, reserved, modules or callables."""
-    import types
+# IPython's own helpers and the magic's answer slots: never data for the model.
+SESSION_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython", "rlm_answer",
+                           "rlm_answers"})
 
-    out = {}
-    for name, value in list(namespace.items()):
-        if name.startswith("_") or name in RESERVED_NAMES:
-            continue
-        if isinstance(value, types.ModuleType) or callable(value):
-            continue
-        out[name] = value
-    return out
+
+def user_variables(namespace: Mapping[str, Any],
+                   names: Sequence[str] | None = None) -> dict[str, Any]:
+    """The data variables of ``namespace``, the ones a model is told about.
+
+    Args:
+        namespace: a REPL namespace.
+        names: exactly these names, in this order; default: every name that is not
+            private (``_x``), reserved (``llm_query`` ...), an IPython helper
+            (:data:`SESSION_NAMES`), a module or a callable.
+
+    Raises:
+        KeyError: a name in ``names`` is not in ``namespace`` (the message names it).
+    """
+    if names is not None:
+        for name in names:
+            if name not in namespace:
+                raise KeyError(f"no variable named {name!r} in the namespace")
+        return {name: namespace[name] for name in names}
+    return {name: value for name, value in list(namespace.items())
+            if not name.startswith("_") and name not in RESERVED_NAMES
+            and name not in SESSION_NAMES
+            and not isinstance(value, types.ModuleType) and not callable(value)}
 
 
 class RunTools:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import html
 import threading
 import time
-import types
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,12 +17,10 @@ import ipywidgets as w
 
 from .events import Event
 from .repl_types import REPLVariable
-from .tools import RESERVED_NAMES
+from .tools import user_variables
 
 __all__ = ["ProgressView", "RunView", "VariablesView", "variables_from_namespace"]
 
-#: Names that are never data: the RLM tools and IPython's own.
-HIDDEN_NAMES = frozenset(RESERVED_NAMES) | {"In", "Out", "exit", "quit", "get_ipython"}
 PREVIEW_CHARS = 80  # characters of preview shown per table row
 _BAR_STYLES = {"final": "success", "max_iterations": "warning", "interrupt": "warning"}
 
@@ -39,15 +36,8 @@ def variables_from_namespace(ns: Mapping[str, Any],
     Raises:
         KeyError: a name in ``names`` is not in ``ns`` (the missing name is given).
     """
-    if names is not None:
-        if (missing := next((n for n in names if n not in ns), None)) is not None:
-            raise KeyError(f"no variable named {missing!r} in the namespace")
-        chosen = [(n, ns[n]) for n in names]
-    else:
-        chosen = [(n, v) for n, v in list(ns.items())
-                  if not n.startswith("_") and n not in HIDDEN_NAMES
-                  and not isinstance(v, types.ModuleType) and not callable(v)]
-    return [REPLVariable.from_value(n, v, preview_length=200) for n, v in chosen]
+    return [REPLVariable.from_value(n, v, preview_length=200)
+            for n, v in user_variables(ns, names).items()]
 
 
 def _phrase(kind: str, d: dict[str, Any]) -> str | None:
