@@ -42,15 +42,10 @@ class RLMKernel(IPythonKernel):
         """Run ``code``; a prose cell becomes ``%%rlm`` + its text."""
         if self.prose_tasks and not silent and is_prose(code):
             code = "%%rlm\n" + code
-        count = self.shell.execution_count
-        reply = await super().do_execute(code, silent, store_history, user_expressions,
-                                         allow_stdin, **kwargs)
-        # A task's steps take execution counts of their own while it runs; the task
-        # cell keeps the count it started with instead of showing the last step's.
-        if store_history and not silent and isinstance(reply, dict) and \
-                reply.get("execution_count", count) > count:
-            reply["execution_count"] = count
-        return reply
+        # The task cell's own execution count is kept by the extension
+        # (rlm_kernel.magic.keep_task_count), as in any other ipykernel.
+        return await super().do_execute(code, silent, store_history, user_expressions,
+                                        allow_stdin, **kwargs)
 
     def do_history(self, hist_access_type: str, output: bool, raw: bool, session: int = 0,
                    start: int = 0, stop: int | None = None, n: int | None = None,

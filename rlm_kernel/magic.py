@@ -323,13 +323,10 @@ def keep_task_count(kernel: Any) -> None:
 
     ipykernel replies with ``shell.execution_count - 1`` after the cell, which,
     once a task's steps have taken counts of their own, is the last step's.  The
-    RLM kernel corrects this in its ``do_execute``; for ``%rlm`` in another
-    ipykernel the instance's ``do_execute`` is wrapped the same way.
+    kernel instance's ``do_execute`` (the RLM kernel's included: it loads this
+    extension at start) is wrapped to report the count the cell started with.
     """
-    from .kernel import RLMKernel
-
-    if kernel is None or isinstance(kernel, RLMKernel) or \
-            getattr(kernel, "_rlm_keeps_task_count", False):
+    if kernel is None or getattr(kernel, "_rlm_keeps_task_count", False):
         return
     original = kernel.do_execute
 
