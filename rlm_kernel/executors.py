@@ -23,7 +23,7 @@ from .repl_types import REPLResult
 from .termination import FinalOutput
 from .timeouts import StepTimeout, time_limit
 
-__all__ = ["Executor", "PlainExecutor", "OutputCallback", "combined_output"]
+__all__ = ["Executor", "PlainExecutor", "OutputCallback", "StreamTee", "combined_output"]
 
 OutputCallback = Callable[[str, str], None]
 """``callback(stream, text)`` with stream ``"stdout"`` or ``"stderr"``."""
@@ -53,8 +53,14 @@ class Executor(Protocol):
         ...
 
 
-class _Tee(io.TextIOBase):
-    """A text stream that keeps what is written and forwards it to a callback."""
+class StreamTee(io.TextIOBase):
+    """A text stream (stand-in for ``sys.stdout``/``sys.stderr``) that keeps what is
+    written and forwards each chunk to ``callback(name, text)`` as it arrives.
+
+    Args:
+        name: ``"stdout"`` or ``"stderr"``.
+        callback: called with every chunk; None keeps text only.
+    """
 
     def __init__(self, name: str, callback: OutputCallback | None) -> None:
         self.name = name
@@ -109,8 +115,8 @@ class PlainExecutor:
         self._cells += 1
         filename = f"<rlm-step-{self._cells}>"
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-        out = _Tee("stdout", on_output)
-        err = _Tee("stderr", on_output)
+        out = StreamTee("stdout", on_output)
+        err = StreamTee("stderr", on_output)
         final_output: dict[str, Any] | None = None
         success = True
         start = time.perf_counter()

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
-from .executors import OutputCallback, _Tee
+from .executors import OutputCallback, StreamTee
 from .repl_types import REPLResult
 from .termination import FinalOutput
 from .timeouts import StepTimeout, time_limit
@@ -126,8 +126,8 @@ class ShellExecutor:
         start = time.perf_counter()
         saved_custom = (shell.custom_exceptions, shell.CustomTB)
         with ExitStack() as stack:
-            stack.enter_context(_swap(sys, "stdout", _Tee("stdout", stream)))
-            stack.enter_context(_swap(sys, "stderr", _Tee("stderr", stream)))
+            stack.enter_context(_swap(sys, "stdout", StreamTee("stdout", stream)))
+            stack.enter_context(_swap(sys, "stderr", StreamTee("stderr", stream)))
             stack.enter_context(_swap(shell, "display_pub", _CapturingPublisher(sink)))
             # A step runs inside the task cell's run_cell, whose display trap is
             # already active: swap the live hook, and the trap's for a top-level call.
