@@ -106,13 +106,19 @@ def ours_in_process(steps: int) -> tuple[list[float], float, Any]:
         return answer
 
     model = ScriptedModel([reply(STEP_REPLY)] * steps + [reply(OURS_FINAL)])
+    seconds, answer = _our_run(model, steps)
+    return stamps, seconds, answer
+
+
+def _our_run(client: Any, steps: int) -> tuple[float, Any]:
+    """One run of our loop on ``client``; (seconds, answer)."""
     start = time.perf_counter()
-    res = RLM(root_client=model, sub_client=model, max_iterations=steps + 1).run(
+    res = RLM(root_client=client, sub_client=client, max_iterations=steps + 1).run(
         QUESTION, context=CONTEXT)
     seconds = time.perf_counter() - start
     if res.stopped_by != "final":
         raise RuntimeError(f"our run stopped by {res.stopped_by}: {res.error}")
-    return stamps, seconds, res.answer
+    return seconds, res.answer
 
 
 def ours_http(steps: int, server: StubChatServer,
@@ -120,13 +126,8 @@ def ours_http(steps: int, server: StubChatServer,
     load(server, script, [STEP_REPLY] * steps + [OURS_FINAL])
     client = LiteLLMClient("openai/scripted", api_base=server.base_url, api_key="x",
                            num_retries=0, priced=False)
-    start = time.perf_counter()
-    res = RLM(root_client=client, sub_client=client, max_iterations=steps + 1).run(
-        QUESTION, context=CONTEXT)
-    seconds = time.perf_counter() - start
-    if res.stopped_by != "final":
-        raise RuntimeError(f"our run stopped by {res.stopped_by}: {res.error}")
-    return list(server.stamps), seconds, res.answer
+    seconds, answer = _our_run(client, steps)
+    return list(server.stamps), seconds, answer
 
 
 # -- rlms -------------------------------------------------------------------------------------
