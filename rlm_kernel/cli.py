@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-tokens", type=int, help="budget: prompt + completion tokens")
     run.add_argument("--max-cost", type=float, help="budget: US dollars")
     run.add_argument("--max-seconds", type=float, help="budget: wall-clock seconds")
+    run.add_argument("--no-verify-answer", dest="verify_answer", action="store_false",
+                     help="accept the first FINAL as it is (default: the model checks it "
+                     "against the question in one extra step)")
     run.add_argument("--json", action="store_true", help="print one JSON object, nothing else")
     run.add_argument("--trajectory", action="store_true",
                      help="with --json: include every step and call record")
@@ -84,7 +87,8 @@ def _run(args: argparse.Namespace) -> int:
     rlm = RLM(model, sub_model, observer=printer, max_iterations=args.max_iterations,
               max_depth=args.max_depth, step_timeout=args.step_timeout,
               max_llm_calls=args.max_llm_calls, max_tokens=args.max_tokens,
-              max_cost_usd=args.max_cost, max_seconds=args.max_seconds)
+              max_cost_usd=args.max_cost, max_seconds=args.max_seconds,
+              verify_answer=args.verify_answer)
     if model in (None, "local") or str(model).startswith("local/"):
         from .cli_model import prepare_with_progress
 
@@ -173,6 +177,9 @@ class StepPrinter:
             if len(lines) > len(shown):
                 print(f"{indent}  │ ... ({len(lines) - len(shown)} more lines)", file=out)
             out.flush()
+        elif event.kind == "answer_check":
+            print(f"{indent}(FINAL {d['answer']!r:.80}: the model checks it against the "
+                  "question)", file=out, flush=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -44,6 +44,11 @@ class RLMConfig:
             prompt inside it (None: ask the client; the embedded model knows).
         protect_inputs: restore the run's input variables (``context`` ...) if
             model code rebinds or deletes them, with a warning to the model.
+        restate_question: repeat the question in every step's message, so the
+            form of the answer it asks for stays in view.
+        verify_answer: before a run's first ``FINAL`` is accepted, show the model
+            the question beside the value it chose and let it confirm or correct
+            it (one extra step; skipped at the last step).
     """
 
     max_iterations: int = 12
@@ -68,6 +73,8 @@ class RLMConfig:
     use_stop_sequences: bool = True
     protect_inputs: bool = True
     context_window: int | None = None
+    restate_question: bool = True
+    verify_answer: bool = True
 
     def replace(self, **changes: Any) -> RLMConfig:
         """A copy with ``changes`` applied; None values are ignored.

@@ -22,6 +22,7 @@ from .policies import ActionResult, PolicyContext, PolicyRegistry
 from .prompts import (
     answer_now_message,
     build_messages,
+    check_answer_message,
     next_message,
     task_message,
 )
@@ -33,6 +34,12 @@ from .tools import RESERVED_NAMES, RunTools
 __all__ = ["RLM"]
 
 _MISSING = object()
+
+
+def _before_traceback(output: str) -> str:
+    """``output`` up to the line that starts a Python or IPython traceback."""
+    at = output.find("Traceback (most recent call last)")
+    return output if at < 0 else output[: output.rfind("\n", 0, at) + 1]
 
 
 class RLM:
@@ -133,7 +140,9 @@ class RLM:
                          max_concurrency=cfg.max_concurrency,
                          child_runner=self._child_runner(root, sub, ledger, guard),
                          client_kwargs={"temperature": cfg.temperature,
-                                        "max_tokens": cfg.max_sub_tokens})
+                                        "max_tokens": cfg.max_sub_tokens},
+                         data_name="context" if "context" in variables
+                         else next(iter(variables), "context"))
         reserved = tools.functions()
         ns.update(reserved)
         result = RLMResult(question=question, variables=metas, depth=depth,
@@ -155,6 +164,7 @@ class RLM:
         consecutive_failures = 0
         prompt_chars = self._prompt_chars(root)
         seen_code: dict[str, int] = {}
+        pending: StepOutcome | None = None  # a FINAL awaiting its check step
         policy = PolicyRegistry.get_termination(cfg.termination, config=self._policy_config())
         try:
             for step in range(1, cfg.max_iterations + 1):
@@ -174,15 +184,26 @@ class RLM:
                 if guard.exceeded:
                     raise BudgetExceeded(guard.exceeded)
                 done, answer = self._check_policy(policy, outcome, question, step, ns)
-                if done:
+                check = (done and outcome.final and pending is None and cfg.verify_answer
+                         and step < cfg.max_iterations)
+                if done and not check:
                     result.answer_value = outcome.answer_value if outcome.final else answer
                     result.answer, result.stopped_by = answer, "final"
                     return result
                 turns.append({"role": "assistant", "content": outcome.reply_for_history})
-                text = next_message(outcome.code, outcome.output, outcome.success, step + 1,
-                                    cfg.max_iterations, limit=cfg.max_output_chars,
-                                    repeated_from=seen_code.get(outcome.code),
-                                    error=outcome.error_for_model)
+                if check:  # one look back before the answer is accepted
+                    pending = outcome
+                    evidence = outcome.output if outcome.output.strip() or len(history) < 2 \
+                        else history.entries[-2].output
+                    text = check_answer_message(question, outcome.answer_value, evidence,
+                                                step + 1, cfg.max_iterations)
+                    notify("answer_check", {"step": step, "answer": outcome.answer})
+                else:
+                    text = next_message(outcome.code, outcome.output, outcome.success, step + 1,
+                                        cfg.max_iterations, limit=cfg.max_output_chars,
+                                        repeated_from=seen_code.get(outcome.code),
+                                        error=outcome.error_for_model,
+                                        question=question if cfg.restate_question else None)
                 seen_code.setdefault(outcome.code, step)
                 turns.append({"role": "user", "content": text})
                 consecutive_failures = 0 if outcome.success and outcome.code else \
@@ -191,6 +212,10 @@ class RLM:
                     result.stopped_by = "error"
                     result.error = f"{consecutive_failures} steps in a row failed or ran no code"
                     return result
+            if pending is not None:  # the check step did not answer: keep the first answer
+                result.answer, result.answer_value = pending.answer, pending.answer_value
+                result.stopped_by = "final"
+                return result
             result.stopped_by = "max_iterations"
             self._answer_now(result, first, turns, root, executor, tools, guard, notify)
             return result
@@ -259,9 +284,9 @@ class RLM:
         cfg = self.config
         if outcome.final:
             action = ActionResult(action_type="final", success=True, output=outcome.answer or "")
-        else:
+        else:  # a traceback echoes the failed line: a FINAL there is not an answer
             action = ActionResult(action_type="code", success=outcome.success,
-                                  output=outcome.output)
+                                  output=_before_traceback(outcome.output))
         ctx = PolicyContext(task=question, step=step, max_steps=cfg.max_iterations,
                             variables=ns)
         return policy.should_terminate(action, ctx)

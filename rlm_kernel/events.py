@@ -3,7 +3,8 @@
 Kinds, in order: ``run_started``, then per step ``model_call``, ``step_started``,
 ``step_output`` (zero or more, streamed while the code runs), ``sub_call`` (after
 each ``llm_query`` of the step: ``done`` calls so far, ``active`` in flight),
-``step_finished``; finally ``run_finished``.  Every event's data carries
+``step_finished``, and ``answer_check`` after a step whose ``FINAL`` is held for
+the model to check (``answer``: the held answer as text); finally ``run_finished``.  Every event's data carries
 ``depth`` (0 = top run) and ``elapsed`` (seconds since the run started); all but
 ``step_output`` carry ``totals`` (``llm_calls``, ``prompt_tokens``,
 ``completion_tokens``, ``cost_usd`` so far).

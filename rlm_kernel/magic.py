@@ -75,6 +75,9 @@ class RLMMagics(Magics):
     max_seconds = Float(0.0, help="Budget: seconds per run (0 = none).").tag(config=True)
     max_output_chars = Int(3000, help="Characters of step output shown to the model."
                            ).tag(config=True)
+    verify_answer = Bool(True, help="Before the first FINAL is accepted, show the model the "
+                         "question beside its answer to confirm or correct it (one extra "
+                         "step).").tag(config=True)
     widgets = Bool(True, help="Show the progress and variables widgets in the task cell."
                    ).tag(config=True)
 
@@ -162,7 +165,8 @@ class RLMMagics(Magics):
                   observer=observer, max_iterations=max_iter, max_depth=self.max_depth,
                   step_timeout=self.step_timeout, max_output_chars=self.max_output_chars,
                   max_llm_calls=self.max_llm_calls or None, max_tokens=self.max_tokens or None,
-                  max_cost_usd=self.max_cost_usd or None, max_seconds=self.max_seconds or None)
+                  max_cost_usd=self.max_cost_usd or None, max_seconds=self.max_seconds or None,
+                  verify_answer=self.verify_answer)
         self.running = True
         try:
             result = rlm.run(question, executor=executor, variables=variables)

@@ -11,10 +11,10 @@ from step to step so a local server can reuse its cached prompt prefix.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .documents import describe_structure
 from .repl_types import REPLVariable
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "step_output_message",
     "no_code_message",
     "answer_now_message",
+    "check_answer_message",
     "next_message",
     "truncate_output",
     "SUB_CALL_SYSTEM_PROMPT",
@@ -41,66 +42,56 @@ with ```repl and ends with ```. Your first reply must be a ```repl block. Never 
 the answer by running code.
 2. The variables listed in the task already exist. Never redefine them, never open files, \
 never invent sample data.
-3. Print only small things: lengths, slices, search hits. Never print all of a large variable.
-4. When the output shows the answer, reply with a ```repl block that calls FINAL(answer), for \
-example FINAL(hits[0]) or FINAL("42"). FINAL_VAR("name") returns the variable called name.
-5. You may also call llm_query(prompt) -> str to ask a helper model about a piece of text \
-(under 4000 characters), llm_query_batched(list_of_prompts) -> list of str, and SHOW_VARS() to \
-list the variables.
+3. Print only small things: counts, short lists, a few hits. Never print a whole large variable.
+4. When the output shows the answer, reply with a ```repl block that calls FINAL(value). The \
+value is what the question asks for, in the form it asks for: a file or document name when \
+it asks which file, a number when it asks how many, yes or no when it asks a yes/no question. \
+Your thought line says what the question asks for.
 
-Recipes:
-- dict of {path: text}: hits = [p for p, t in context.items() if "def name(" in t]
-- long str: hits = [(n, l) for n, l in enumerate(context.splitlines(), 1) if "word" in l] \
-(n is the line number, counting from 1)
-- Search for the most specific text the question gives (for example "class Name(" or \
-"def name(") so that you get few hits. If there are several hits, choose the one that \
-answers the question, not simply the first.
-- Use the re module for patterns. Use .lower() for case-insensitive search.
+Functions in the REPL:
+- search(pattern) -> list of hits {"doc": name of the document, "line": line number in that \
+document, "text": the line} for each line of `context` that contains pattern. \
+search(pattern, data) searches another variable; options regex=True, ignore_case=True.
+- split_documents() -> dict {document name: text} of `context`: a dict's items, a list's \
+items by index, or the files or records that a long string is made of.
+- llm_query(prompt) -> str asks a helper model about a piece of text (under 4000 \
+characters); llm_query_batched(prompts) -> list of str.
+- FINAL(value) ends the run with value; FINAL_VAR("name") ends it with the variable name.
+- Import re, ast, collections or any other module you need.
+Search for the most specific text the question gives ("def name(", "class Name(", a whole \
+quoted line), so that you get few hits; when there are several, pick the one that answers the \
+question, not simply the first.
 
 Example 1.
-Task: Which file defines the class Parser? Variables: context (dict, 40 items).
+Task: In which file is the class Parser defined? Variables: context (dict, 40 items).
 Reply:
-I will search every file for the class definition.
+I will search for the class definition.
 ```repl
-hits = [p for p, t in context.items() if "class Parser" in t]
+hits = search("class Parser(")
 print(hits)
 ```
-Output: ['pkg/parse.py']
+Output: 1 hit:
+{'doc': 'pkg/parse.py', 'line': 40, 'text': 'class Parser(Base):'}
 Reply:
-The search found one file.
+The question asks for a file: the "doc" of the hit.
 ```repl
-FINAL(hits[0])
+FINAL(hits[0]["doc"])
 ```
 
 Example 2.
-Task: On which line is the function load defined? Variables: context (str, 90,000 characters).
+Task: How many of the log files mention a timeout? Variables: context (str, 2,000,000 \
+characters).
 Reply:
-I will look for the line that starts the definition.
+I will find the documents of the lines that mention a timeout.
 ```repl
-hits = [(n, l) for n, l in enumerate(context.splitlines(), 1) if "def load(" in l]
-print(hits)
+found = {h["doc"] for h in search("timeout", ignore_case=True)}
+print(len(found), sorted(found)[:5])
 ```
-Output: [(212, 'def load(fp, *, cls=None):')]
+Output: 3 ['logs/a.log', 'logs/b.log', 'logs/f.log']
 Reply:
-Line 212 defines load.
+The question asks how many: a number.
 ```repl
-FINAL(hits[0][0])
-```
-
-Example 3.
-Task: How many lines of the file `docs/intro.txt` mention "error"? Variables: context (dict).
-Reply:
-The question names one file, so I will count in that file only.
-```repl
-lines = context["docs/intro.txt"].splitlines()
-n = len([l for l in lines if "error" in l])
-print(n)
-```
-Output: 7
-Reply:
-The file has 7 such lines.
-```repl
-FINAL(n)
+FINAL(len(found))
 ```"""
 
 SUB_CALL_SYSTEM_PROMPT = (
@@ -161,44 +152,38 @@ def truncate_output(text: str, limit: int) -> str:
     return f"{head}\n... [{dropped:,} characters truncated: print less] ...\n{tail}"
 
 
-def _step_line(step: int, max_steps: int) -> str:
+def _step_line(step: int, max_steps: int, question: str | None = None) -> str:
+    asked = f"The question: {question}\n" if question else ""
     left = max_steps - step + 1
     if left <= 1:
-        return (f"Step {step} of {max_steps}: this is your LAST step. "
+        return (f"{asked}Step {step} of {max_steps}: this is your LAST step. "
                 "Reply with a ```repl block that calls FINAL(...).")
-    return f"Step {step} of {max_steps}. Reply with one thought line and one ```repl block."
+    return (f"{asked}Step {step} of {max_steps}. "
+            "Reply with one thought line and one ```repl block.")
 
 
-_HOW_TO_SEARCH = {
-    "str": "`{n}` is ONE string (not a dict): search it line by line with "
-           "enumerate({n}.splitlines(), 1).",
-    "dict": "`{n}` is a dict{keys}: to search all values loop over {n}.items(); to read "
-            "the value of one key use {n}[key].",
-    "list": "`{n}` is a list: loop over enumerate({n}) to search its items.",
-}
-
-
-_KEY_SAMPLE = 8  # dict keys named in the search tip
-
-
-def _key_sample(value: Any) -> str:
-    if not isinstance(value, dict) or not value:
-        return ""
-    keys = [repr(k)[:60] for k in itertools.islice(value, _KEY_SAMPLE)]
-    more = ", ..." if len(value) > _KEY_SAMPLE else ""
-    return f" with {len(value):,} keys ({', '.join(keys)}{more})"
+def _structure_tip(var: REPLVariable, value: Any) -> str | None:
+    """One line on what ``search`` and ``split_documents`` see in a variable."""
+    if var.type_name not in ("str", "dict", "list", "tuple"):
+        return None
+    described = describe_structure(value) if value is not None else None
+    if described:
+        return f"`{var.name}` is {described}. Each search() hit names its document."
+    if var.type_name == "str":
+        return (f"`{var.name}` is one string: search() hits give line numbers in it, "
+                "counting from 1.")
+    return None
 
 
 def task_message(question: str, variables: Sequence[REPLVariable], max_steps: int,
                  values: Mapping[str, Any] | None = None) -> str:
-    """First user message: the question, the variables' metadata, how to search
-    each variable given its type (naming a dict's first keys when ``values`` is
-    given), and the step line."""
+    """First user message: the question, the variables' metadata, how each variable
+    splits into documents (when ``values`` is given; see
+    :func:`rlm_kernel.documents.describe_structure`), and the step line."""
     values = values or {}
     if variables:
         listing = "\n\n".join(var.format() for var in variables)
-        tips = [_HOW_TO_SEARCH[v.type_name].format(n=v.name, keys=_key_sample(values.get(v.name)))
-                for v in variables if v.type_name in _HOW_TO_SEARCH]
+        tips = [t for v in variables if (t := _structure_tip(v, values.get(v.name)))]
         if tips:
             listing += "\n\n" + "\n".join(tips)
     else:
@@ -208,7 +193,7 @@ def task_message(question: str, variables: Sequence[REPLVariable], max_steps: in
 
 
 def step_output_message(output: str, step: int, max_steps: int, *, failed: bool,
-                        limit: int) -> str:
+                        limit: int, question: str | None = None) -> str:
     """User message after a step: its (truncated) output and the next step line."""
     shown = truncate_output(output.rstrip("\n"), limit) if output.strip() else "(no output)"
     hint = ""
@@ -216,18 +201,19 @@ def step_output_message(output: str, step: int, max_steps: int, *, failed: bool,
         hint = "\nThe code failed. Read the error, fix the code, and try again."
     elif not output.strip():
         hint = "\nNothing was printed: use print() to see values."
-    return f"Output:\n```\n{shown}\n```{hint}\n{_step_line(step, max_steps)}"
+    return f"Output:\n```\n{shown}\n```{hint}\n{_step_line(step, max_steps, question)}"
 
 
-def no_code_message(step: int, max_steps: int) -> str:
+def no_code_message(step: int, max_steps: int, question: str | None = None) -> str:
     """User message when a reply had no ```repl block and no FINAL."""
     return ("Your reply had no ```repl block, so nothing ran. Write code in a ```repl block; "
-            f"call FINAL(answer) in it when you know the answer.\n{_step_line(step, max_steps)}")
+            f"call FINAL(answer) in it when you know the answer.\n"
+            f"{_step_line(step, max_steps, question)}")
 
 
 def next_message(code: str, output: str, success: bool, step: int, max_steps: int, *,
                  limit: int, repeated_from: int | None = None,
-                 error: str | None = None) -> str:
+                 error: str | None = None, question: str | None = None) -> str:
     """The user message after a step.
 
     Args:
@@ -237,11 +223,14 @@ def next_message(code: str, output: str, success: bool, step: int, max_steps: in
         step: the number of the step to come; max_steps: the step limit.
         repeated_from: the earlier step that ran the same code, if any.
         error: a message to put first (e.g. a failed ``FINAL_VAR``).
+        question: the task, restated before the step line so the answer's form
+            stays in view however long the history grows.
     """
     if code:
-        text = step_output_message(output, step, max_steps, failed=not success, limit=limit)
+        text = step_output_message(output, step, max_steps, failed=not success, limit=limit,
+                                   question=question)
     else:
-        text = no_code_message(step, max_steps)
+        text = no_code_message(step, max_steps, question)
     if code and repeated_from is not None:
         text = (f"You already ran this exact code in step {repeated_from}. Do not repeat it: "
                 "read its output; if it shows the answer, call FINAL(...), else try other "
@@ -253,3 +242,40 @@ def answer_now_message(max_steps: int) -> str:
     """Last message after the step limit: ask for the answer at once."""
     return (f"You have used all {max_steps} steps. Reply now with one ```repl block that "
             "calls FINAL(answer) with your best answer from what you have seen.")
+
+
+def _describe_value(value: Any, limit: int = 200) -> str:
+    """``value`` as the model should see it in the check: its type and a short repr."""
+    text = repr(value)
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    if isinstance(value, bool) or value is None:
+        kind = "the value"
+    elif isinstance(value, (int, float)):
+        kind = "the number"
+    elif isinstance(value, str):
+        kind = f"a text of {len(value):,} characters:"
+    elif isinstance(value, (list, tuple, set, dict)):
+        kind = f"a {type(value).__name__} of {len(value):,} items:"
+    else:
+        kind = f"a {type(value).__name__}:"
+    return f"{kind} {text}"
+
+
+def check_answer_message(question: str, value: Any, output: str, step: int,
+                         max_steps: int) -> str:
+    """User message that asks the model to check its FINAL value before it is accepted.
+
+    The model sees the question again beside the value it chose (its type and
+    repr), and either repeats the FINAL call or corrects it with code.  After
+    "self-refine" (Madaan et al., 2023): one feedback turn by the same model.
+    """
+    shown = f"\nThe last output you saw:\n```\n{truncate_output(output.rstrip(), 800)}\n```" \
+        if output.strip() else ""
+    return (f"You called FINAL with {_describe_value(value)}{shown}\n"
+            f"The question: {question}\n"
+            "Check it before it is accepted: is that value exactly what the question asks "
+            "for (a name, a file, a number, yes or no...), in the form it asks for? If it is, "
+            "reply with the same FINAL call. If not, reply with a ```repl block that computes "
+            "the right value and calls FINAL with it.\n"
+            f"Step {step} of {max_steps}.")

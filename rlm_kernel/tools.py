@@ -15,6 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .budget import BudgetGuard
+from .documents import Hits, search_lines
+from .documents import split_documents as _split_documents
 from .llm import LanguageModel, LLMError, make_client
 from .prompts import SUB_CALL_SYSTEM_PROMPT
 from .repl_types import REPLVariable
@@ -23,7 +25,7 @@ from .termination import FINAL, FINAL_VAR
 __all__ = ["RunTools", "RESERVED_NAMES", "SESSION_NAMES", "user_variables"]
 
 RESERVED_NAMES = ("llm_query", "llm_query_batched", "rlm_query", "FINAL", "FINAL_VAR",
-                  "SHOW_VARS")
+                  "SHOW_VARS", "search", "split_documents")
 _RECORD_CHARS = 500  # characters of a sub-call's prompt/response kept in the step record
 
 
@@ -69,13 +71,17 @@ class RunTools:
         child_runner: ``callable(prompt, context, depth) -> str`` that runs a
             child RLM; supplied by the engine.
         client_kwargs: arguments for clients built for ``llm_query(model=...)``.
+        data_name: the variable ``search`` and ``split_documents`` read when no
+            data is passed (the run's first input variable, usually ``context``).
     """
 
     def __init__(self, sub_client: LanguageModel, guard: BudgetGuard,
                  namespace: MutableMapping[str, Any], *, depth: int, max_depth: int,
                  max_concurrency: int,
                  child_runner: Callable[[str, Any, int], str] | None = None,
-                 client_kwargs: dict[str, Any] | None = None) -> None:
+                 client_kwargs: dict[str, Any] | None = None,
+                 data_name: str = "context") -> None:
+        self.data_name = data_name
         self.sub_client = sub_client
         self.guard = guard
         self.namespace = namespace
@@ -99,6 +105,8 @@ class RunTools:
             "FINAL": FINAL,
             "FINAL_VAR": FINAL_VAR,
             "SHOW_VARS": self.show_vars,
+            "search": self.search,
+            "split_documents": self.split_documents,
         }
 
     def _client(self, model: str | None) -> LanguageModel:
@@ -188,6 +196,35 @@ class RunTools:
             text = str(prompt) if context is None else f"{prompt}\n\n{context}"
             return self.llm_query(text)
         return self.child_runner(str(prompt), context, self.depth + 1)
+
+    def _data(self, data: Any) -> Any:
+        if data is not None:
+            return data
+        if self.data_name not in self.namespace:
+            raise NameError(f"no variable {self.data_name!r} to search: pass the data, "
+                            "e.g. search('word', my_text)")
+        return self.namespace[self.data_name]
+
+    def search(self, pattern: str, data: Any = None, *, regex: bool = False,
+               ignore_case: bool = False) -> Hits:
+        """Lines of ``data`` (default: the run's main variable) containing ``pattern``.
+
+        Each hit is ``{"doc": document name, "line": line number in that document
+        (from 1), "text": the line}``; documents are a dict's keys, a list's
+        indexes, or the files/records a string is made of
+        (:func:`rlm_kernel.documents.split_documents`).
+
+        Raises:
+            NameError: no ``data`` given and the main variable does not exist.
+            re.error: ``regex=True`` with an invalid pattern.
+        """
+        return search_lines(self._data(data), str(pattern), regex=regex,
+                            ignore_case=ignore_case)
+
+    def split_documents(self, data: Any = None) -> dict[Any, str]:
+        """``{document name: text}`` of ``data`` (default: the run's main variable);
+        see :func:`rlm_kernel.documents.split_documents`."""
+        return _split_documents(self._data(data))
 
     def show_vars(self) -> None:
         """Print the metadata (name, type, length, preview) of the data variables."""

@@ -18,7 +18,9 @@ def block(code: str, thought: str = "Thinking.") -> str:
 
 
 def make(replies, sub_replies=None, **cfg) -> tuple[RLM, ScriptedModel]:
+    """A run over a scripted model; the answer check is off unless a test turns it on."""
     lm = ScriptedModel(replies, sub_replies=sub_replies)
+    cfg.setdefault("verify_answer", False)
     return RLM(root_client=lm, sub_client=lm, **cfg), lm
 
 
@@ -223,7 +225,8 @@ def test_unknown_setting_is_rejected():
 def test_observer_gets_events_in_order():
     kinds = []
     lm = ScriptedModel([block("print('hi')"), block("FINAL(1)")])
-    RLM(root_client=lm, sub_client=lm, observer=lambda e: kinds.append(e.kind)).run("q", "x")
+    RLM(root_client=lm, sub_client=lm, observer=lambda e: kinds.append(e.kind),
+        verify_answer=False).run("q", "x")
     assert kinds[0] == "run_started" and kinds[-1] == "run_finished"
     assert kinds.count("step_finished") == 2
     i = kinds.index("step_output")
@@ -280,8 +283,65 @@ def test_input_variables_are_protected():
     assert rlm2.run("q", context="abc").answer == "x"
 
 
-def test_task_message_tells_how_to_search_each_type():
+def test_task_message_tells_how_each_variable_splits_into_documents():
     rlm, lm = make([block("FINAL(1)")])
-    rlm.run("q", context="a long string", files={"a": "b"})
+    joined = "==> a.py <==\nx = 1\n==> b.py <==\ny = 2\n"
+    rlm.run("q", context="a long string", files={"a.txt": "b"}, joined=joined)
     first = lm.calls[0][1]["content"]
-    assert "`context` is ONE string" in first and "`files` is a dict" in first
+    assert "`context` is one string" in first
+    assert "`files` is a dict of 1 documents" in first and "'a.txt'" in first
+    assert "`joined` is a str of 2 documents" in first and "==> a.py <==" in first
+
+
+def test_search_and_split_documents_are_in_the_namespace_and_reserved():
+    rlm, lm = make([block("hits = search('y =')\nprint(hits)\nsearch = 3"),
+                    block("print(split_documents()['b.py'])\nFINAL(hits[0]['doc'])")])
+    res = rlm.run("q", context="==> a.py <==\nx = 1\n==> b.py <==\ny = 2\n")
+    assert "{'doc': 'b.py', 'line': 1, 'text': 'y = 2'}" in res.history.entries[0].output
+    assert "search is reserved" in res.history.entries[0].output
+    assert res.history.entries[1].output.strip() == "y = 2"
+    assert res.answer == "b.py"
+
+
+def test_every_step_message_restates_the_question():
+    rlm, lm = make([block("print(1)"), "no code here", block("FINAL(2)")])
+    rlm.run("Which file is it? Answer with the name.", context="x")
+    for call in lm.calls[1:]:
+        assert "The question: Which file is it? Answer with the name." in call[-1]["content"]
+    rlm, lm = make([block("print(1)"), block("FINAL(2)")], restate_question=False)
+    rlm.run("Which file is it?", context="x")
+    assert "The question:" not in lm.calls[1][-1]["content"]
+
+
+def test_answer_check_holds_the_first_final_for_one_step():
+    rlm, lm = make([block("hits = [(3, 'a.py')]\nprint(hits)"), block("FINAL(hits[0][0])"),
+                    block("FINAL(hits[0][1])", "The question asks for a file.")],
+                   verify_answer=True)
+    res = rlm.run("Which file? Answer with the file name.", context="x")
+    check = lm.calls[2][-1]["content"]
+    assert "You called FINAL with the number 3" in check
+    assert "The question: Which file? Answer with the file name." in check
+    assert "[(3, 'a.py')]" in check  # the output the answer came from
+    assert res.answer == "a.py" and res.stopped_by == "final"
+    assert res.steps == 3 and res.history.entries[2].code == "FINAL(hits[0][1])"
+
+
+def test_answer_check_confirmed_unchanged_and_never_twice():
+    rlm, lm = make([block("FINAL(7)"), block("FINAL(7)")], verify_answer=True)
+    res = rlm.run("How many?", context="x")
+    assert res.answer == "7" and res.steps == 2 and res.llm_calls == 2
+    rlm, lm = make([block("FINAL(7)"), block("print('more')"), block("FINAL(8)")],
+                   verify_answer=True)
+    res = rlm.run("How many?", context="x")
+    assert res.answer == "8" and res.steps == 3  # the later FINAL is not checked again
+
+
+def test_answer_check_is_skipped_at_the_last_step_and_kept_if_unanswered():
+    rlm, lm = make([block("print(1)"), block("FINAL(5)")], verify_answer=True,
+                   max_iterations=2)
+    res = rlm.run("q", context="x")
+    assert res.answer == "5" and res.steps == 2
+    rlm, lm = make([block("FINAL(5)"), block("print('looking again')")], verify_answer=True,
+                   max_iterations=2)
+    res = rlm.run("q", context="x")
+    assert res.answer == "5" and res.stopped_by == "final" and res.llm_calls == 2

@@ -17,6 +17,7 @@ def ip(monkeypatch):
     start_ipython()  # the testing shell, once per process
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "rlm_kernel")
+    shell.run_line_magic("config", "RLM.verify_answer = False")  # scripted replies: no check
     shell.user_ns.pop("rlm_answers", None)
     yield shell
     for name in ("context", "n", "rlm_answer"):

@@ -25,7 +25,7 @@ def record(replies, context="hello world", executor=None, **cfg) -> list[Event]:
     """Run a scripted RLM and return every event it emitted."""
     events: list[Event] = []
     lm = ScriptedModel(replies, cost_usd=0.00125)
-    rlm = RLM(root_client=lm, sub_client=lm, observer=events.append, **cfg)
+    rlm = RLM(root_client=lm, sub_client=lm, observer=events.append, verify_answer=False, **cfg)
     rlm.run("How long?", context=context, executor=executor)
     return events
 
@@ -168,7 +168,7 @@ def test_run_view_refreshes_from_namespace():
     ex = PlainExecutor()
     snapshots: list[tuple[Event, dict]] = []  # each event with the namespace at that time
     lm = ScriptedModel(SCRIPT)
-    rlm = RLM(root_client=lm, sub_client=lm, max_iterations=5,
+    rlm = RLM(root_client=lm, sub_client=lm, max_iterations=5, verify_answer=False,
               observer=lambda ev: snapshots.append((ev, dict(ex.namespace))))
     rlm.run("How long?", context="hello world", executor=ex)
     ns: dict = {}

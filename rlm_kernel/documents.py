@@ -1,0 +1,224 @@
+"""Structure-aware search over a REPL variable: documents, hits with their document and line.
+
+A long input usually holds several documents: a dict of files, a list of records, or one
+string made of files joined under header lines (``### FILE: a.py``, ``==> a.py <==``,
+``--- a.py ---``) or of blank-line-separated ``Key: value`` records.  Small models lose the
+document when they search line by line (they answer a line number when the question asked
+for a file).  These functions keep it: :func:`split_documents` returns ``{name: text}`` and
+:func:`search_lines` returns hits as ``{"doc", "line", "text"}``, so the field the question
+asks for is there to pick.
+
+Header detection is generic: a string is a concatenation when its first non-blank line and
+at least one later line have the same *shape* (the line with its path-like token replaced by
+a placeholder) and that shape is decorated (a marker such as ``#``, ``=``, ``-``, ``<``,
+``FILE:``) rather than code.  Records follow RFC 822's field syntax (``Name: value`` lines,
+records separated by blank lines), as in e-mail headers and Debian control files; a record's
+name is the value of its first field.  Pure functions of their input; no Jupyter import.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+__all__ = ["split_documents", "search_lines", "describe_structure", "Hit", "Hits"]
+
+Hit = dict  # {"doc": str | int | None, "line": int (1-based, within the doc), "text": str}
+_SHOWN = 10  # hits shown by the repr of a Hits list
+
+
+class Hits(list):
+    """The list :func:`search_lines` returns: a plain list of hit dicts whose repr
+    starts with the number of hits and shows at most the first 10, one per line, so
+    printing a search never floods the model's output."""
+
+    def __repr__(self) -> str:
+        shown = "\n".join(repr(h) for h in self[:_SHOWN])
+        more = f"\n... and {len(self) - _SHOWN} more" if len(self) > _SHOWN else ""
+        return f"{len(self)} hit{'s' if len(self) > 1 else ''}:\n{shown}{more}" if self \
+            else "0 hits"
+
+    __str__ = __repr__
+
+# A token that names a file or path: has an extension or a slash (a/b, a.py, ./x/y.txt).
+_PATH = re.compile(r"[\w.\-~+@]*[\w\-~+@](?:/[\w.\-~+@]+)+/?|[\w\-~+@][\w.\-~+@]*\.[A-Za-z]\w{0,7}")
+# The decoration a header carries around the name (not letters: code lines have words).
+_DECOR = re.compile(r"^\W*(?:(?:file|path|document|source|name|title)\b\W*)*$", re.I)
+# One word between marks: at least two mark characters before it.
+_WORD = re.compile(r"^(\s*[^\w\s]{2,}\s*)([\w][\w.\-+]*)(\s*[^\w\s]*\s*)$")
+_FIELD = re.compile(r"^([A-Za-z][\w-]{0,40}):(?:\s|$)")
+_MAX_HEADER = 300  # characters: longer lines are never headers
+_DESCRIBE_CHARS = 20_000_000  # characters of a huge string looked at to describe it
+
+
+def _shape(line: str) -> tuple[str, str] | None:
+    """``(template, name)`` of a header-like line, or None.
+
+    The name is the line's last path-like token, or else its one word when that
+    word sits between marks (``==> GPL-3 <==``, ``=== BSD ===``, ``### intro``).
+    """
+    if not line.strip() or len(line) > _MAX_HEADER:
+        return None
+    tokens = list(_PATH.finditer(line))
+    match = tokens[-1] if tokens else None  # the last path-like token is the name
+    if match is None:
+        match = _WORD.match(line)
+        if match is None:
+            return None
+        return f"{match.group(1)}\0{match.group(3)}", match.group(2)
+    before, after = line[: match.start()], line[match.end():]
+    if not before.strip() and not after.strip():
+        return None  # a bare path is data, not a header
+    if not (_DECOR.match(before) and re.fullmatch(r"\W*", after)):
+        return None
+    return f"{before}\0{after}", match.group(0)
+
+
+def _split_headers(text: str) -> dict[str, str] | None:
+    lines = text.splitlines()
+    first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
+    if first is None:
+        return None
+    shaped = _shape(lines[first])
+    if shaped is None:
+        return None
+    template = shaped[0]
+    starts = [(i, s[1]) for i, ln in enumerate(lines)
+              if (s := _shape(ln)) is not None and s[0] == template]
+    if len(starts) < 2:
+        return None
+    docs: dict[str, str] = {}
+    for k, (i, name) in enumerate(starts):
+        end = starts[k + 1][0] if k + 1 < len(starts) else len(lines)
+        key = _unique(docs, name)
+        docs[key] = "\n".join(lines[i + 1:end])
+    return docs
+
+
+def _split_records(text: str) -> dict[str, str] | None:
+    blocks = [b for b in re.split(r"\n[ \t]*\n", text.strip("\n")) if b.strip()]
+    if len(blocks) < 2:
+        return None
+    keys = [_FIELD.match(b) for b in blocks]
+    if sum(k is not None for k in keys) < 0.9 * len(blocks):
+        return None
+    docs: dict[str, str] = {}
+    for block in blocks:
+        first = block.split("\n", 1)[0]
+        name = first.split(":", 1)[1].strip() if ":" in first else first.strip()
+        docs[_unique(docs, name or "record")] = block
+    return docs
+
+
+def _unique(docs: Mapping[str, Any], name: str) -> str:
+    if name not in docs:
+        return name
+    n = 2
+    while f"{name}#{n}" in docs:
+        n += 1
+    return f"{name}#{n}"
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, Mapping):
+        return "\n".join(f"{k}: {v}" for k, v in value.items())
+    return str(value)
+
+
+def split_documents(data: Any) -> dict[Any, str]:
+    """Split ``data`` into its documents, ``{name: text}``.
+
+    Args:
+        data: a ``dict`` (keys are the names; values as text), a ``list``/``tuple``
+            (index -> item as text; a dict item becomes ``key: value`` lines), or a
+            ``str``: files joined under repeated header lines (the header is the
+            name and is not part of the text), blank-line-separated ``Key: value``
+            records (named by their first field's value), or else one document
+            named ``None``.
+
+    Returns:
+        An insertion-ordered dict; duplicate names get ``#2``, ``#3`` suffixes.
+    """
+    if isinstance(data, Mapping):
+        return {k: _as_text(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return {i: _as_text(v) for i, v in enumerate(data)}
+    text = _as_text(data)
+    return _split_headers(text) or _split_records(text) or {None: text}
+
+
+def _matcher(pattern: str, regex: bool, ignore_case: bool):
+    if regex:
+        compiled = re.compile(pattern, re.I if ignore_case else 0)
+        return lambda line: compiled.search(line) is not None
+    if ignore_case:
+        needle = pattern.lower()
+        return lambda line: needle in line.lower()
+    return lambda line: pattern in line
+
+
+def _iter_hits(docs: Mapping[Any, str], pattern: str, regex: bool,
+               ignore_case: bool) -> Iterator[Hit]:
+    match = _matcher(pattern, regex, ignore_case)
+    for name, text in docs.items():
+        for number, line in enumerate(text.splitlines(), 1):
+            if match(line):
+                yield {"doc": name, "line": number, "text": line.strip()[:200]}
+
+
+def search_lines(data: Any, pattern: str, *, regex: bool = False, ignore_case: bool = False,
+                 max_hits: int | None = None) -> Hits:
+    """The lines of ``data`` that contain ``pattern``, with the document each is in.
+
+    Args:
+        data: as for :func:`split_documents`.
+        pattern: a substring (or a regular expression with ``regex=True``).
+        regex: treat ``pattern`` as a ``re`` pattern (``re.search`` per line).
+        ignore_case: match case-insensitively.
+        max_hits: stop after this many hits (None = all).
+
+    Returns:
+        :class:`Hits`, ``[{"doc": name, "line": n, "text": line}, ...]`` in document
+        order; ``line``
+        counts from 1 within the document (within the whole string when the
+        string holds one document); ``text`` is the stripped line, at most 200
+        characters.
+
+    Raises:
+        re.error: ``regex=True`` and ``pattern`` is not a valid expression.
+    """
+    hits = Hits()
+    for hit in _iter_hits(split_documents(data), pattern, regex, ignore_case):
+        hits.append(hit)
+        if max_hits is not None and len(hits) >= max_hits:
+            break
+    return hits
+
+
+def describe_structure(data: Any, sample: int = 3) -> str | None:
+    """One line on how ``data`` splits into documents, for the model's task message.
+
+    Returns None when ``data`` is one unstructured string.  Examples:
+    ``"a str of 12 documents (header lines like '==> a/b.py <=='; first: 'a/b.py', ...)"``.
+    """
+    at_least = ""
+    if isinstance(data, str) and len(data) > _DESCRIBE_CHARS:
+        data, at_least = data[:_DESCRIBE_CHARS], "at least "
+    docs = split_documents(data)
+    if list(docs) == [None]:
+        return None
+    names = ", ".join(repr(n)[:60] for n in list(docs)[:sample])
+    more = ", ..." if len(docs) > sample else ""
+    kind = type(data).__name__
+    how = ""
+    if isinstance(data, str):
+        first = next(ln for ln in data.splitlines() if ln.strip())
+        how = ("records of 'Key: value' lines" if _FIELD.match(first) and not _shape(first)
+               else f"header lines like {first.strip()[:80]!r}")
+        how = f"; {how}"
+    return f"a {kind} of {at_least}{len(docs):,} documents{how}; names: {names}{more}"

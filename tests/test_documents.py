@@ -1,0 +1,68 @@
+"""Structure-aware search: documents of a dict, a list, a headed string, records."""
+
+from __future__ import annotations
+
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from rlm_kernel.documents import describe_structure, search_lines, split_documents
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+FILES = {p.name: p.read_text(encoding="utf-8") for p in sorted((STDLIB / "json").glob("*.py"))}
+
+
+@pytest.mark.parametrize("header", ["### FILE: {}", "==> pkg/{} <==", "--- {} ---",
+                                    '<document name="{}">', "File: {}", "# path: {}"])
+def test_a_string_of_files_splits_at_its_header_lines(header):
+    text = "\n".join(header.format(name) + "\n" + body for name, body in FILES.items())
+    docs = split_documents(text)
+    assert [Path(str(n)).name for n in docs] == list(FILES)
+    assert [t.rstrip("\n") for t in docs.values()] == [b.rstrip("\n") for b in FILES.values()]
+    hits = search_lines(text, "def dumps(")
+    assert len(hits) == 1
+    assert Path(hits[0]["doc"]).name == "__init__.py"
+    line = FILES["__init__.py"].splitlines().index(hits[0]["text"]) + 1
+    assert hits[0]["line"] == line  # counted inside the document, not the whole string
+    assert "documents" in describe_structure(text)
+
+
+def test_code_and_prose_are_one_document():
+    source = (STDLIB / "fractions.py").read_text(encoding="utf-8")
+    assert list(split_documents(source)) == [None]
+    assert describe_structure(source) is None
+    hits = search_lines(source, "class Fraction(")
+    assert hits[0]["doc"] is None
+    assert source.splitlines()[hits[0]["line"] - 1].strip() == hits[0]["text"]
+
+
+def test_records_are_named_by_their_first_field():
+    text = ("Package: alpha\nVersion: 1.0\nDepends: beta\n\n"
+            "Package: beta\nVersion: 2.1\n\nPackage: gamma\nVersion: 0.3\nDepends: beta\n")
+    docs = split_documents(text)
+    assert list(docs) == ["alpha", "beta", "gamma"]
+    assert [h["doc"] for h in search_lines(text, "Depends: beta")] == ["alpha", "gamma"]
+    assert "3 documents" in describe_structure(text)
+
+
+def test_dicts_lists_and_options():
+    data = {"a.txt": "one\nTwo\nthree", "b.txt": "two two"}
+    assert search_lines(data, "two") == [{"doc": "b.txt", "line": 1, "text": "two two"}]
+    assert [h["doc"] for h in search_lines(data, "two", ignore_case=True)] == ["a.txt", "b.txt"]
+    assert [h["line"] for h in search_lines(data, r"^t\w+e", regex=True)] == [3]
+    items = ["x\ny", {"name": "z", "size": 3}]
+    assert search_lines(items, "size") == [{"doc": 1, "line": 2, "text": "size: 3"}]
+    assert split_documents(items)[1] == "name: z\nsize: 3"
+    assert len(search_lines(data, "t", max_hits=2)) == 2
+
+
+def test_duplicate_names_stay_apart():
+    text = "==> a.py <==\nx = 1\n==> a.py <==\nx = 2\n"
+    assert split_documents(text) == {"a.py": "x = 1", "a.py#2": "x = 2"}
+
+
+def test_headers_may_name_a_document_with_one_word_between_marks():
+    text = "==> GPL-3 <==\nterms\n==> BSD <==\nmore terms\n"
+    assert split_documents(text) == {"GPL-3": "terms", "BSD": "more terms"}
+    assert list(split_documents("# TODO\nx = 1\n# TODO\n")) == [None]
