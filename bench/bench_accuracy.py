@@ -339,6 +339,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="RLMConfig override for our runs (repeatable)")
     parser.add_argument("--vs", choices=[RLMS], default=None,
                         help="also run every task through rlms 0.1.3 (embedded model only)")
+    parser.add_argument("--only-rlms", action="store_true",
+                        help="with --vs rlms: run rlms alone (ours measured in another run)")
     parser.add_argument("--rlms-max-tokens", type=int, default=None, metavar="N",
                         help="cap rlms's completions at N tokens (default: none, as shipped)")
     parser.add_argument("--rows", action="store_true", help="print one line per task (dev only)")
@@ -348,6 +350,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.split == "test" and (args.rows or args.save):
         parser.error("--rows and --save are refused on the test split: its individual results "
                      "must not be read; only per-kind totals are printed")
+    if args.only_rlms and args.vs != RLMS:
+        parser.error("--only-rlms needs --vs rlms")
     if args.per_kind is not None and args.per_kind < 1:
         parser.error("--per-kind must be at least 1")
     if args.vs == RLMS:
@@ -406,8 +410,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, list[Outcome]] = {}
     interrupted = False
     try:
-        systems: list[tuple[str, Callable[[Any, argparse.Namespace], Outcome]]] = [
-            (OURS, run_ours)]
+        systems: list[tuple[str, Callable[[Any, argparse.Namespace], Outcome]]] = \
+            [] if args.only_rlms else [(OURS, run_ours)]
         if args.vs == RLMS:
             systems.append((RLMS, run_theirs))
         for system, runner in systems:
@@ -423,7 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.rows:
         print()
     print_table(kinds, results)
-    if args.vs == RLMS:
+    if args.vs == RLMS and results.get(OURS):
         print_comparison(results)
     print_errors(results, detail=args.split != "test")
     if interrupted:

@@ -345,3 +345,10 @@ def test_answer_check_is_skipped_at_the_last_step_and_kept_if_unanswered():
                    max_iterations=2)
     res = rlm.run("q", context="x")
     assert res.answer == "5" and res.stopped_by == "final" and res.llm_calls == 2
+
+
+def test_a_failed_final_call_echoed_in_its_traceback_does_not_end_the_run():
+    rlm, lm = make([block("hits = []\nFINAL(hits[0].split('==> ')[1])"), block("FINAL('b')")])
+    res = rlm.run("q", context="x")
+    assert "IndexError" in res.history.entries[0].output
+    assert res.answer == "b" and res.steps == 2
