@@ -38,9 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-tokens", type=int, help="budget: prompt + completion tokens")
     run.add_argument("--max-cost", type=float, help="budget: US dollars")
     run.add_argument("--max-seconds", type=float, help="budget: wall-clock seconds")
-    run.add_argument("--no-verify-answer", dest="verify_answer", action="store_false",
-                     help="accept the first FINAL as it is (default: the model checks it "
-                     "against the question in one extra step)")
+    run.add_argument("--verify-answer", action="store_true",
+                     help="let the model check its first FINAL against the question in one "
+                     "extra step before it is accepted")
     run.add_argument("--json", action="store_true", help="print one JSON object, nothing else")
     run.add_argument("--trajectory", action="store_true",
                      help="with --json: include every step and call record")

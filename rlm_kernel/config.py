@@ -49,6 +49,9 @@ class RLMConfig:
         verify_answer: before a run's first ``FINAL`` is accepted, show the model
             the question beside the value it chose and let it confirm or correct
             it (one extra step; skipped at the last step).
+        resample_temperature: when a reply repeats the code of an earlier step,
+            ask once more at this temperature (0 or None = never); breaks the loops a
+            model falls into at temperature 0.
     """
 
     max_iterations: int = 12
@@ -74,7 +77,8 @@ class RLMConfig:
     protect_inputs: bool = True
     context_window: int | None = None
     restate_question: bool = True
-    verify_answer: bool = True
+    verify_answer: bool = False
+    resample_temperature: float | None = 0.7
 
     def replace(self, **changes: Any) -> RLMConfig:
         """A copy with ``changes`` applied; None values are ignored.

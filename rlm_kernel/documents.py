@@ -22,24 +22,52 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["split_documents", "search_lines", "describe_structure", "Hit", "Hits"]
-
-Hit = dict  # {"doc": str | int | None, "line": int (1-based, within the doc), "text": str}
-_SHOWN = 10  # hits shown by the repr of a Hits list
+__all__ = ["split_documents", "search_lines", "describe_structure", "Hit", "Hits", "Listing",
+           "looks_like_records", "parse_block", "field_of", "matches"]
 
 
-class Hits(list):
-    """The list :func:`search_lines` returns: a plain list of hit dicts whose repr
-    starts with the number of hits and shows at most the first 10, one per line, so
-    printing a search never floods the model's output."""
+
+class Listing(list):
+    """A plain list whose repr starts with how many items it holds and shows at most
+    the first few, one per line, so printing a long result never floods the model's
+    output.  ``noun`` names the items (``"hit"``, ``"record"``...)."""
+
+    noun = "item"
+    shown = 10
 
     def __repr__(self) -> str:
-        shown = "\n".join(repr(h) for h in self[:_SHOWN])
-        more = f"\n... and {len(self) - _SHOWN} more" if len(self) > _SHOWN else ""
-        return f"{len(self)} hit{'s' if len(self) > 1 else ''}:\n{shown}{more}" if self \
-            else "0 hits"
+        n = len(self)
+        if not n:
+            return f"0 {self.noun}s"
+        lines = "\n".join(self._show(x) for x in self[: self.shown])
+        more = f"\n... and {n - self.shown} more" if n > self.shown else ""
+        return f"{n} {self.noun}{'s' if n > 1 else ''}:\n{lines}{more}"
 
     __str__ = __repr__
+
+    def _show(self, item: Any) -> str:
+        return repr(item)
+
+
+class Hit(dict):
+    """One search hit, ``{"doc": document name, "line": line number in it (from 1),
+    "text": the line}``.  Any other key is looked up among the fields of the hit's
+    document when that document is a ``Key: value`` record, so ``hit["Version"]``
+    works on records; otherwise the ``KeyError`` names the keys there are."""
+
+    __slots__ = ("_document",)
+
+    def __missing__(self, key: Any) -> Any:
+        record = parse_block(getattr(self, "_document", "") or "")
+        if record:
+            return field_of(record, key)
+        raise KeyError(f"{key!r}: a hit has the keys 'doc', 'line' and 'text'")
+
+
+class Hits(Listing):
+    """What :func:`search_lines` returns: a list of hit dicts (see :class:`Listing`)."""
+
+    noun = "hit"
 
 # A token that names a file or path: has an extension or a slash (a/b, a.py, ./x/y.txt).
 _PATH = re.compile(r"[\w.\-~+@]*[\w\-~+@](?:/[\w.\-~+@]+)+/?|[\w\-~+@][\w.\-~+@]*\.[A-Za-z]\w{0,7}")
@@ -48,6 +76,7 @@ _DECOR = re.compile(r"^\W*(?:(?:file|path|document|source|name|title)\b\W*)*$", 
 # One word between marks: at least two mark characters before it.
 _WORD = re.compile(r"^(\s*[^\w\s]{2,}\s*)([\w][\w.\-+]*)(\s*[^\w\s]*\s*)$")
 _FIELD = re.compile(r"^([A-Za-z][\w-]{0,40}):(?:\s|$)")
+_RECORD_FIELD = re.compile(r"^([A-Za-z][\w-]{0,60}):[ \t]?(.*)$")
 _MAX_HEADER = 300  # characters: longer lines are never headers
 _DESCRIBE_CHARS = 20_000_000  # characters of a huge string looked at to describe it
 
@@ -111,6 +140,65 @@ def _split_records(text: str) -> dict[str, str] | None:
     return docs
 
 
+def parse_block(block: str) -> dict[str, str] | None:
+    """One ``Key: value`` record (continuation lines start with whitespace and are
+    joined with newlines) as a dict, or None if a line is not a field."""
+    record: dict[str, str] = {}
+    last = None
+    for line in block.splitlines():
+        if not line.strip():
+            continue
+        if line[:1] in " \t" and last is not None:
+            record[last] += "\n" + line.strip()
+            continue
+        match = _RECORD_FIELD.match(line)
+        if match is None:
+            return None
+        last = match.group(1)
+        record[last] = match.group(2).strip()
+    return record or None
+
+
+def _norm(key: Any) -> str:
+    return str(key).lower().replace("_", "-")
+
+
+def field_of(item: Mapping[str, Any], key: str) -> Any:
+    """``item[key]`` with the key matched ignoring case and ``_``/``-``.
+
+    Raises:
+        KeyError: no such field (the message lists the fields there are).
+    """
+    if key in item:
+        return item[key]
+    want = _norm(key)
+    for k, v in item.items():
+        if _norm(k) == want:
+            return v
+    raise KeyError(f"{key!r}: the fields are {', '.join(map(repr, item))}")
+
+
+def matches(item: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
+    """True when every ``where`` field of ``item`` equals its value (strings compared
+    ignoring case and surrounding space; a missing field never matches)."""
+    for key, want in where.items():
+        try:
+            have = field_of(item, key)
+        except KeyError:
+            return False
+        if isinstance(have, str) and isinstance(want, str):
+            if have.strip().lower() != want.strip().lower():
+                return False
+        elif have != want and str(have) != str(want):
+            return False
+    return True
+
+
+def looks_like_records(text: str) -> bool:
+    """True when ``text`` is blank-line-separated ``Key: value`` records."""
+    return _split_records(text) is not None
+
+
 def _unique(docs: Mapping[str, Any], name: str) -> str:
     if name not in docs:
         return name
@@ -168,7 +256,9 @@ def _iter_hits(docs: Mapping[Any, str], pattern: str, regex: bool,
     for name, text in docs.items():
         for number, line in enumerate(text.splitlines(), 1):
             if match(line):
-                yield {"doc": name, "line": number, "text": line.strip()[:200]}
+                hit = Hit(doc=name, line=number, text=line.strip()[:200])
+                hit._document = text
+                yield hit
 
 
 def search_lines(data: Any, pattern: str, *, regex: bool = False, ignore_case: bool = False,

@@ -28,7 +28,7 @@ from .prompts import (
 )
 from .repl_types import REPLHistory, REPLVariable
 from .result import RLMResult
-from .stepping import StepOutcome, run_reply
+from .stepping import StepOutcome, run_reply, split_reply
 from .tools import RESERVED_NAMES, RunTools
 
 __all__ = ["RLM"]
@@ -172,6 +172,9 @@ class RLM:
                 notify("model_call", {"step": step})
                 messages = build_messages(first, turns, cfg.history_window, prompt_chars)
                 reply = root.complete(messages, role="root", stop=cfg.stop_sequences()).text
+                if cfg.resample_temperature and self._repeats(reply, seen_code):
+                    reply = root.complete(messages, role="root", stop=cfg.stop_sequences(),
+                                          temperature=cfg.resample_temperature).text
                 tools.step_calls = []
                 outcome: StepOutcome = run_reply(reply, executor, tools, step, cfg, notify)
                 self._restore(ns, reserved, outcome, inputs)
@@ -234,6 +237,14 @@ class RLM:
             result.seconds = time.perf_counter() - start
             notify("run_finished", {"result": result})
 
+
+    def _repeats(self, reply: str, seen_code: dict[str, int]) -> bool:
+        """True when ``reply``'s code is exactly the code of an earlier step (and does
+        not call FINAL): at temperature 0 a small model that repeats itself once
+        usually loops until the step limit."""
+        _, blocks, _ = split_reply(reply, self.config.cut_after_first_block)
+        code = "\n\n".join(blocks)
+        return bool(code) and code in seen_code and "FINAL" not in code
 
     @staticmethod
     def _restore(ns: Any, reserved: dict[str, Any], outcome: StepOutcome | None,

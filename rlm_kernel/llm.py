@@ -33,6 +33,9 @@ _litellm_lock = threading.Lock()
 _litellm: Any = None
 
 
+SAMPLING_SEED = 1234  # seed sent with calls that override the temperature
+
+
 class LLMError(RuntimeError):
     """A model could not be called; ``str(err)`` is one readable line for the user."""
 
@@ -72,8 +75,11 @@ class LanguageModel(Protocol):
         role: str = "root",
         stop: list[str] | None = None,
         max_tokens: int | None = None,
+        temperature: float | None = None,
     ) -> Completion:
-        """Return the reply to ``messages`` (OpenAI chat format).
+        """Return the reply to ``messages`` (OpenAI chat format); ``temperature``
+        overrides the client's own for this call (with a fixed ``seed``, so a rerun
+        samples the same reply where the provider supports seeds).
 
         Raises:
             LLMError: the provider failed after retries, the model is unknown or
@@ -174,6 +180,7 @@ class LiteLLMClient:
         role: str = "root",
         stop: list[str] | None = None,
         max_tokens: int | None = None,
+        temperature: float | None = None,
     ) -> Completion:
         """Send ``messages`` and return the reply; see :class:`LanguageModel`."""
         litellm = import_litellm()
@@ -187,13 +194,15 @@ class LiteLLMClient:
         cap = max_tokens if max_tokens is not None else self.max_tokens
         if cap:
             kwargs["max_tokens"] = cap
+        if temperature is not None:  # a provider without seeds ignores it
+            kwargs.update(seed=SAMPLING_SEED, drop_params=True)
         start = time.perf_counter()
         call = LLMCall(model=self.model, role=role, depth=self.depth)
         try:
             response = litellm.completion(
                 model=self.model,
                 messages=messages,
-                temperature=self.temperature,
+                temperature=self.temperature if temperature is None else temperature,
                 num_retries=self.num_retries,
                 timeout=self.timeout,
                 **kwargs,

@@ -75,7 +75,7 @@ class RLMMagics(Magics):
     max_seconds = Float(0.0, help="Budget: seconds per run (0 = none).").tag(config=True)
     max_output_chars = Int(3000, help="Characters of step output shown to the model."
                            ).tag(config=True)
-    verify_answer = Bool(True, help="Before the first FINAL is accepted, show the model the "
+    verify_answer = Bool(False, help="Before the first FINAL is accepted, show the model the "
                          "question beside its answer to confirm or correct it (one extra "
                          "step).").tag(config=True)
     widgets = Bool(True, help="Show the progress and variables widgets in the task cell."

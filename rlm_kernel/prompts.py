@@ -16,6 +16,7 @@ from typing import Any
 
 from .documents import describe_structure
 from .repl_types import REPLVariable
+from .structure import detect_views, sample_fields
 
 __all__ = [
     "SYSTEM_PROMPT",
@@ -54,6 +55,11 @@ document, "text": the line} for each line of `context` that contains pattern. \
 search(pattern, data) searches another variable; options regex=True, ignore_case=True.
 - split_documents() -> dict {document name: text} of `context`: a dict's items, a list's \
 items by index, or the files or records that a long string is made of.
+- parse_records() -> list of dicts {field: value}, one per record, when `context` holds \
+records of "Key: value" lines.
+- code_outline() -> list of the classes, functions and methods of the Python code in \
+`context`: dicts {"doc", "kind": "class"/"function"/"method", "name", "line", "end_line", \
+"parent": enclosing class or function (None at top level), "args", "defaults", "bases"}.
 - llm_query(prompt) -> str asks a helper model about a piece of text (under 4000 \
 characters); llm_query_batched(prompts) -> list of str.
 - FINAL(value) ends the run with value; FINAL_VAR("name") ends it with the variable name.
@@ -168,11 +174,27 @@ def _structure_tip(var: REPLVariable, value: Any) -> str | None:
         return None
     described = describe_structure(value) if value is not None else None
     if described:
-        return f"`{var.name}` is {described}. Each search() hit names its document."
-    if var.type_name == "str":
-        return (f"`{var.name}` is one string: search() hits give line numbers in it, "
-                "counting from 1.")
-    return None
+        tip = f"`{var.name}` is {described}. Each search() hit names its document."
+    elif var.type_name == "str":
+        tip = (f"`{var.name}` is one string: search() hits give line numbers in it, "
+               "counting from 1.")
+    else:
+        tip = ""
+    views = detect_views(value) if value is not None else []
+    arg = f"{var.name}, " if var.name != "context" else ""
+    if "records" in views:
+        fields = sample_fields(value)
+        first = fields[0] if fields else "Name"
+        tip += (f" It holds records with fields like {', '.join(map(repr, fields))}: "
+                f"parse_records({arg[:-2]}) gives them as dicts, and "
+                f"parse_records({arg}{first.replace('-', '_')}='x') the ones whose field "
+                f"{first} is x.")
+    if "python" in views:
+        tip += (f" It holds Python code: code_outline({arg[:-2]}) lists its classes, "
+                f"functions and methods; code_outline({arg}kind='class', parent=None) "
+                "keeps the top-level classes.")
+    return tip.strip() or None
+
 
 
 def task_message(question: str, variables: Sequence[REPLVariable], max_steps: int,

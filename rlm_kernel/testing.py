@@ -40,15 +40,18 @@ class ScriptedModel:
         self.ledger: UsageLedger | None = None
         self.depth = 0
         self.calls: list[list[dict[str, str]]] = []
+        self.temperatures: list[float | None] = []  # per call: the override, if any
         self._lock = threading.Lock()
 
     def check(self) -> None:
         """Scripted models are always available."""
 
-    def complete(self, messages, *, role="root", stop=None, max_tokens=None) -> Completion:
+    def complete(self, messages, *, role="root", stop=None, max_tokens=None,
+                 temperature=None) -> Completion:
         """Return the next scripted reply (see class docstring)."""
         with self._lock:
             self.calls.append(list(messages))
+            self.temperatures.append(temperature)
             if role == "sub" and self._sub is not None:
                 item: Reply = self._sub.pop(0) if self._sub else "sub: out of script"
             elif role == "sub":

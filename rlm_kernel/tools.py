@@ -20,12 +20,13 @@ from .documents import split_documents as _split_documents
 from .llm import LanguageModel, LLMError, make_client
 from .prompts import SUB_CALL_SYSTEM_PROMPT
 from .repl_types import REPLVariable
+from .structure import Outline, Records, code_outline, parse_records
 from .termination import FINAL, FINAL_VAR
 
 __all__ = ["RunTools", "RESERVED_NAMES", "SESSION_NAMES", "user_variables"]
 
 RESERVED_NAMES = ("llm_query", "llm_query_batched", "rlm_query", "FINAL", "FINAL_VAR",
-                  "SHOW_VARS", "search", "split_documents")
+                  "SHOW_VARS", "search", "split_documents", "parse_records", "code_outline")
 _RECORD_CHARS = 500  # characters of a sub-call's prompt/response kept in the step record
 
 
@@ -107,6 +108,8 @@ class RunTools:
             "SHOW_VARS": self.show_vars,
             "search": self.search,
             "split_documents": self.split_documents,
+            "parse_records": self.parse_records,
+            "code_outline": self.code_outline,
         }
 
     def _client(self, model: str | None) -> LanguageModel:
@@ -225,6 +228,18 @@ class RunTools:
         """``{document name: text}`` of ``data`` (default: the run's main variable);
         see :func:`rlm_kernel.documents.split_documents`."""
         return _split_documents(self._data(data))
+
+    def parse_records(self, data: Any = None, **where: Any) -> Records:
+        """The ``Key: value`` records of ``data`` (default: the run's main variable) as
+        dicts, those whose fields equal ``where``; see
+        :func:`rlm_kernel.structure.parse_records`."""
+        return parse_records(self._data(data), **where)
+
+    def code_outline(self, data: Any = None, **where: Any) -> Outline:
+        """Every class, function and method of the Python in ``data`` (default: the
+        run's main variable) whose fields equal ``where``; see
+        :func:`rlm_kernel.structure.code_outline`."""
+        return code_outline(self._data(data), **where)
 
     def show_vars(self) -> None:
         """Print the metadata (name, type, length, preview) of the data variables."""

@@ -352,3 +352,14 @@ def test_a_failed_final_call_echoed_in_its_traceback_does_not_end_the_run():
     res = rlm.run("q", context="x")
     assert "IndexError" in res.history.entries[0].output
     assert res.answer == "b" and res.steps == 2
+
+
+def test_a_reply_that_repeats_earlier_code_is_sampled_again_once():
+    rlm, lm = make([block("print(1)"), block("print(1)"), block("print(2)"), block("FINAL(3)")])
+    res = rlm.run("q", context="x")
+    assert [e.code for e in res.history] == ["print(1)", "print(2)", "FINAL(3)"]
+    assert lm.temperatures == [None, None, 0.7, None]
+    rlm, lm = make([block("print(1)"), block("print(1)"), block("FINAL(3)")],
+                   resample_temperature=0)
+    res = rlm.run("q", context="x")
+    assert [e.code for e in res.history] == ["print(1)", "print(1)", "FINAL(3)"]

@@ -196,7 +196,7 @@ def scripted_cli(monkeypatch):
 def test_cli_export_writes_a_rerunnable_notebook(tmp_path, monkeypatch, capsys, scripted_cli):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "book.txt").write_text("hello world")
-    code = main(["run", "--context", "book.txt", "--model", "scripted/m", "--no-verify-answer",
+    code = main(["run", "--context", "book.txt", "--model", "scripted/m",
                  "--export", "out/run.ipynb", "How long?"])
     assert code == 0, capsys.readouterr().err
     assert scripted_cli == ["scripted/m"]
@@ -213,7 +213,7 @@ def test_cli_json_names_the_export(tmp_path, capsys, scripted_cli):
     f = tmp_path / "a.txt"
     f.write_text("hello world")
     out = tmp_path / "r.ipynb"
-    code = main(["run", "--context", str(f), "--model", "scripted/m", "--no-verify-answer", "--json",
+    code = main(["run", "--context", str(f), "--model", "scripted/m", "--json",
                  "--export", str(out), "q"])
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and data["export"] == str(out) and out.exists()
@@ -223,13 +223,13 @@ def test_cli_json_names_the_export(tmp_path, capsys, scripted_cli):
 def test_cli_export_errors(tmp_path, capsys, scripted_cli):
     f = tmp_path / "a.txt"
     f.write_text("hello world")
-    code = main(["run", "--context", str(f), "--model", "scripted/m", "--no-verify-answer",
+    code = main(["run", "--context", str(f), "--model", "scripted/m",
                  "--export", str(tmp_path / "run.txt"), "q"])
     assert code == 2 and scripted_cli == []  # refused before the run
     assert capsys.readouterr().err.startswith("rlm: error: --export needs a path ending in")
     blocker = tmp_path / "file"
     blocker.write_text("")
-    code = main(["run", "--context", str(f), "--model", "scripted/m", "--no-verify-answer", "--json",
+    code = main(["run", "--context", str(f), "--model", "scripted/m", "--json",
                  "--export", str(blocker / "run.ipynb"), "q"])
     captured = capsys.readouterr()
     assert code == 1
