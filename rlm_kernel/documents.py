@@ -60,7 +60,8 @@ class Hit(dict):
     def __missing__(self, key: Any) -> Any:
         record = parse_block(getattr(self, "_document", "") or "")
         if record:
-            return field_of(record, key)
+            value = field_of(record, key)
+            return int(value) if re.fullmatch(r"-?\d{1,18}", value) else value
         raise KeyError(f"{key!r}: a hit has the keys 'doc', 'line' and 'text'")
 
 

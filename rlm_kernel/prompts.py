@@ -59,7 +59,8 @@ items by index, or the files or records that a long string is made of.
 records of "Key: value" lines.
 - code_outline() -> list of the classes, functions and methods of the Python code in \
 `context`: dicts {"doc", "kind": "class"/"function"/"method", "name", "line", "end_line", \
-"parent": enclosing class or function (None at top level), "args", "defaults", "bases"}.
+"text", "parent": enclosing class or function (None at top level), "args", "defaults", \
+"bases"}.
 - llm_query(prompt) -> str asks a helper model about a piece of text (under 4000 \
 characters); llm_query_batched(prompts) -> list of str.
 - FINAL(value) ends the run with value; FINAL_VAR("name") ends it with the variable name.
@@ -69,15 +70,15 @@ quoted line), so that you get few hits; when there are several, pick the one tha
 question, not simply the first.
 
 Example 1.
-Task: In which file is the class Parser defined? Variables: context (dict, 40 items).
+Task: In which file is the function parse_header defined? Variables: context (dict, 40 items).
 Reply:
-I will search for the class definition.
+I will search for the line that defines it.
 ```repl
-hits = search("class Parser(")
+hits = search("def parse_header(")
 print(hits)
 ```
 Output: 1 hit:
-{'doc': 'pkg/parse.py', 'line': 40, 'text': 'class Parser(Base):'}
+{'doc': 'pkg/parse.py', 'line': 40, 'text': 'def parse_header(line, strict=True):'}
 Reply:
 The question asks for a file: the "doc" of the hit.
 ```repl

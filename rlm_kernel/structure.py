@@ -27,6 +27,9 @@ __all__ = ["Records", "Outline", "parse_records", "code_outline", "looks_like_py
 
 
 
+_INT = re.compile(r"-?\d{1,18}")
+
+
 class Records(Listing):
     """A list of record dicts (see :class:`rlm_kernel.documents.Listing`)."""
 
@@ -70,7 +73,8 @@ def parse_records(data: Any, **where: Any) -> Records:
             ``_``/``-``, so ``Installed_Size=...`` finds ``Installed-Size``).
 
     Returns:
-        :class:`Records`, in order; values are str (continuation lines joined with
+        :class:`Records`, in order; a value that is a whole integer becomes an int
+        (so ``max``/``sum`` work), others stay str (continuation lines joined with
         newlines); text that is not ``Key: value`` lines is skipped.
     """
     out = Records()
@@ -81,10 +85,14 @@ def parse_records(data: Any, **where: Any) -> Records:
             for block in re.split(r"\n[ \t]*\n", item):
                 record = parse_block(block)
                 if record:
-                    out.append(record)
+                    out.append({k: _typed(v) for k, v in record.items()})
     if where:
         out = Records(r for r in out if matches(r, where))
     return out
+
+
+def _typed(value: Any) -> Any:
+    return int(value) if isinstance(value, str) and _INT.fullmatch(value) else value
 
 
 def looks_like_python(text: str) -> bool:
@@ -110,29 +118,31 @@ def _args(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[list[str], dict
     return names, defaults
 
 
-def _walk(doc: Any, body: list[ast.stmt], parent: ast.AST | None, out: Outline) -> None:
+def _walk(doc: Any, body: list[ast.stmt], parent: ast.AST | None, out: Outline,
+          lines: list[str]) -> None:
     for node in body:
+        text = lines[node.lineno - 1].strip()[:200] if node.lineno <= len(lines) else ""
         if isinstance(node, ast.ClassDef):
             out.append({"doc": doc, "kind": "class", "name": node.name, "line": node.lineno,
-                        "end_line": node.end_lineno,
+                        "end_line": node.end_lineno, "text": text,
                         "parent": getattr(parent, "name", None),
                         "bases": [ast.unparse(b) for b in node.bases],
                         "decorators": [ast.unparse(d) for d in node.decorator_list]})
-            _walk(doc, node.body, node, out)
+            _walk(doc, node.body, node, out, lines)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             names, defaults = _args(node)
             kind = "method" if isinstance(parent, ast.ClassDef) else "function"
             out.append({"doc": doc, "kind": kind, "name": node.name, "line": node.lineno,
-                        "end_line": node.end_lineno,
+                        "end_line": node.end_lineno, "text": text,
                         "parent": getattr(parent, "name", None), "args": names,
                         "defaults": defaults,
                         "decorators": [ast.unparse(d) for d in node.decorator_list]})
-            _walk(doc, node.body, node, out)
+            _walk(doc, node.body, node, out, lines)
         else:  # definitions under if/try/with blocks still belong to this level
             for field in ("body", "orelse", "finalbody", "handlers"):
                 inner = getattr(node, field, None)
                 if isinstance(inner, list) and inner and isinstance(inner[0], ast.AST):
-                    _walk(doc, inner, parent, out)
+                    _walk(doc, inner, parent, out, lines)
 
 
 def code_outline(data: Any, **where: Any) -> Outline:
@@ -146,7 +156,7 @@ def code_outline(data: Any, **where: Any) -> Outline:
 
     Returns:
         :class:`Outline` of dicts ``{"doc", "kind": "class" | "function" | "method",
-        "name", "line", "end_line", "parent": enclosing class or function name or None,
+        "name", "line", "end_line", "text": its first line, "parent": enclosing class or function name or None,
         "args": parameter names ("*args", "**kw" marked), "defaults": {name: source},
         "bases": base classes (classes only), "decorators"}``; ``parent is None`` means
         top level; lines count from 1 within the document.
@@ -157,7 +167,7 @@ def code_outline(data: Any, **where: Any) -> Outline:
             tree = ast.parse(text)
         except (SyntaxError, ValueError):
             continue
-        _walk(doc, tree.body, None, out)
+        _walk(doc, tree.body, None, out, text.splitlines())
     if where:
         out = Outline(d for d in out if matches(d, where))
     return out

@@ -21,8 +21,10 @@ def test_records_parse_with_continuation_lines_and_filter_forgivingly():
     recs = parse_records(RECORDS)
     assert [r["Package"] for r in recs] == ["alpha", "beta", "gamma"]
     assert recs[0]["Description"] == "first line\ncontinued here"
+    assert max(recs, key=lambda r: r["Installed-Size"])["Package"] == "beta"  # ints, not str
+    assert recs[0]["Version"] == "1.0"
     assert parse_records(RECORDS, package="BETA") == [recs[1]]
-    assert parse_records(RECORDS, Installed_Size="7")[0]["Package"] == "gamma"
+    assert parse_records(RECORDS, Installed_Size=7)[0]["Package"] == "gamma"
     assert parse_records(RECORDS, Nope="x") == []
     as_list = [b for b in RECORDS.split("\n\n")]
     assert parse_records(as_list) == recs
@@ -32,8 +34,8 @@ def test_records_parse_with_continuation_lines_and_filter_forgivingly():
 
 def test_a_hit_in_a_record_reads_the_records_fields():
     hit = search_lines(RECORDS, "Version: 2.1")[0]
-    assert hit["doc"] == "beta" and hit["Installed-Size"] == "300"
-    assert hit["installed_size"] == "300"
+    assert hit["doc"] == "beta" and hit["Installed-Size"] == 300
+    assert hit["installed_size"] == 300 and hit["Version"] == "2.1"
     with pytest.raises(KeyError, match="the fields are 'Package'"):
         hit["Maintainer"]
     code_hit = search_lines({"a.py": "x = 1\n"}, "x")[0]
@@ -62,7 +64,7 @@ def test_outline_of_several_documents_names_them_and_skips_non_python():
     data = {"a.py": "def f(x, *a, k=1, **kw):\n    pass\n", "notes.txt": "not (python"}
     (f,) = code_outline(data)
     assert f["doc"] == "a.py" and f["args"] == ["x", "*a", "k", "**kw"]
-    assert f["defaults"] == {"k": "1"}
+    assert f["defaults"] == {"k": "1"} and f["text"] == "def f(x, *a, k=1, **kw):"
 
 
 def test_views_are_detected_cheaply():
