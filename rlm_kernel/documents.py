@@ -275,7 +275,8 @@ def search_lines(data: Any, pattern: str, *, regex: bool = False, ignore_case: b
 
     Returns:
         :class:`Hits`, ``[{"doc": name, "line": n, "text": line}, ...]`` in document
-        order; ``line``
+        order, except that for a bare name (``search("parse")``) the lines that
+        define it (``def parse``, ``class parse``) come first; ``line``
         counts from 1 within the document (within the whole string when the
         string holds one document); ``text`` is the stripped line, at most 200
         characters.
@@ -288,6 +289,10 @@ def search_lines(data: Any, pattern: str, *, regex: bool = False, ignore_case: b
         hits.append(hit)
         if max_hits is not None and len(hits) >= max_hits:
             break
+    if not regex and re.fullmatch(r"[A-Za-z_]\w*", pattern):
+        defines = re.compile(rf"^(?:async\s+)?(?:def|class)\s+{pattern}\b",
+                             re.I if ignore_case else 0)
+        hits.sort(key=lambda h: defines.match(h["text"]) is None)  # stable: definitions first
     return hits
 
 

@@ -52,7 +52,8 @@ Your thought line says what the question asks for.
 Functions in the REPL:
 - search(pattern) -> list of hits {"doc": name of the document, "line": line number in that \
 document, "text": the line} for each line of `context` that contains pattern. \
-search(pattern, data) searches another variable; options regex=True, ignore_case=True.
+search(pattern, data) searches another variable; options regex=True, ignore_case=True. \
+For a bare name, the lines that define it (def name, class name) come first.
 - split_documents() -> dict {document name: text} of `context`: a dict's items, a list's \
 items by index, or the files or records that a long string is made of.
 - parse_records() -> list of dicts {field: value}, one per record, when `context` holds \

@@ -66,3 +66,9 @@ def test_headers_may_name_a_document_with_one_word_between_marks():
     text = "==> GPL-3 <==\nterms\n==> BSD <==\nmore terms\n"
     assert split_documents(text) == {"GPL-3": "terms", "BSD": "more terms"}
     assert list(split_documents("# TODO\nx = 1\n# TODO\n")) == [None]
+
+
+def test_a_bare_name_lists_its_definitions_first():
+    data = {"a.py": "x = resolve(1)  # resolve it\n", "b.py": "def resolve(c):\n    pass\n"}
+    assert [h["doc"] for h in search_lines(data, "resolve")] == ["b.py", "a.py"]
+    assert [h["doc"] for h in search_lines(data, "resolve(")] == ["a.py", "b.py"]
