@@ -239,12 +239,12 @@ class RLM:
 
 
     def _repeats(self, reply: str, seen_code: dict[str, int]) -> bool:
-        """True when ``reply``'s code is exactly the code of an earlier step (and does
-        not call FINAL): at temperature 0 a small model that repeats itself once
-        usually loops until the step limit."""
+        """True when ``reply``'s code is exactly the code of an earlier step (which
+        did not end the run): at temperature 0 a small model that repeats itself
+        once usually loops until the step limit."""
         _, blocks, _ = split_reply(reply, self.config.cut_after_first_block)
         code = "\n\n".join(blocks)
-        return bool(code) and code in seen_code and "FINAL" not in code
+        return bool(code) and code in seen_code
 
     @staticmethod
     def _restore(ns: Any, reserved: dict[str, Any], outcome: StepOutcome | None,
