@@ -172,7 +172,8 @@ class RLM:
                 notify("model_call", {"step": step})
                 messages = build_messages(first, turns, cfg.history_window, prompt_chars)
                 reply = root.complete(messages, role="root", stop=cfg.stop_sequences()).text
-                if cfg.resample_temperature and self._repeats(reply, seen_code):
+                if cfg.resample_temperature and pending is None and \
+                        self._repeats(reply, seen_code):  # a check step may repeat its FINAL
                     reply = root.complete(messages, role="root", stop=cfg.stop_sequences(),
                                           temperature=cfg.resample_temperature).text
                 tools.step_calls = []
