@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 __all__ = ["split_documents", "search_lines", "describe_structure", "Hit", "Hits", "Listing",
-           "looks_like_records", "parse_block", "field_of", "matches"]
+           "parse_block", "field_of", "matches"]
 
 
 
@@ -193,11 +193,6 @@ def matches(item: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
         elif have != want and str(have) != str(want):
             return False
     return True
-
-
-def looks_like_records(text: str) -> bool:
-    """True when ``text`` is blank-line-separated ``Key: value`` records."""
-    return _split_records(text) is not None
 
 
 def _unique(docs: Mapping[str, Any], name: str) -> str:

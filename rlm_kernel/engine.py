@@ -197,10 +197,7 @@ class RLM:
                 turns.append({"role": "assistant", "content": outcome.reply_for_history})
                 if check:  # one look back before the answer is accepted
                     pending = outcome
-                    evidence = outcome.output if outcome.output.strip() or len(history) < 2 \
-                        else history.entries[-2].output
-                    text = check_answer_message(question, outcome.answer_value, evidence,
-                                                step + 1, cfg.max_iterations)
+                    text = self._check_message(question, outcome, history, step)
                     notify("answer_check", {"step": step, "answer": outcome.answer})
                 else:
                     text = next_message(outcome.code, outcome.output, outcome.success, step + 1,
@@ -238,6 +235,17 @@ class RLM:
             result.seconds = time.perf_counter() - start
             notify("run_finished", {"result": result})
 
+
+    def _check_message(self, question: str, outcome: StepOutcome, history: REPLHistory,
+                       step: int) -> str:
+        """The answer check's message: the held FINAL value beside the question and the
+        output it came from (this step's, or the previous step's when this one
+        printed nothing)."""
+        evidence = outcome.output
+        if not evidence.strip() and len(history) >= 2:
+            evidence = history.entries[-2].output
+        return check_answer_message(question, outcome.answer_value, evidence, step + 1,
+                                    self.config.max_iterations)
 
     def _repeats(self, reply: str, seen_code: dict[str, int]) -> bool:
         """True when ``reply``'s code is exactly the code of an earlier step (which

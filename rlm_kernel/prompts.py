@@ -183,17 +183,18 @@ def _structure_tip(var: REPLVariable, value: Any) -> str | None:
     else:
         tip = ""
     views = detect_views(value) if value is not None else []
-    arg = f"{var.name}, " if var.name != "context" else ""
+    data = "" if var.name == "context" else var.name  # the helpers read `context` by default
+    lead = f"{data}, " if data else ""
     if "records" in views:
         fields = sample_fields(value)
         first = fields[0] if fields else "Name"
         tip += (f" It holds records with fields like {', '.join(map(repr, fields))}: "
-                f"parse_records({arg[:-2]}) gives them as dicts, and "
-                f"parse_records({arg}{first.replace('-', '_')}='x') the ones whose field "
+                f"parse_records({data}) gives them as dicts, and "
+                f"parse_records({lead}{first.replace('-', '_')}='x') the ones whose field "
                 f"{first} is x.")
     if "python" in views:
-        tip += (f" It holds Python code: code_outline({arg[:-2]}) lists its classes, "
-                f"functions and methods; code_outline({arg}kind='class', parent=None) "
+        tip += (f" It holds Python code: code_outline({data}) lists its classes, "
+                f"functions and methods; code_outline({lead}kind='class', parent=None) "
                 "keeps the top-level classes.")
     return tip.strip() or None
 
