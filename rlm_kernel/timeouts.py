@@ -1,27 +1,48 @@
-"""A per-step time limit that stops runaway model code.
+"""A per-step time limit that model code can neither switch off nor swallow.
 
-In the main thread the limit is a ``SIGALRM`` interval timer: its handler raises
-:class:`StepTimeout`, which also interrupts blocking calls such as
-``time.sleep`` or a socket read.  In any other thread, a watchdog thread
-raises the exception asynchronously in the running thread with CPython's
-``PyThreadState_SetAsyncExc`` (it takes effect at the next bytecode, so pure C
-calls finish first).  Either way the exception is raised again every
-``REARM_SECONDS`` until the step ends, so ``except BaseException: pass`` in a
-loop cannot swallow it for ever.
+Three layers, each taking over when model code defeats the one before:
+
+1. In the main thread a ``SIGALRM`` interval timer: its handler raises
+   :class:`StepTimeout`, which also interrupts blocking calls such as
+   ``time.sleep`` or a socket read, and is raised again every
+   ``REARM_SECONDS``.
+2. A watchdog thread (in every thread, main or not) that raises
+   :class:`StepTimeout` asynchronously in the running thread with CPython's
+   ``PyThreadState_SetAsyncExc`` (taken at the next bytecode boundary, so pure C
+   calls finish first).  It keeps working when model code calls
+   ``signal.alarm(0)``, ignores ``SIGALRM`` or installs its own handler.
+3. Escalation, ``GRACE_SECONDS`` after the limit: the exception the watchdog
+   raises is created in the running thread, and creating it turns on a line
+   tracer there that re-raises the timeout before every line of model code (a step's or a cell's own lines).  ``try: ... except BaseException: pass`` in a loop then
+   cannot keep going: the handler's own line raises again, and the loop's
+   backward jump (outside the ``try``) takes it.  It also re-installs the
+   ``SIGALRM`` handler.
+
+What is not covered: a single C call that never returns to Python
+(``sum(range(10**13))``) cannot be stopped in-process; the step ends when it
+returns.  Sources: CPython's ``Python/ceval.c`` (async exceptions and the eval
+breaker), ``sys.settrace`` semantics (a trace function that raises is removed,
+so the tracer schedules the exception instead of raising it).
 """
 
 from __future__ import annotations
 
 import ctypes
+import linecache
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
+from typing import Any
 
-__all__ = ["StepTimeout", "time_limit", "REARM_SECONDS"]
+__all__ = ["StepTimeout", "time_limit", "REARM_SECONDS", "GRACE_SECONDS"]
 
 REARM_SECONDS = 0.5
-
+"""Seconds between re-raises of the timeout while the step keeps running."""
+GRACE_SECONDS = 1.0
+"""Seconds after the limit before the line-tracer escalation starts."""
 
 class StepTimeout(BaseException):
     """Model code ran longer than its step's time limit.
@@ -32,9 +53,89 @@ class StepTimeout(BaseException):
 
 
 class _State:
-    def __init__(self) -> None:
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
         self.active = True
         self.fired = False
+        self.escalated = False
+        self.thread = threading.get_ident()
+        self.handler: Any = None
+        self.shadowed: dict[int, tuple[dict[str, Any], Any]] = {}
+
+
+_MISSING = object()
+_current: dict[int, _State] = {}  # thread ident -> the limit running there
+
+
+def _raise_in(thread: int, exc: type[BaseException] | None) -> None:
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread), ctypes.py_object(exc) if exc is not None else None)
+
+
+class _Uncatchable(Exception):
+    """Bound to the name ``BaseException`` in model code's globals after escalation, so
+    ``except BaseException:`` no longer matches a timeout.  Nothing raises it."""
+
+
+def _tracer(frame: FrameType, event: str, arg: Any) -> Any:
+    state = _current.get(threading.get_ident())
+    if state is None or not state.active:
+        return None
+    if event == "line" and _is_cell_code(frame.f_code.co_filename):
+        names = frame.f_globals
+        if names.get("BaseException") is not _Uncatchable:
+            state.shadowed.setdefault(id(names), (names, names.get("BaseException", _MISSING)))
+            names["BaseException"] = _Uncatchable
+        handling = sys.exc_info()[0]
+        if handling is not None and issubclass(handling, StepTimeout):
+            # a bare ``except:`` caught the timeout: raise again from its own line
+            raise StepTimeout(f"step exceeded its time limit of {state.seconds:g} s")
+    return _tracer
+
+
+def _is_cell_code(filename: str) -> bool:
+    """True for code compiled from a string (a step, an IPython cell): its source is in
+    ``linecache`` without a file on disk (mtime None), as IPython and the plain
+    executor register it."""
+    entry = linecache.cache.get(filename)
+    return entry is not None and len(entry) == 4 and entry[1] is None
+
+
+class _Escalation(StepTimeout):
+    """The watchdog's exception after the grace period.  It is instantiated in the
+    thread it is raised in, so its constructor can install the line tracer there."""
+
+    def __init__(self, *args: Any) -> None:
+        state = _current.get(threading.get_ident())
+        if state is not None and state.active:
+            super().__init__(f"step exceeded its time limit of {state.seconds:g} s")
+            _install_tracer(state)
+        else:
+            super().__init__(*args)
+
+
+def _install_tracer(state: _State) -> None:
+    state.escalated = True
+    sys.settrace(_tracer)
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        frame.f_trace = _tracer
+        frame = frame.f_back
+    if state.handler is not None and threading.current_thread() is threading.main_thread():
+        try:
+            signal.signal(signal.SIGALRM, state.handler)
+            signal.setitimer(signal.ITIMER_REAL, REARM_SECONDS, REARM_SECONDS)
+        except (ValueError, OSError):
+            pass
+
+
+def _remove_tracer() -> None:
+    sys.settrace(None)
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_trace is _tracer:
+            frame.f_trace = None
+        frame = frame.f_back
 
 
 @contextmanager
@@ -48,47 +149,74 @@ def time_limit(seconds: float | None) -> Iterator[_State]:
         A state object whose ``fired`` attribute tells, after the block, whether
         the limit was hit (even if model code caught the exception).
     """
-    state = _State()
+    state = _State(seconds or 0)
     if not seconds or seconds <= 0:
         yield state
         return
-    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
+    outer = _current.get(state.thread)
+    _current[state.thread] = state
+    use_signal = (threading.current_thread() is threading.main_thread()
+                  and hasattr(signal, "setitimer"))
+    previous: Any = None
+    if use_signal:
         def handler(signum, frame):  # noqa: ARG001 - signal API
             if state.active:
                 state.fired = True
                 raise StepTimeout(f"step exceeded its time limit of {seconds:g} s")
 
+        state.handler = handler
         previous = signal.signal(signal.SIGALRM, handler)
         signal.setitimer(signal.ITIMER_REAL, seconds, REARM_SECONDS)
-        try:
-            yield state
-        finally:
-            state.active = False
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
-        return
-
-    target = threading.get_ident()
     done = threading.Event()
 
     def watchdog() -> None:
-        if done.wait(seconds):
+        # With the signal timer, give it the first word; the watchdog steps in when
+        # model code has switched the signal off.
+        if done.wait(seconds + (REARM_SECONDS if use_signal else 0)):
             return
+        waited = 0.0
         while not done.is_set():
             state.fired = True
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                ctypes.c_ulong(target), ctypes.py_object(StepTimeout)
-            )
-            if done.wait(REARM_SECONDS):
+            escalate = waited >= GRACE_SECONDS
+            _raise_in(state.thread, _Escalation if escalate else StepTimeout)
+            step = 0.1 if escalate else REARM_SECONDS
+            if done.wait(step):
                 return
+            waited += step
 
     thread = threading.Thread(target=watchdog, name="rlm-step-timeout", daemon=True)
     thread.start()
     try:
         yield state
     finally:
-        done.set()
-        state.active = False
-        thread.join()
-        # Drop an exception the watchdog set but the interpreter has not raised yet.
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(target), None)
+        state.active = False  # from here on, handler and tracer stay quiet
+        while True:  # a timeout already scheduled may land inside the cleanup: redo it
+            try:
+                _cleanup(state, done, thread, use_signal, previous, outer)
+                break
+            except StepTimeout:
+                continue
+
+
+def _cleanup(state: _State, done: threading.Event, thread: threading.Thread,
+             use_signal: bool, previous: Any, outer: _State | None) -> None:
+    """Stop the watchdog, the timer and the tracer; idempotent."""
+    done.set()
+    thread.join()
+    if use_signal:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    if state.escalated:
+        _remove_tracer()
+    for names, value in state.shadowed.values():
+        if value is _MISSING:
+            names.pop("BaseException", None)
+        else:
+            names["BaseException"] = value
+    state.shadowed.clear()
+    if outer is not None:
+        _current[state.thread] = outer
+    else:
+        _current.pop(state.thread, None)
+    # Drop an exception the watchdog or tracer set but the interpreter has not raised.
+    _raise_in(state.thread, None)
