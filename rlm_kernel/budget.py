@@ -8,12 +8,14 @@ every model call, the root model's and every sub-call's; child runs started by
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
-from .llm import UsageLedger
+from .llm import Completion, LanguageModel, UsageLedger
 
-__all__ = ["Budget", "BudgetExceeded", "BudgetGuard"]
+__all__ = ["Budget", "BudgetExceeded", "BudgetGuard", "GuardedClient"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,8 @@ class BudgetGuard:
         self.ledger = ledger
         self.started = started
         self.exceeded: str | None = None
+        self._in_flight = 0
+        self._lock = threading.Lock()
 
     def reason(self) -> str | None:
         """The first limit reached, as a readable phrase, or None."""
@@ -65,7 +69,8 @@ class BudgetGuard:
         if b.max_llm_calls is None and b.max_tokens is None and b.max_cost_usd is None:
             return None
         totals = self.ledger.totals()
-        if b.max_llm_calls is not None and totals["llm_calls"] >= b.max_llm_calls:
+        if b.max_llm_calls is not None and \
+                totals["llm_calls"] + self._in_flight >= b.max_llm_calls:
             return f"budget of {b.max_llm_calls} LLM calls used up"
         tokens = totals["prompt_tokens"] + totals["completion_tokens"]
         if b.max_tokens is not None and tokens >= b.max_tokens:
@@ -80,3 +85,85 @@ class BudgetGuard:
             self.exceeded = self.reason()
         if self.exceeded is not None:
             raise BudgetExceeded(self.exceeded)
+
+    def overspent(self) -> str | None:
+        """Why the run is past a limit that the guarded path never crosses (more
+        calls than ``max_llm_calls``: model code called a client around the
+        guard), or None.  Remembered like :meth:`check`'s reason."""
+        b = self.budget
+        if b.max_llm_calls is not None and self.ledger.totals()["llm_calls"] > b.max_llm_calls:
+            self.exceeded = self.exceeded or (
+                f"budget of {b.max_llm_calls} LLM calls used up (calls were made "
+                "around the budget check)")
+        return self.exceeded
+
+    def begin_call(self, max_tokens: int | None) -> int | None:
+        """Reserve one call before it is sent; return its completion cap in tokens.
+
+        Calls in flight count against ``max_llm_calls``, so concurrent calls (a
+        batch) cannot all pass the check before any of them is recorded.  With a
+        token budget the cap is at most the tokens left.
+
+        Args:
+            max_tokens: the caller's own completion cap (None = provider default).
+
+        Raises:
+            BudgetExceeded: a limit is reached; nothing is reserved.
+        """
+        with self._lock:
+            self.check()
+            self._in_flight += 1
+            if self.budget.max_tokens is None:
+                return max_tokens
+            totals = self.ledger.totals()
+            left = self.budget.max_tokens - totals["prompt_tokens"] - totals["completion_tokens"]
+            left = max(1, int(left))
+            return left if max_tokens is None else min(max_tokens, left)
+
+    def end_call(self) -> None:
+        """Release the reservation of :meth:`begin_call` (the ledger has the call now)."""
+        with self._lock:
+            self._in_flight -= 1
+
+
+class GuardedClient:
+    """A :class:`~rlm_kernel.llm.LanguageModel` whose every call asks a
+    :class:`BudgetGuard` first: the budget holds for model code that reaches the
+    client itself (``llm_query.__self__.sub_client.complete(...)``), not only for
+    the namespace functions.
+
+    Args:
+        client: the model client to guard.
+        guard: the run's budget guard.
+    """
+
+    def __init__(self, client: LanguageModel, guard: BudgetGuard) -> None:
+        self._client = client
+        self._guard = guard
+        self.model = getattr(client, "model", "")
+
+    def __getattr__(self, name: str) -> Any:  # ledger, depth, context_window, check ...
+        return getattr(self._client, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("ledger", "depth"):
+            setattr(self._client, name, value)
+        else:
+            object.__setattr__(self, name, value)
+
+    def complete(self, messages: list[dict[str, str]], *, role: str = "root",
+                 stop: list[str] | None = None, max_tokens: int | None = None,
+                 temperature: float | None = None) -> Completion:
+        """One call, counted and capped by the guard; see ``LanguageModel.complete``.
+
+        Raises:
+            BudgetExceeded: the budget is used up (no call is made).
+            LLMError: the call failed.
+        """
+        cap = self._guard.begin_call(max_tokens if max_tokens is not None
+                                     else getattr(self._client, "max_tokens", None))
+        try:
+            return self._client.complete(messages, role=role, stop=stop, max_tokens=cap,
+                                         temperature=temperature)
+        finally:
+            self._guard.end_call()

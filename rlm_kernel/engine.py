@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .budget import Budget, BudgetExceeded, BudgetGuard
+from .budget import Budget, BudgetExceeded, BudgetGuard, GuardedClient
 from .config import RLMConfig
 from .events import Event, Observer, emit
 from .executors import Executor, PlainExecutor
@@ -40,6 +40,24 @@ def _before_traceback(output: str) -> str:
     """``output`` up to the line that starts a Python or IPython traceback."""
     at = output.find("Traceback (most recent call last)")
     return output if at < 0 else output[: output.rfind("\n", 0, at) + 1]
+
+
+def _reply_text(client: LanguageModel, messages: list[dict[str, str]], **kwargs: Any) -> str:
+    """The text of one root-model call.
+
+    Raises:
+        LLMError: the client failed in any way (its own exception type and message
+            are kept in the text) or returned no text.
+    """
+    try:
+        text = client.complete(messages, **kwargs).text
+    except (LLMError, KeyboardInterrupt, BudgetExceeded):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a client is third-party code
+        raise LLMError(f"the model client failed: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(text, str):
+        raise LLMError(f"the model returned no text (got {type(text).__name__})")
+    return text
 
 
 class RLM:
@@ -131,6 +149,10 @@ class RLM:
              guard: BudgetGuard, depth: int) -> RLMResult:
         cfg = self.config
         start = time.perf_counter()
+        if not isinstance(root, GuardedClient):  # every call asks the guard, whoever makes it
+            guarded = GuardedClient(root, guard)
+            sub = guarded if sub is root else GuardedClient(sub, guard)
+            root = guarded
         ns = executor.namespace
         ns.update(variables)
         inputs = dict(variables) if cfg.protect_inputs else {}
@@ -138,7 +160,7 @@ class RLM:
                  for n, v in variables.items()]
         tools = RunTools(sub, guard, ns, depth=depth, max_depth=cfg.max_depth,
                          max_concurrency=cfg.max_concurrency,
-                         child_runner=self._child_runner(root, sub, ledger, guard),
+                         child_runner=self._child_runner(root, sub, ledger, guard, depth),
                          client_kwargs={"temperature": cfg.temperature,
                                         "max_tokens": cfg.max_sub_tokens},
                          data_name="context" if "context" in variables
@@ -171,11 +193,15 @@ class RLM:
                 guard.check()
                 notify("model_call", {"step": step})
                 messages = build_messages(first, turns, cfg.history_window, prompt_chars)
-                reply = root.complete(messages, role="root", stop=cfg.stop_sequences()).text
+                reply = _reply_text(root, messages, role="root", stop=cfg.stop_sequences())
                 if cfg.resample_temperature and pending is None and \
                         self._repeats(reply, seen_code):  # a check step may repeat its FINAL
-                    reply = root.complete(messages, role="root", stop=cfg.stop_sequences(),
-                                          temperature=cfg.resample_temperature).text
+                    try:
+                        reply = _reply_text(root, messages, role="root",
+                                            stop=cfg.stop_sequences(),
+                                            temperature=cfg.resample_temperature)
+                    except BudgetExceeded:  # no budget for a second sample: run the first
+                        pass
                 tools.step_calls = []
                 outcome: StepOutcome = run_reply(reply, executor, tools, step, cfg, notify)
                 self._restore(ns, reserved, outcome, inputs)
@@ -185,7 +211,7 @@ class RLM:
                 result.history = history
                 notify("step_finished", {"step": step, "outcome": outcome,
                                          "entry": history.entries[-1]})
-                if guard.exceeded:
+                if guard.exceeded or guard.overspent():
                     raise BudgetExceeded(guard.exceeded)
                 done, answer = self._check_policy(policy, outcome, question, step, ns)
                 check = (done and outcome.final and pending is None and cfg.verify_answer
@@ -228,6 +254,10 @@ class RLM:
             return result
         except LLMError as exc:
             result.stopped_by, result.error = "error", str(exc)
+            return result
+        except Exception as exc:  # noqa: BLE001 - a bug must not lose the trajectory
+            result.stopped_by = "error"
+            result.error = f"internal error: {type(exc).__name__}: {exc}"
             return result
         finally:
             self._restore(ns, reserved, None, inputs)
@@ -319,7 +349,7 @@ class RLM:
         messages = build_messages(first, turns, cfg.history_window,
                                   self._prompt_chars(root))
         messages.append({"role": "user", "content": answer_now_message(cfg.max_iterations)})
-        reply = root.complete(messages, role="final", stop=cfg.stop_sequences()).text
+        reply = _reply_text(root, messages, role="final", stop=cfg.stop_sequences())
         tools.step_calls = []
         outcome = run_reply(reply, executor, tools, cfg.max_iterations + 1, cfg, notify,
                             final_only=True)
@@ -336,8 +366,16 @@ class RLM:
             result.answer_value = result.answer
 
     def _child_runner(self, root: LanguageModel, sub: LanguageModel, ledger: UsageLedger,
-                      guard: BudgetGuard) -> Callable[[str, Any, int], str]:
-        def run_child(prompt: str, context: Any, depth: int) -> str:
+                      guard: BudgetGuard, depth: int) -> Callable[[str, Any], str | None]:
+        """``run_child(prompt, context)``: a child run one level below ``depth``, or
+        None when that is deeper than the config's ``max_depth``.  The depth comes
+        from the host (this closure and the frozen config), never from the caller."""
+        max_depth = self.config.max_depth
+        depth += 1
+
+        def run_child(prompt: str, context: Any) -> str | None:
+            if depth > max_depth:
+                return None
             child = RLM(self.model, self.sub_model, config=self.config.replace(
                 max_iterations=self.config.child_max_iterations), observer=self.observer,
                 root_client=root, sub_client=sub)

@@ -19,6 +19,7 @@ from collections.abc import Callable, MutableMapping
 from contextlib import redirect_stderr, redirect_stdout
 from typing import Any, Protocol
 
+from .host_state import builtins_note, step_scope
 from .repl_types import REPLResult
 from .termination import FinalOutput
 from .timeouts import StepTimeout, time_limit
@@ -120,7 +121,7 @@ class PlainExecutor:
         final_output: dict[str, Any] | None = None
         success = True
         start = time.perf_counter()
-        with redirect_stdout(out), redirect_stderr(err):
+        with redirect_stdout(out), redirect_stderr(err), step_scope(out, err) as scope:
             try:
                 with time_limit(timeout) as limit:
                     try:
@@ -138,7 +139,7 @@ class PlainExecutor:
                     except SyntaxError as exc:
                         success = False
                         err.write("".join(traceback.format_exception_only(type(exc), exc)))
-                    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+                    except (KeyboardInterrupt, SystemExit):
                         raise
                     except BaseException as exc:  # model code errors go back to the model
                         success = False
@@ -154,6 +155,8 @@ class PlainExecutor:
             except SystemExit as exc:
                 success = False
                 err.write(f"SystemExit({exc.code!r}) ignored: model code may not exit the REPL\n")
+        if scope.changed_builtins:
+            err.write(builtins_note(scope.changed_builtins))
         return REPLResult(
             stdout=out.getvalue(),
             stderr=err.getvalue(),

@@ -20,6 +20,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from .executors import OutputCallback, StreamTee
+from .host_state import builtins_note, step_scope
 from .repl_types import REPLResult
 from .termination import FinalOutput
 from .timeouts import StepTimeout, time_limit
@@ -126,8 +127,10 @@ class ShellExecutor:
         start = time.perf_counter()
         saved_custom = (shell.custom_exceptions, shell.CustomTB)
         with ExitStack() as stack:
-            stack.enter_context(_swap(sys, "stdout", StreamTee("stdout", stream)))
-            stack.enter_context(_swap(sys, "stderr", StreamTee("stderr", stream)))
+            out, err = StreamTee("stdout", stream), StreamTee("stderr", stream)
+            stack.enter_context(_swap(sys, "stdout", out))
+            stack.enter_context(_swap(sys, "stderr", err))
+            scope = stack.enter_context(step_scope(out, err))
             stack.enter_context(_swap(shell, "display_pub", _CapturingPublisher(sink)))
             # A step runs inside the task cell's run_cell, whose display trap is
             # already active: swap the live hook, and the trap's for a top-level call.
@@ -143,6 +146,8 @@ class ShellExecutor:
             except StepTimeout:  # fired outside the cell's own code (hooks)
                 result, limit = None, None
                 state["timeout"] = True
+        if scope.changed_builtins:
+            stream("stderr", builtins_note(scope.changed_builtins))
         self.last_execution_count = count if self.store_history else None
         self.last_outputs = outputs
         if result is not None and isinstance(result.error_in_exec, KeyboardInterrupt):

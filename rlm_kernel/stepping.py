@@ -131,9 +131,12 @@ def run_reply(reply: str, executor: Executor, tools: RunTools, step: int, cfg: R
     def on_output(stream: str, text: str) -> None:
         notify("step_output", {"step": step, "stream": stream, "text": text})
 
+    tools.take_final()  # a FINAL left over from outside this step does not count
     res = executor.execute(code, timeout=cfg.step_timeout, on_output=on_output)
     outcome.output, outcome.success, outcome.seconds = (combined_output(res), res.success,
                                                         res.execution_time)
+    # The first FINAL of the step counts, even when model code swallowed its exception.
+    res.final_output = tools.take_final() or res.final_output
     if res.final_output is not None:
         try:
             if res.final_output.get("type") == "variable":

@@ -12,16 +12,16 @@ import threading
 import types
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NoReturn
 
-from .budget import BudgetGuard
+from .budget import BudgetGuard, GuardedClient
 from .documents import Hits, search_lines
 from .documents import split_documents as _split_documents
 from .llm import LanguageModel, LLMError, make_client
 from .prompts import SUB_CALL_SYSTEM_PROMPT
 from .repl_types import REPLVariable
 from .structure import Outline, Records, code_outline, parse_records
-from .termination import FINAL, FINAL_VAR
+from .termination import FINAL, FINAL_VAR, FinalOutput
 
 __all__ = ["RunTools", "RESERVED_NAMES", "SESSION_NAMES", "user_variables"]
 
@@ -69,8 +69,9 @@ class RunTools:
         depth: recursion depth of the owning run (0 = top level).
         max_depth: deepest child run ``rlm_query`` may start.
         max_concurrency: threads used by ``llm_query_batched``.
-        child_runner: ``callable(prompt, context, depth) -> str`` that runs a
-            child RLM; supplied by the engine.
+        child_runner: ``callable(prompt, context) -> str | None`` that runs a
+            child RLM one level deeper, or returns None beyond the host's depth
+            limit; supplied by the engine.
         client_kwargs: arguments for clients built for ``llm_query(model=...)``.
         data_name: the variable ``search`` and ``split_documents`` read when no
             data is passed (the run's first input variable, usually ``context``).
@@ -79,7 +80,7 @@ class RunTools:
     def __init__(self, sub_client: LanguageModel, guard: BudgetGuard,
                  namespace: MutableMapping[str, Any], *, depth: int, max_depth: int,
                  max_concurrency: int,
-                 child_runner: Callable[[str, Any, int], str] | None = None,
+                 child_runner: Callable[[str, Any], str | None] | None = None,
                  client_kwargs: dict[str, Any] | None = None,
                  data_name: str = "context") -> None:
         self.data_name = data_name
@@ -92,6 +93,7 @@ class RunTools:
         self.child_runner = child_runner
         self.client_kwargs = dict(client_kwargs or {})
         self.step_calls: list[dict[str, Any]] = []
+        self.final_output: dict[str, Any] | None = None  # first FINAL of the step
         self.active_subcalls = 0
         self.notify: Callable[[str, dict[str, Any]], None] | None = None
         self._clients: dict[str, LanguageModel] = {}
@@ -103,14 +105,47 @@ class RunTools:
             "llm_query": self.llm_query,
             "llm_query_batched": self.llm_query_batched,
             "rlm_query": self.rlm_query,
-            "FINAL": FINAL,
-            "FINAL_VAR": FINAL_VAR,
+            "FINAL": self.final,
+            "FINAL_VAR": self.final_var,
             "SHOW_VARS": self.show_vars,
             "search": self.search,
             "split_documents": self.split_documents,
             "parse_records": self.parse_records,
             "code_outline": self.code_outline,
         }
+
+    def final(self, answer: Any) -> NoReturn:
+        """``FINAL(answer)``: record ``answer`` host-side, then raise
+        :class:`~rlm_kernel.termination.FinalOutput`.  The record is kept even if
+        model code catches the exception (``except BaseException: pass``)."""
+        try:
+            FINAL(answer)
+        except FinalOutput as exc:
+            self._record_final(exc.output)
+            raise
+
+    def final_var(self, variable_name: str) -> NoReturn:
+        """``FINAL_VAR(name)``: as :meth:`final`, for the variable called ``name``.
+
+        Raises:
+            TypeError: ``variable_name`` is not a ``str``.
+        """
+        try:
+            FINAL_VAR(variable_name)
+        except FinalOutput as exc:
+            self._record_final(exc.output)
+            raise
+
+    def _record_final(self, output: dict[str, Any]) -> None:
+        with self._lock:
+            if self.final_output is None:
+                self.final_output = output
+
+    def take_final(self) -> dict[str, Any] | None:
+        """The first ``FINAL``/``FINAL_VAR`` recorded since the last call, or None."""
+        with self._lock:
+            output, self.final_output = self.final_output, None
+        return output
 
     def _client(self, model: str | None) -> LanguageModel:
         if not model:
@@ -119,6 +154,7 @@ class RunTools:
             if model not in self._clients:
                 client = make_client(model, **self.client_kwargs)
                 client.check()
+                client = GuardedClient(client, self.guard)
                 client.ledger = getattr(self.sub_client, "ledger", None)
                 client.depth = self.depth
                 self._clients[model] = client
@@ -195,10 +231,11 @@ class RunTools:
         the child ended without one.
         """
         self.guard.check()
-        if self.child_runner is None or self.depth + 1 > self.max_depth:
+        answer = None if self.child_runner is None else self.child_runner(str(prompt), context)
+        if answer is None:  # no runner, or the host's depth limit is reached
             text = str(prompt) if context is None else f"{prompt}\n\n{context}"
             return self.llm_query(text)
-        return self.child_runner(str(prompt), context, self.depth + 1)
+        return answer
 
     def _data(self, data: Any) -> Any:
         if data is not None:
