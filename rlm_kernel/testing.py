@@ -41,6 +41,7 @@ class ScriptedModel:
         self.depth = 0
         self.calls: list[list[dict[str, str]]] = []
         self.temperatures: list[float | None] = []  # per call: the override, if any
+        self.caps: list[int | None] = []  # per call: the completion cap (max_tokens) sent
         self._lock = threading.Lock()
 
     def check(self) -> None:
@@ -52,6 +53,7 @@ class ScriptedModel:
         with self._lock:
             self.calls.append(list(messages))
             self.temperatures.append(temperature)
+            self.caps.append(max_tokens)
             if role == "sub" and self._sub is not None:
                 item: Reply = self._sub.pop(0) if self._sub else "sub: out of script"
             elif role == "sub":

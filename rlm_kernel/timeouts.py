@@ -67,9 +67,9 @@ _MISSING = object()
 _current: dict[int, _State] = {}  # thread ident -> the limit running there
 
 
-def _raise_in(thread: int, exc: type[BaseException] | None) -> None:
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(thread), ctypes.py_object(exc) if exc is not None else None)
+def _raise_in(thread: int, exc: type[BaseException]) -> None:
+    """Schedule ``exc`` in ``thread`` (never NULL: see :func:`_drain`)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread), ctypes.py_object(exc))
 
 
 class _Uncatchable(Exception):
@@ -196,6 +196,17 @@ def time_limit(seconds: float | None) -> Iterator[_State]:
                 break
             except StepTimeout:
                 continue
+        try:  # let a timeout scheduled but not yet raised land here, harmlessly
+            _drain()
+        except StepTimeout:
+            pass
+
+
+def _drain() -> None:
+    """An empty Python call: entering it checks CPython's eval breaker, which raises
+    a pending asynchronous exception.  (Clearing one with
+    ``PyThreadState_SetAsyncExc(id, NULL)`` would leave the breaker flag set for
+    good, and with a trace or profile function active the interpreter then spins.)"""
 
 
 def _cleanup(state: _State, done: threading.Event, thread: threading.Thread,
@@ -218,5 +229,3 @@ def _cleanup(state: _State, done: threading.Event, thread: threading.Thread,
         _current[state.thread] = outer
     else:
         _current.pop(state.thread, None)
-    # Drop an exception the watchdog or tracer set but the interpreter has not raised.
-    _raise_in(state.thread, None)

@@ -1,0 +1,20 @@
+"""Shared pieces of the fault suite: scripted runs over the real plain executor."""
+
+from __future__ import annotations
+
+from rlm_kernel import RLM
+from rlm_kernel.testing import ScriptedModel
+
+
+def block(code: str, thought: str = "Trying something.") -> str:
+    """A model reply holding one ``repl`` block."""
+    return f"{thought}\n```repl\n{code}\n```"
+
+
+def scripted_run(replies, sub_replies=None, **cfg) -> tuple[RLM, ScriptedModel]:
+    """An RLM over a scripted model (both roles); no answer check, no resampling,
+    so each scripted reply is exactly one step."""
+    lm = ScriptedModel(replies, sub_replies=sub_replies)
+    cfg.setdefault("verify_answer", False)
+    cfg.setdefault("resample_temperature", 0)
+    return RLM(root_client=lm, sub_client=lm, **cfg), lm
