@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from .context_files import ContextError, load_contexts
+from .options import non_empty, positive_float, positive_int
 
 __all__ = ["main", "build_parser"]
 
@@ -23,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlm", description="Recursive Language Models.")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="answer a question about files")
-    run.add_argument("question", help="the task, in natural language")
+    run.add_argument("question", type=non_empty, help="the task, in natural language")
     run.add_argument("--context", action="append", default=[], metavar="PATH",
                      help="a file (its text) or a folder (a dict {path: text} of its text "
                           "files); repeat for several, which makes a dict")
@@ -31,13 +32,15 @@ def build_parser() -> argparse.ArgumentParser:
                      "(default: $RLM_MODEL, else the embedded local model)")
     run.add_argument("--sub-model", help="model for llm_query (default: $RLM_SUB_MODEL, "
                      "else the root model)")
-    run.add_argument("--max-iterations", type=int, help="step limit (default 12)")
+    run.add_argument("--max-iterations", type=positive_int, help="step limit (default 12)")
     run.add_argument("--max-depth", type=int, help="rlm_query recursion depth (default 1)")
-    run.add_argument("--step-timeout", type=float, help="seconds one step may run (default 120)")
-    run.add_argument("--max-llm-calls", type=int, help="budget: model requests")
-    run.add_argument("--max-tokens", type=int, help="budget: prompt + completion tokens")
-    run.add_argument("--max-cost", type=float, help="budget: US dollars")
-    run.add_argument("--max-seconds", type=float, help="budget: wall-clock seconds")
+    run.add_argument("--step-timeout", type=positive_float,
+                     help="seconds one step may run (default 120)")
+    run.add_argument("--max-llm-calls", type=positive_int, help="budget: model requests")
+    run.add_argument("--max-tokens", type=positive_int,
+                     help="budget: prompt + completion tokens")
+    run.add_argument("--max-cost", type=positive_float, help="budget: US dollars")
+    run.add_argument("--max-seconds", type=positive_float, help="budget: wall-clock seconds")
     run.add_argument("--verify-answer", action="store_true",
                      help="let the model check its first FINAL against the question in one "
                      "extra step before it is accepted")
@@ -58,6 +61,9 @@ def _err(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code (0 ok, 1 failed run, 2 bad input)."""
+    for stream in (sys.stdout, sys.stderr):  # model output may hold lone surrogates
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     args = build_parser().parse_args(argv)
     try:
         if args.command == "model":
@@ -97,11 +103,16 @@ def _run(args: argparse.Namespace) -> int:
         except Exception as exc:  # LocalModelError and its integrity subclass
             _err(str(exc))
             return 1
+    real_stdout = sys.stdout
+    if args.json:  # stdout carries the JSON object only; stray prints go to stderr
+        sys.stdout = sys.stderr
     try:
         result = rlm.run(args.question, context=context)
     except LLMError as exc:
         _err(str(exc))
         return 1
+    finally:
+        sys.stdout = real_stdout
     export_error = _export(result, args) if args.export else None
     if args.json:
         data = result.to_dict() if args.trajectory else result.summary()

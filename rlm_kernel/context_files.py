@@ -62,22 +62,31 @@ def load_contexts(paths: list[str]) -> Any:
     as ``folder/relative``).
 
     Raises:
-        ContextError: a path does not exist or cannot be read.
+        ContextError: a path does not exist, cannot be read, is neither a regular
+            file nor a folder (a FIFO), or is a folder without text files.
     """
-    resolved = []
+    loaded: list[tuple[str, Any]] = []
     for raw in paths:
         path = Path(raw).expanduser()
         if not path.exists():
             raise ContextError(f"context path not found: {raw}")
-        resolved.append((raw, path))
-    if len(resolved) == 1:
-        raw, path = resolved[0]
-        return load_folder(path) if path.is_dir() else _read(path)
-    merged: dict[str, str] = {}
-    for raw, path in resolved:
         if path.is_dir():
-            for rel, text in load_folder(path).items():
+            files = load_folder(path)
+            if not files:
+                raise ContextError(f"no text files under {raw} (binary files and hidden or "
+                                   "cache folders are skipped)")
+            loaded.append((raw, files))
+        elif path.is_file():
+            loaded.append((raw, _read(path)))
+        else:  # a FIFO or a device would block for ever
+            raise ContextError(f"context path is not a regular file or folder: {raw}")
+    if len(loaded) == 1:
+        return loaded[0][1]
+    merged: dict[str, str] = {}
+    for raw, value in loaded:
+        if isinstance(value, dict):
+            for rel, text in value.items():
                 merged[str(Path(raw) / rel)] = text
         else:
-            merged[raw] = _read(path)
+            merged[raw] = value
     return merged

@@ -11,24 +11,21 @@ executor that runs code through a kernel's shell lives beside the kernel.
 from __future__ import annotations
 
 import ast
-import io
 import linecache
 import time
 import traceback
-from collections.abc import Callable, MutableMapping
+from collections.abc import MutableMapping
 from contextlib import redirect_stderr, redirect_stdout
 from typing import Any, Protocol
 
 from .host_state import builtins_note, step_scope
+from .redaction import Redactor
 from .repl_types import REPLResult
+from .streams import MAX_KEPT_CHARS, OutputCallback, StreamTee
 from .termination import FinalOutput
-from .timeouts import StepTimeout, time_limit
+from .timeouts import StepTimeout, time_limit, timeout_message
 
 __all__ = ["Executor", "PlainExecutor", "OutputCallback", "StreamTee", "combined_output"]
-
-OutputCallback = Callable[[str, str], None]
-"""``callback(stream, text)`` with stream ``"stdout"`` or ``"stderr"``."""
-
 
 class Executor(Protocol):
     """Runs one code block at a time in a namespace that persists between calls."""
@@ -54,34 +51,6 @@ class Executor(Protocol):
         ...
 
 
-class StreamTee(io.TextIOBase):
-    """A text stream (stand-in for ``sys.stdout``/``sys.stderr``) that keeps what is
-    written and forwards each chunk to ``callback(name, text)`` as it arrives.
-
-    Args:
-        name: ``"stdout"`` or ``"stderr"``.
-        callback: called with every chunk; None keeps text only.
-    """
-
-    def __init__(self, name: str, callback: OutputCallback | None) -> None:
-        self.name = name
-        self._own: list[str] = []
-        self._callback = callback
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        if text:
-            self._own.append(text)
-            if self._callback is not None:
-                self._callback(self.name, text)
-        return len(text)
-
-    def getvalue(self) -> str:
-        return "".join(self._own)
-
-
 def _compile_cell(code: str, filename: str) -> tuple[Any, Any]:
     """Compile ``code`` as a body plus, if it ends in an expression, that expression."""
     tree = ast.parse(code, filename=filename, mode="exec")
@@ -100,10 +69,14 @@ class PlainExecutor:
         namespace: the globals of the REPL; a new dict if None.
         show_last_expr: print the ``repr`` of a trailing expression that is not
             None (IPython's ``last_expr`` behaviour) and bind it to ``_``.
+        max_output_chars: characters of each stream of a step that are kept and
+            shown live (see :mod:`rlm_kernel.streams`).
     """
 
     def __init__(self, namespace: MutableMapping[str, Any] | None = None,
-                 *, show_last_expr: bool = True) -> None:
+                 *, show_last_expr: bool = True,
+                 max_output_chars: int = MAX_KEPT_CHARS) -> None:
+        self.max_output_chars = max_output_chars
         self.namespace: MutableMapping[str, Any] = namespace if namespace is not None else {}
         self.namespace.setdefault("__name__", "__rlm__")
         self.namespace.setdefault("__builtins__", __builtins__)
@@ -116,47 +89,19 @@ class PlainExecutor:
         self._cells += 1
         filename = f"<rlm-step-{self._cells}>"
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-        out = StreamTee("stdout", on_output)
-        err = StreamTee("stderr", on_output)
-        final_output: dict[str, Any] | None = None
-        success = True
+        redact = Redactor()
+        out = StreamTee("stdout", on_output, max_chars=self.max_output_chars, redact=redact)
+        err = StreamTee("stderr", on_output, max_chars=self.max_output_chars, redact=redact)
         start = time.perf_counter()
-        with redirect_stdout(out), redirect_stderr(err), step_scope(out, err) as scope:
-            try:
-                with time_limit(timeout) as limit:
-                    try:
-                        body, expr = _compile_cell(code, filename)
-                        exec(body, self.namespace)
-                        if expr is not None and self.show_last_expr:
-                            value = eval(expr, self.namespace)
-                            if value is not None:
-                                self.namespace["_"] = value
-                                print(repr(value))
-                    except FinalOutput as fin:
-                        final_output = fin.output
-                    except StepTimeout:
-                        raise
-                    except SyntaxError as exc:
-                        success = False
-                        err.write("".join(traceback.format_exception_only(type(exc), exc)))
-                    except (KeyboardInterrupt, SystemExit):
-                        raise
-                    except BaseException as exc:  # model code errors go back to the model
-                        success = False
-                        err.write(_format_model_traceback(exc, filename))
-                if limit.fired and final_output is None:
-                    success = False
-                    err.write(f"\nStepTimeout: step exceeded its time limit of {timeout:g} s "
-                              "and was stopped\n")
-            except StepTimeout:
-                success = False
-                err.write(f"StepTimeout: step exceeded its time limit of {timeout:g} s "
-                          "and was stopped\n")
-            except SystemExit as exc:
-                success = False
-                err.write(f"SystemExit({exc.code!r}) ignored: model code may not exit the REPL\n")
+        try:
+            with redirect_stdout(out), redirect_stderr(err), step_scope(out, err) as scope:
+                final_output, success = self._run_limited(code, filename, timeout, err)
+        finally:  # the live view gets what is pending, even on an interrupt
+            out.flush()
+            err.flush()
         if scope.changed_builtins:
             err.write(builtins_note(scope.changed_builtins))
+            err.flush()
         return REPLResult(
             stdout=out.getvalue(),
             stderr=err.getvalue(),
@@ -166,6 +111,46 @@ class PlainExecutor:
             success=success,
             final_output=final_output,
         )
+
+
+    def _run_limited(self, code: str, filename: str, timeout: float | None,
+                     err: StreamTee) -> tuple[dict[str, Any] | None, bool]:
+        """Run the step under its time limit; (FINAL output or None, success)."""
+        try:
+            with time_limit(timeout) as limit:
+                final_output, success = self._run_code(code, filename, err)
+            if limit.fired and final_output is None:
+                err.write("\n" + timeout_message(timeout))
+                success = False
+            return final_output, success
+        except StepTimeout:
+            err.write(timeout_message(timeout))
+        except SystemExit as exc:
+            err.write(f"SystemExit({exc.code!r}) ignored: model code may not exit the REPL\n")
+        return None, False
+
+    def _run_code(self, code: str, filename: str,
+                  err: StreamTee) -> tuple[dict[str, Any] | None, bool]:
+        """Compile and run the step; errors in model code are written to ``err``."""
+        try:
+            body, expr = _compile_cell(code, filename)
+            exec(body, self.namespace)
+            if expr is not None and self.show_last_expr:
+                value = eval(expr, self.namespace)
+                if value is not None:
+                    self.namespace["_"] = value
+                    print(repr(value))
+        except FinalOutput as fin:
+            return fin.output, True
+        except (StepTimeout, KeyboardInterrupt, SystemExit):
+            raise
+        except SyntaxError as exc:
+            err.write("".join(traceback.format_exception_only(type(exc), exc)))
+            return None, False
+        except BaseException as exc:  # model code errors go back to the model
+            err.write(_format_model_traceback(exc, filename))
+            return None, False
+        return None, True
 
 
 def _format_model_traceback(exc: BaseException, filename: str) -> str:

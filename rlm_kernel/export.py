@@ -11,7 +11,9 @@ holds the run's totals and per-call records.  The kernelspec is ``rlm``, in whic
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -84,10 +86,42 @@ def export_run(result: Any, path: str | os.PathLike[str] | None = None, *,
     nb.metadata["rlm"] = _run_metadata(result, run_id, entries)
     nbformat.validate(nb)
     if target is not None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with target.open("w", encoding="utf-8") as fh:
-            nbformat.write(nb, fh)
+        write_atomic(target, nbformat.writes(nb) + "\n")
     return nb
+
+
+def _file_mode(path: Path) -> int:
+    """The mode the file would get from a plain ``open``: the existing file's, or
+    0o666 less the umask (``mkstemp`` makes 0o600)."""
+    try:
+        return path.stat().st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a
+    rename, so a failure never leaves a partial file.  Lone surrogates (model output
+    may hold ``'\\ud800'``) are written as JSON's ``\\ud800`` escape, which reads back
+    as the same string.
+
+    Raises:
+        OSError: the folder cannot be created or written.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = text.encode("utf-8", errors="backslashreplace")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, _file_mode(path))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def cli_setup_cells(paths: Sequence[str]) -> list[str]:

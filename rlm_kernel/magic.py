@@ -29,6 +29,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from traitlets import Bool, Float, Int, Unicode, default
 
 from .frontend import FrontendRegistry, StepRenderer
+from .options import positive_int
 from .termination import FinalOutput, format_final_answer, resolve_final_var
 
 __all__ = ["RLMMagics", "RunRecord", "load_ipython_extension"]
@@ -47,11 +48,15 @@ class RunRecord:
     messages: list[dict[str, Any]] = field(default_factory=list)
 
 
+_USAGE = ("usage: %rlm [--model M] [--sub-model M] [--max-iterations N] [--context NAME ...] "
+          "QUESTION  |  %rlm vars  |  %rlm export PATH.ipynb [--run ID]")
+
+
 def _parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, add_help=False, exit_on_error=False)
     parser.add_argument("--model")
     parser.add_argument("--sub-model")
-    parser.add_argument("--max-iterations", type=int)
+    parser.add_argument("--max-iterations", type=positive_int)
     parser.add_argument("--context", action="append")
     parser.add_argument("--run")
     parser.add_argument("words", nargs="*")
@@ -112,9 +117,11 @@ class RLMMagics(Magics):
     def rlm(self, line: str, cell: str | None = None) -> Any:
         """Run an RLM task (see the module docstring for the forms)."""
         try:
-            opts = _parser("%rlm").parse_args(shlex.split(line))
+            opts, unknown = _parser("%rlm").parse_known_args(shlex.split(line))
         except (argparse.ArgumentError, ValueError) as exc:
-            raise UsageError(f"%rlm: {exc}") from None
+            raise UsageError(f"%rlm: {exc}\n{_USAGE}") from None
+        if unknown:
+            raise UsageError(f"%rlm: unknown option {unknown[0]}\n{_USAGE}")
         if cell is None and opts.words[:1] == ["vars"]:
             return self._show_vars(opts.context)
         if cell is None and opts.words[:1] == ["export"]:

@@ -21,13 +21,17 @@ from typing import Any
 
 from .executors import OutputCallback, StreamTee
 from .host_state import builtins_note, step_scope
+from .redaction import Redactor, redact_output
 from .repl_types import REPLResult
 from .termination import FinalOutput
-from .timeouts import StepTimeout, time_limit
+from .timeouts import StepTimeout, time_limit, timeout_message
 
 __all__ = ["ShellExecutor", "RichOutputCallback", "output_text"]
 
 RichOutputCallback = Callable[[dict[str, Any]], None]
+MAX_OUTPUTS = 500
+"""Outputs (stream chunks, displays, results) of one step kept and shown; beyond it
+they are counted in one note.  Streams are coalesced first (:mod:`rlm_kernel.streams`)."""
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -88,9 +92,15 @@ class ShellExecutor:
         """
         shell = self.shell
         outputs: list[dict[str, Any]] = []
-        state: dict[str, Any] = {"final": None, "timeout": False, "error": False}
+        state: dict[str, Any] = {"final": None, "timeout": False, "error": False, "dropped": 0}
+
+        redact = Redactor()
 
         def sink(output: dict[str, Any]) -> None:
+            if len(outputs) >= MAX_OUTPUTS:
+                state["dropped"] += 1
+                return
+            output = redact_output(output, redact)
             outputs.append(output)
             if self.on_rich_output is not None:
                 self.on_rich_output(output)
@@ -127,7 +137,10 @@ class ShellExecutor:
         start = time.perf_counter()
         saved_custom = (shell.custom_exceptions, shell.CustomTB)
         with ExitStack() as stack:
-            out, err = StreamTee("stdout", stream), StreamTee("stderr", stream)
+            out = StreamTee("stdout", stream, redact=redact)
+            err = StreamTee("stderr", stream, redact=redact)
+            stack.callback(err.flush)
+            stack.callback(out.flush)
             stack.enter_context(_swap(sys, "stdout", out))
             stack.enter_context(_swap(sys, "stderr", err))
             scope = stack.enter_context(step_scope(out, err))
@@ -146,6 +159,9 @@ class ShellExecutor:
             except StepTimeout:  # fired outside the cell's own code (hooks)
                 result, limit = None, None
                 state["timeout"] = True
+        if state["dropped"]:
+            outputs.append({"output_type": "stream", "name": "stderr",
+                            "text": f"[{state['dropped']:,} more outputs of this step dropped]\n"})
         if scope.changed_builtins:
             stream("stderr", builtins_note(scope.changed_builtins))
         self.last_execution_count = count if self.store_history else None
@@ -153,8 +169,7 @@ class ShellExecutor:
         if result is not None and isinstance(result.error_in_exec, KeyboardInterrupt):
             raise KeyboardInterrupt
         if state["timeout"] or (limit is not None and limit.fired and state["final"] is None):
-            stream("stderr", f"StepTimeout: step exceeded its time limit of {timeout:g} s "
-                             "and was stopped\n")
+            stream("stderr", timeout_message(timeout))
             state["error"] = True
         if getattr(shell, "exit_now", False):  # exit()/quit() in model code
             shell.exit_now = False

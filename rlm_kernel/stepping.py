@@ -119,7 +119,7 @@ def run_reply(reply: str, executor: Executor, tools: RunTools, step: int, cfg: R
         found, value, error = _final_from_text(reply, ns)
         if found:
             outcome.final, outcome.answer_value = True, value
-            outcome.answer = format_final_answer(value)
+            outcome.answer = tools.redact(format_final_answer(value))
         outcome.error_for_model = error
         return outcome
     code = "\n\n".join(blocks)
@@ -148,5 +148,5 @@ def run_reply(reply: str, executor: Executor, tools: RunTools, step: int, cfg: R
             outcome.error_for_model = f"FINAL_VAR failed: {exc.args[0]}"
             return outcome
         outcome.final, outcome.answer_value = True, value
-        outcome.answer = format_final_answer(value)
+        outcome.answer = tools.redact(format_final_answer(value))
     return outcome

@@ -37,12 +37,17 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-__all__ = ["StepTimeout", "time_limit", "REARM_SECONDS", "GRACE_SECONDS"]
+__all__ = ["StepTimeout", "time_limit", "timeout_message", "REARM_SECONDS", "GRACE_SECONDS"]
 
 REARM_SECONDS = 0.5
 """Seconds between re-raises of the timeout while the step keeps running."""
 GRACE_SECONDS = 1.0
 """Seconds after the limit before the line-tracer escalation starts."""
+
+def timeout_message(seconds: float | None) -> str:
+    """The line a step's output ends with when its time limit stopped it."""
+    return f"StepTimeout: step exceeded its time limit of {seconds or 0:g} s and was stopped\n"
+
 
 class StepTimeout(BaseException):
     """Model code ran longer than its step's time limit.

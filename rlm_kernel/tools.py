@@ -19,6 +19,7 @@ from .documents import Hits, search_lines
 from .documents import split_documents as _split_documents
 from .llm import LanguageModel, LLMError, make_client
 from .prompts import SUB_CALL_SYSTEM_PROMPT
+from .redaction import Redactor
 from .repl_types import REPLVariable
 from .structure import Outline, Records, code_outline, parse_records
 from .termination import FINAL, FINAL_VAR, FinalOutput
@@ -94,6 +95,7 @@ class RunTools:
         self.client_kwargs = dict(client_kwargs or {})
         self.step_calls: list[dict[str, Any]] = []
         self.final_output: dict[str, Any] | None = None  # first FINAL of the step
+        self.redact = Redactor()  # secrets out of sub-call records and answers
         self.active_subcalls = 0
         self.notify: Callable[[str, dict[str, Any]], None] | None = None
         self._clients: dict[str, LanguageModel] = {}
@@ -183,8 +185,8 @@ class RunTools:
             with self._lock:
                 self.active_subcalls -= 1
         self.step_calls.append({
-            "prompt": str(prompt)[:_RECORD_CHARS],
-            "response": completion.text[:_RECORD_CHARS],
+            "prompt": self.redact(str(prompt)[:_RECORD_CHARS]),
+            "response": self.redact(completion.text[:_RECORD_CHARS]),
             "model": completion.call.model,
             "seconds": round(completion.call.seconds, 3),
         })

@@ -1,0 +1,150 @@
+"""The stdout/stderr of one step: capped, coalesced, redacted.
+
+A step may print 200,000 lines or one 100 MB string.  :class:`StreamTee`
+stands in for ``sys.stdout``/``sys.stderr`` during a step and
+
+* keeps at most ``max_chars`` characters for the trajectory (the first three
+  quarters and the last quarter, with a ``[... N characters dropped ...]``
+  marker between: :data:`MAX_KEPT_CHARS` by default);
+* forwards text to its callback (the live view) coalesced by time, as
+  ipykernel's ``OutStream`` does: at most one chunk every
+  :data:`FLUSH_SECONDS`, plus a final one when the step ends, so a flood is a
+  handful of messages; live text also stops at ``max_chars`` with a note;
+* passes everything through a :class:`~rlm_kernel.redaction.Redactor` first.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from collections.abc import Callable
+
+from .redaction import Redactor
+
+__all__ = ["StreamTee", "OutputCallback", "MAX_KEPT_CHARS", "FLUSH_SECONDS", "dropped_marker"]
+
+OutputCallback = Callable[[str, str], None]
+"""``callback(stream, text)`` with stream ``"stdout"`` or ``"stderr"``."""
+
+MAX_KEPT_CHARS = 100_000
+"""Characters of one stream of one step kept in the trajectory and shown live."""
+FLUSH_SECONDS = 0.1
+"""Seconds between two chunks forwarded live (ipykernel's OutStream uses 0.2 s)."""
+
+
+def dropped_marker(count: int) -> str:
+    """The line that stands for ``count`` characters of output not kept."""
+    return f"\n[... {count:,} characters of output dropped ...]\n"
+
+
+class StreamTee(io.TextIOBase):
+    """A text stream that keeps (capped) what is written and forwards it, coalesced,
+    to ``callback(name, text)``.
+
+    Args:
+        name: ``"stdout"`` or ``"stderr"``.
+        callback: called with coalesced chunks; None keeps text only.
+        max_chars: characters kept and forwarded (see the module docstring).
+        redact: applied to every chunk kept or forwarded (default: a new
+            :class:`Redactor` over the current environment).
+        flush_seconds: coalescing window in seconds (0 = forward every write).
+    """
+
+    def __init__(self, name: str, callback: OutputCallback | None, *,
+                 max_chars: int = MAX_KEPT_CHARS, redact: Redactor | None = None,
+                 flush_seconds: float = FLUSH_SECONDS) -> None:
+        self.name = name
+        self._callback = callback
+        self._redact = redact if redact is not None else Redactor()
+        self._head_cap = max_chars - max_chars // 4
+        self._tail_cap = max_chars // 4
+        self._max_chars = max_chars
+        self._head: list[str] = []
+        self._head_len = 0
+        self._tail: list[str] = []
+        self._tail_len = 0
+        self._written = 0
+        self._pending: list[str] = []
+        self._forwarded = 0
+        self._cut_noted = False
+        self._flush_seconds = flush_seconds
+        self._last_flush = 0.0
+        self._timer: threading.Timer | None = None
+        self._lock = threading.RLock()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        if not text:
+            return 0
+        with self._lock:
+            self._keep(text)
+            if self._callback is not None:
+                self._queue(text)
+        return len(text)
+
+    def _keep(self, text: str) -> None:
+        self._written += len(text)
+        room = self._head_cap - self._head_len
+        if room > 0:
+            self._head.append(text[:room])
+            self._head_len += min(room, len(text))
+            text = text[room:]
+        if text and self._tail_cap:
+            if len(text) >= self._tail_cap:  # this chunk alone fills the tail
+                self._tail, self._tail_len = [text[-self._tail_cap:]], self._tail_cap
+                return
+            self._tail.append(text)
+            self._tail_len += len(text)
+            if self._tail_len > 2 * self._tail_cap:
+                joined = "".join(self._tail)[-self._tail_cap:]
+                self._tail, self._tail_len = [joined], len(joined)
+
+    def _queue(self, text: str) -> None:
+        room = self._max_chars - self._forwarded
+        if room <= 0:
+            if not self._cut_noted:
+                self._cut_noted = True
+                self._pending.append(f"\n[output beyond {self._max_chars:,} characters is "
+                                     "not shown live]\n")
+            return
+        self._pending.append(text[:room])
+        self._forwarded += min(room, len(text))
+        now = time.monotonic()
+        if now - self._last_flush >= self._flush_seconds:
+            self.flush()
+        elif self._timer is None:
+            self._timer = threading.Timer(self._flush_seconds, self.flush)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def flush(self) -> None:
+        """Forward the text written since the last chunk, as one chunk."""
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._last_flush = time.monotonic()
+            if not self._pending or self._callback is None:
+                return
+            chunk, self._pending = "".join(self._pending), []
+            self._callback(self.name, self._redact(chunk))
+
+    def close(self) -> None:
+        """Forward what is pending; later writes are kept no more (the stream is closed)."""
+        self.flush()
+        super().close()
+
+    def getvalue(self) -> str:
+        """What was kept: all of it, or its head, a marker and its tail; redacted."""
+        with self._lock:
+            head = "".join(self._head)
+            dropped = self._written - self._head_len - self._tail_len
+            if dropped <= 0:
+                return self._redact(head + "".join(self._tail))
+            tail = "".join(self._tail)
+            return self._redact(head + dropped_marker(dropped) + tail)
