@@ -65,6 +65,19 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
     args = build_parser().parse_args(argv)
+    code = _main(args)
+    from .thread_output import quarantined_running
+
+    # As a command (argv from the process), threads that model code left running must
+    # not hold the exit; called from Python, the caller's process is not ours to end.
+    if argv is None and quarantined_running():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         if args.command == "model":
             from .cli_model import model_command

@@ -18,7 +18,7 @@ from collections.abc import MutableMapping
 from contextlib import redirect_stderr, redirect_stdout
 from typing import Any, Protocol
 
-from .host_state import builtins_note, step_scope
+from .host_state import step_scope
 from .redaction import Redactor
 from .repl_types import REPLResult
 from .streams import MAX_KEPT_CHARS, OutputCallback, StreamTee
@@ -99,8 +99,8 @@ class PlainExecutor:
         finally:  # the live view gets what is pending, even on an interrupt
             out.flush()
             err.flush()
-        if scope.changed_builtins:
-            err.write(builtins_note(scope.changed_builtins))
+        if scope.notes():
+            err.write(scope.notes())
             err.flush()
         return REPLResult(
             stdout=out.getvalue(),

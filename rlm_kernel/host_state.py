@@ -10,7 +10,8 @@ Model code runs in the host's process, so it can rebind ``builtins.len``, close
   closing or replacing them touches nothing of the host's;
 * after the step, builtins, ``sys.std*``/``sys.__std*__``, the trace and
   profile functions and the handlers of ``SIGINT``/``SIGTERM``/``SIGALRM`` are
-  put back as they were, and the names of builtins the step changed are reported.
+  put back as they were, and the names of builtins the step changed are reported;
+  threads the step left running are muted (:mod:`rlm_kernel.thread_output`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-__all__ = ["step_scope", "StepScope", "builtins_note"]
+from .thread_output import live_threads, quarantine_step_threads, release_finished_threads
+
+__all__ = ["step_scope", "StepScope"]
 
 _SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGALRM")
                  if hasattr(signal, n))
@@ -51,10 +54,21 @@ class StepScope:
     Attributes:
         changed_builtins: names of builtins the step rebound, added or deleted
             (restored since).
+        left_threads: threads the step started that still run (their output is
+            dropped from now on: :mod:`rlm_kernel.thread_output`).
     """
 
     def __init__(self) -> None:
         self.changed_builtins: list[str] = []
+        self.left_threads = 0
+
+    def notes(self) -> str:
+        """Lines for the model about what the step changed and the host undid."""
+        text = builtins_note(self.changed_builtins) if self.changed_builtins else ""
+        if self.left_threads:
+            text += (f"Warning: the step left {self.left_threads} thread(s) running; what "
+                     "they print from now on is not shown.\n")
+        return text
 
 
 @contextmanager
@@ -71,6 +85,8 @@ def step_scope(stdout: TextIO | None = None, stderr: TextIO | None = None,
         A :class:`StepScope`, filled in when the block ends.
     """
     scope = StepScope()
+    release_finished_threads()
+    threads_before = live_threads()
     saved_builtins = dict(builtins.__dict__)
     saved_streams = {name: getattr(sys, name, None) for name in _STREAMS}
     saved_trace, saved_profile = sys.gettrace(), sys.getprofile()
@@ -97,6 +113,7 @@ def step_scope(stdout: TextIO | None = None, stderr: TextIO | None = None,
         for sig, handler in saved_signals.items():
             if handler is not None and signal.getsignal(sig) is not handler:
                 signal.signal(sig, handler)
+        scope.left_threads = quarantine_step_threads(threads_before)
 
 
 def _restore_builtins(saved: dict[str, Any], ignore: tuple[str, ...]) -> list[str]:

@@ -20,7 +20,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from .executors import OutputCallback, StreamTee
-from .host_state import builtins_note, step_scope
+from .host_state import step_scope
 from .redaction import Redactor, redact_output
 from .repl_types import REPLResult
 from .termination import FinalOutput
@@ -162,8 +162,8 @@ class ShellExecutor:
         if state["dropped"]:
             outputs.append({"output_type": "stream", "name": "stderr",
                             "text": f"[{state['dropped']:,} more outputs of this step dropped]\n"})
-        if scope.changed_builtins:
-            stream("stderr", builtins_note(scope.changed_builtins))
+        if scope.notes():
+            stream("stderr", scope.notes())
         self.last_execution_count = count if self.store_history else None
         self.last_outputs = outputs
         if result is not None and isinstance(result.error_in_exec, KeyboardInterrupt):

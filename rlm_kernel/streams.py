@@ -119,6 +119,7 @@ class StreamTee(io.TextIOBase):
             self.flush()
         elif self._timer is None:
             self._timer = threading.Timer(self._flush_seconds, self.flush)
+            self._timer.name = "rlm-stream-flush"
             self._timer.daemon = True
             self._timer.start()
 
