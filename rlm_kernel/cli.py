@@ -15,6 +15,7 @@ from typing import Any
 
 from .context_files import ContextError, load_contexts
 from .options import non_empty, positive_float, positive_int
+from .thread_output import filter_streams
 
 __all__ = ["main", "build_parser"]
 
@@ -126,6 +127,7 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     finally:
         sys.stdout = real_stdout
+        filter_streams()  # threads model code left running stay muted
     export_error = _export(result, args) if args.export else None
     if args.json:
         data = result.to_dict() if args.trajectory else result.summary()

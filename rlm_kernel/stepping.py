@@ -147,6 +147,8 @@ def run_reply(reply: str, executor: Executor, tools: RunTools, step: int, cfg: R
             outcome.success = False
             outcome.error_for_model = f"FINAL_VAR failed: {exc.args[0]}"
             return outcome
+        if isinstance(value, str):  # the text answer may hold a secret; other types are data
+            value = tools.redact(value)
         outcome.final, outcome.answer_value = True, value
         outcome.answer = tools.redact(format_final_answer(value))
     return outcome

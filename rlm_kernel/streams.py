@@ -7,9 +7,10 @@ stands in for ``sys.stdout``/``sys.stderr`` during a step and
   quarters and the last quarter, with a ``[... N characters dropped ...]``
   marker between: :data:`MAX_KEPT_CHARS` by default);
 * forwards text to its callback (the live view) coalesced by time, as
-  ipykernel's ``OutStream`` does: at most one chunk every
-  :data:`FLUSH_SECONDS`, plus a final one when the step ends, so a flood is a
-  handful of messages; live text also stops at ``max_chars`` with a note;
+  ipykernel's ``OutStream`` does: a chunk :data:`FLUSH_SECONDS` after the
+  first write not yet forwarded, plus a final one when the step ends, so one
+  ``print`` is one chunk and a flood is a handful; live text also stops at
+  ``max_chars`` with a note;
 * passes everything through a :class:`~rlm_kernel.redaction.Redactor` first.
 """
 
@@ -21,6 +22,7 @@ import time
 from collections.abc import Callable
 
 from .redaction import Redactor
+from .thread_output import is_quarantined
 
 __all__ = ["StreamTee", "OutputCallback", "MAX_KEPT_CHARS", "FLUSH_SECONDS", "dropped_marker"]
 
@@ -69,7 +71,7 @@ class StreamTee(io.TextIOBase):
         self._forwarded = 0
         self._cut_noted = False
         self._flush_seconds = flush_seconds
-        self._last_flush = 0.0
+        self._pending_since = 0.0
         self._timer: threading.Timer | None = None
         self._lock = threading.RLock()
 
@@ -81,6 +83,8 @@ class StreamTee(io.TextIOBase):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
         if not text:
             return 0
+        if is_quarantined():  # a thread an earlier step left running: not this step's
+            return len(text)
         with self._lock:
             self._keep(text)
             if self._callback is not None:
@@ -112,10 +116,11 @@ class StreamTee(io.TextIOBase):
                 self._pending.append(f"\n[output beyond {self._max_chars:,} characters is "
                                      "not shown live]\n")
             return
+        if not self._pending:
+            self._pending_since = time.monotonic()
         self._pending.append(text[:room])
         self._forwarded += min(room, len(text))
-        now = time.monotonic()
-        if now - self._last_flush >= self._flush_seconds:
+        if time.monotonic() - self._pending_since >= self._flush_seconds:
             self.flush()
         elif self._timer is None:
             self._timer = threading.Timer(self._flush_seconds, self.flush)
@@ -129,7 +134,6 @@ class StreamTee(io.TextIOBase):
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
-            self._last_flush = time.monotonic()
             if not self._pending or self._callback is None:
                 return
             chunk, self._pending = "".join(self._pending), []
@@ -143,9 +147,9 @@ class StreamTee(io.TextIOBase):
     def getvalue(self) -> str:
         """What was kept: all of it, or its head, a marker and its tail; redacted."""
         with self._lock:
-            head = "".join(self._head)
-            dropped = self._written - self._head_len - self._tail_len
-            if dropped <= 0:
-                return self._redact(head + "".join(self._tail))
-            tail = "".join(self._tail)
+            head, tail = "".join(self._head), "".join(self._tail)
+            if self._written <= self._head_len + self._tail_cap:
+                return self._redact(head + tail)
+            tail = tail[-self._tail_cap:]
+            dropped = self._written - self._head_len - len(tail)
             return self._redact(head + dropped_marker(dropped) + tail)

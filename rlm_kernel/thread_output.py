@@ -19,7 +19,8 @@ import threading
 from typing import Any, TextIO
 
 __all__ = ["ThreadFilter", "live_threads", "quarantine_step_threads",
-           "release_finished_threads", "quarantined_running"]
+           "release_finished_threads", "quarantined_running", "is_quarantined",
+           "filter_streams"]
 
 _blocked: set[int] = set()
 _lock = threading.Lock()
@@ -47,6 +48,11 @@ class ThreadFilter:
         return getattr(self._stream, name)
 
 
+def is_quarantined() -> bool:
+    """True when the calling thread was left running by an earlier step."""
+    return threading.get_ident() in _blocked
+
+
 def live_threads() -> set[int]:
     """Identifiers of the threads alive now (``threading.enumerate``)."""
     return {t.ident for t in threading.enumerate() if t.ident is not None}
@@ -69,11 +75,20 @@ def quarantine_step_threads(before: set[int]) -> int:
         return 0
     with _lock:
         _blocked.update(left)
+    filter_streams()
+    return len(left)
+
+
+def filter_streams() -> None:
+    """Put the filter over ``sys.stdout``/``sys.stderr`` (if threads are quarantined
+    and it is not there yet): call it after swapping those streams back."""
+    with _lock:
+        if not _blocked:
+            return
         for name in ("stdout", "stderr"):
             stream = getattr(sys, name)
             if stream is not None and not isinstance(stream, ThreadFilter):
                 setattr(sys, name, ThreadFilter(stream))
-    return len(left)
 
 
 def release_finished_threads() -> None:

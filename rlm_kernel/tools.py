@@ -176,7 +176,7 @@ class RunTools:
         self.guard.check()
         client = self._client(model)
         messages = [{"role": "system", "content": SUB_CALL_SYSTEM_PROMPT},
-                    {"role": "user", "content": str(prompt)}]
+                    {"role": "user", "content": self.redact(str(prompt))}]
         with self._lock:
             self.active_subcalls += 1
         try:
@@ -185,8 +185,8 @@ class RunTools:
             with self._lock:
                 self.active_subcalls -= 1
         self.step_calls.append({
-            "prompt": self.redact(str(prompt)[:_RECORD_CHARS]),
-            "response": self.redact(completion.text[:_RECORD_CHARS]),
+            "prompt": self.redact(str(prompt))[:_RECORD_CHARS],
+            "response": self.redact(completion.text)[:_RECORD_CHARS],
             "model": completion.call.model,
             "seconds": round(completion.call.seconds, 3),
         })

@@ -1,0 +1,138 @@
+"""Floods, secrets, odd characters and stray threads in a step's output
+(engine + plain executor; the notebook export is the real nbformat writer)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import nbformat
+import pytest
+
+from rlm_kernel.executors import PlainExecutor
+from rlm_kernel.export import export_run
+from rlm_kernel.streams import MAX_KEPT_CHARS
+
+from .helpers import block, scripted_run
+
+SECRET = "sk-test-0123456789abcdefSECRET"
+
+
+def test_a_print_flood_is_a_handful_of_live_chunks_and_a_capped_record():
+    chunks = []
+    ex = PlainExecutor()
+    res = ex.execute("for i in range(200_000):\n    print(i)",
+                     on_output=lambda stream, text: chunks.append(text))
+    assert res.success
+    assert len(chunks) < 200, f"{len(chunks)} live chunks for one flood"
+    assert sum(map(len, chunks)) <= MAX_KEPT_CHARS + 200
+    assert len(res.stdout) <= MAX_KEPT_CHARS + 100
+    assert "characters of output dropped" in res.stdout
+    assert res.stdout.startswith("0\n1\n2\n") and res.stdout.endswith("199999\n")
+
+
+def test_one_huge_print_is_kept_capped_in_trajectory_and_notebook(tmp_path):
+    rlm, _ = scripted_run([block("print('x' * 10**8)"), block("FINAL('ok')")])
+    res = rlm.run("q", context="x")
+    out = res.history.entries[0].output
+    assert len(out) <= MAX_KEPT_CHARS + 100 and "characters of output dropped" in out
+    path = tmp_path / "run.ipynb"
+    export_run(res, path)
+    assert path.stat().st_size < 5 * MAX_KEPT_CHARS
+
+
+def test_one_print_arrives_as_one_chunk():
+    chunks = []
+    PlainExecutor().execute("print('a', 'b', sep='-')",
+                            on_output=lambda stream, text: chunks.append(text))
+    assert chunks == ["a-b\n"]
+
+
+def test_secret_environment_values_reach_nothing(monkeypatch, tmp_path):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.setenv("MY_SERVICE_TOKEN", SECRET[::-1])
+    monkeypatch.setenv("SHORT_TOKEN", "abc")  # too short to be worth hiding
+    rlm, lm = scripted_run([
+        block("import os\nprint(os.environ)\nprint(os.environ['MY_SERVICE_TOKEN'])\n"
+              "print(llm_query('key ' + os.environ['OPENAI_API_KEY']))"),
+        block("import os, sys\nsys.stderr.write(os.environ['OPENAI_API_KEY'])\n"
+              "raise ValueError(os.environ['OPENAI_API_KEY'])"),
+        block("FINAL('the key is ' + os.environ['OPENAI_API_KEY'])"),
+    ])
+    live = []
+    rlm.observer = live.append
+    res = rlm.run("q", context="x")
+    path = tmp_path / "run.ipynb"
+    export_run(res, path)
+    places = {
+        "trajectory": json.dumps(res.to_dict(), default=str),
+        "answer": res.answer,
+        "next prompts": json.dumps(lm.calls[1:]),
+        "notebook": path.read_text(),
+        "live events": repr([e.data for e in live]),
+    }
+    for where, text in places.items():
+        assert SECRET not in text and SECRET[::-1] not in text, where
+    assert "[redacted OPENAI_API_KEY]" in res.answer
+    assert "[redacted MY_SERVICE_TOKEN]" in res.history.entries[0].output
+    assert "abc" in res.history.entries[0].output  # short values are left alone
+
+
+def test_lone_surrogates_export_and_read_back(tmp_path):
+    rlm, _ = scripted_run([block("print('a\\ud800b')"), block("FINAL('z\\udc80')")])
+    res = rlm.run("q", context="x")
+    path = tmp_path / "run.ipynb"
+    export_run(res, path)
+    nb = nbformat.read(path, as_version=4)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert any("a\ud800b" in o.get("text", "") for o in outputs)
+    assert [p.name for p in tmp_path.iterdir()] == ["run.ipynb"]  # no temp file left
+
+
+def test_a_failed_export_leaves_the_old_notebook_whole(tmp_path):
+    rlm, _ = scripted_run([block("FINAL(1)")])
+    res = rlm.run("q", context="x")
+    path = tmp_path / "run.ipynb"
+    export_run(res, path)
+    before = path.read_bytes()
+    res.history.entries[0].output = object()  # not text: the writer fails
+    with pytest.raises(Exception):  # noqa: B017 - whatever nbformat raises
+        export_run(res, path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["run.ipynb"]
+
+
+def test_a_thread_left_running_does_not_write_into_later_steps():
+    code = ("import threading, time\n"
+            "def chatter():\n"
+            "    for i in range(300):\n"
+            "        print('bg', i)\n"
+            "        time.sleep(0.01)\n"
+            "threading.Thread(target=chatter, daemon=True).start()\n"
+            "time.sleep(0.05)")
+    rlm, _ = scripted_run([block(code), block("import time\ntime.sleep(0.5)\nprint('quiet')"),
+                           block("FINAL('done')")])
+    res = rlm.run("q", context="x")
+    first, second = res.history.entries[0].output, res.history.entries[1].output
+    assert "bg 0" in first and "left 1 thread(s) running" in first
+    assert "bg" not in second and second.strip() == "quiet"
+
+
+def test_stdout_of_the_json_cli_is_only_json(monkeypatch, capfd):
+    from rlm_kernel import cli, engine
+    from rlm_kernel.testing import ScriptedModel
+
+    code = ("import threading, time, sys\n"
+            "def chatter():\n"
+            "    for i in range(100):\n"
+            "        print('bg', i)\n"
+            "        time.sleep(0.005)\n"
+            "threading.Thread(target=chatter, daemon=True).start()\nprint('step')")
+    lm = ScriptedModel([block(code), block("import time\ntime.sleep(0.3)\nFINAL('ok')")])
+    monkeypatch.setattr(engine, "make_client", lambda *a, **k: lm)
+    path = os.path.join(os.path.dirname(__file__), "__init__.py")
+    assert cli.main(["run", "--model", "openai/scripted", "--context", path, "--json", "q"]) == 0
+    time.sleep(0.6)  # the chatter thread has finished by now
+    out = capfd.readouterr().out
+    assert json.loads(out)["answer"] == "ok"
