@@ -40,12 +40,19 @@ class RLMKernel(IPythonKernel):
                          user_expressions: dict | None = None, allow_stdin: bool = False,
                          **kwargs: Any):
         """Run ``code``; a prose cell becomes ``%%rlm`` + its text."""
-        if self.prose_tasks and not silent and is_prose(code):
+        if self.prose_tasks and not silent and is_prose(code, magics=self._automagics()):
             code = "%%rlm\n" + code
         # The task cell's own execution count is kept by the extension
         # (rlm_kernel.magic.keep_task_count), as in any other ipykernel.
         return await super().do_execute(code, silent, store_history, user_expressions,
                                         allow_stdin, **kwargs)
+
+    def _automagics(self) -> frozenset[str]:
+        """Line magics callable without ``%`` (empty when ``%automagic`` is off)."""
+        shell = self.shell
+        if not getattr(shell, "automagic", False):
+            return frozenset()
+        return frozenset(shell.magics_manager.magics.get("line", {}))
 
     def do_history(self, hist_access_type: str, output: bool, raw: bool, session: int = 0,
                    start: int = 0, stop: int | None = None, n: int | None = None,
