@@ -23,6 +23,7 @@ from .redaction import Redactor
 from .repl_types import REPLResult
 from .streams import MAX_KEPT_CHARS, OutputCallback, StreamTee
 from .termination import FinalOutput
+from .thread_output import filter_streams
 from .timeouts import StepTimeout, time_limit, timeout_message
 
 __all__ = ["Executor", "PlainExecutor", "OutputCallback", "StreamTee", "combined_output"]
@@ -99,6 +100,7 @@ class PlainExecutor:
         finally:  # the live view gets what is pending, even on an interrupt
             out.flush()
             err.flush()
+        filter_streams()  # the host's streams are back: mute threads the step left running
         if scope.notes():
             err.write(scope.notes())
             err.flush()

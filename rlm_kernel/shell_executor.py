@@ -24,6 +24,7 @@ from .host_state import step_scope
 from .redaction import Redactor, redact_output
 from .repl_types import REPLResult
 from .termination import FinalOutput
+from .thread_output import filter_streams
 from .timeouts import StepTimeout, time_limit, timeout_message
 
 __all__ = ["ShellExecutor", "RichOutputCallback", "output_text"]
@@ -150,6 +151,9 @@ class ShellExecutor:
             stack.enter_context(_swap(sys, "displayhook", displayhook))
             stack.enter_context(_swap(shell.display_trap, "hook", displayhook))
             stack.enter_context(_swap(shell, "_showtraceback", showtraceback))
+            # exit()/quit() call ask_exit, whose exit_now observer stops the kernel's
+            # loop 0.1 s later whatever is reset afterwards: refuse before that.
+            stack.enter_context(_swap(shell, "ask_exit", _refuse_exit))
             shell.set_custom_exc((FinalOutput, StepTimeout), custom_exc)
             stack.callback(lambda: setattr(shell, "custom_exceptions", saved_custom[0]))
             stack.callback(lambda: setattr(shell, "CustomTB", saved_custom[1]))
@@ -164,6 +168,7 @@ class ShellExecutor:
                             "text": f"[{state['dropped']:,} more outputs of this step dropped]\n"})
         if scope.notes():
             stream("stderr", scope.notes())
+        filter_streams()  # the host's streams are back: mute threads the step left running
         self.last_execution_count = count if self.store_history else None
         self.last_outputs = outputs
         if result is not None and isinstance(result.error_in_exec, KeyboardInterrupt):
@@ -203,6 +208,11 @@ class _swap:  # noqa: N801 - used as a context manager, reads like a function
             delattr(self.obj, self.name)  # back to the class's method
         else:
             setattr(self.obj, self.name, self.old)
+
+
+def _refuse_exit(*args: Any, **kwargs: Any) -> None:
+    """``shell.ask_exit`` during a step: model code may not stop the kernel."""
+    raise SystemExit("exit() ignored: model code may not stop the kernel")
 
 
 def _drop_exit_payload(shell: Any) -> None:

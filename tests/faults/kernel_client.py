@@ -1,0 +1,81 @@
+"""A real kernel (jupyter_client) for fault cases, with the model scripted inside it."""
+
+from __future__ import annotations
+
+import queue
+import time
+import uuid
+
+from jupyter_client.manager import start_new_kernel
+
+
+def start(kernel_name: str = "rlm"):
+    """Start a kernel; returns (manager, client)."""
+    return start_new_kernel(kernel_name=kernel_name, startup_timeout=60)
+
+
+def stop(km, kc) -> None:
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+
+
+def execute(kc, code: str, *, timeout: float = 120, cell_id: str = "") -> tuple[dict, list[dict]]:
+    """Run one cell; return its execute_reply and its IOPub messages up to idle."""
+    msg = kc.session.msg("execute_request", {
+        "code": code, "silent": False, "store_history": True, "user_expressions": {},
+        "allow_stdin": False, "stop_on_error": True}, metadata={"cellId": cell_id})
+    kc.shell_channel.send(msg)
+    msg_id = msg["header"]["msg_id"]
+    messages, deadline = [], time.monotonic() + timeout
+    while True:
+        try:
+            m = kc.get_iopub_msg(timeout=max(0.5, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError(f"cell not idle after {timeout} s") from None
+        if m["parent_header"].get("msg_id") != msg_id:
+            continue
+        messages.append(m)
+        if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+            break
+    return kc.get_shell_msg(timeout=30), messages
+
+
+def text_of(messages: list[dict]) -> str:
+    """Stream text and plain-text results of a cell's messages."""
+    parts = []
+    for m in messages:
+        c = m["content"]
+        if m["msg_type"] == "stream":
+            parts.append(c["text"])
+        elif m["msg_type"] in ("execute_result", "display_data"):
+            parts.append(c["data"].get("text/plain", "") + "\n")
+        elif m["msg_type"] == "error":
+            parts.append(f"{c['ename']}: {c['evalue']}\n")
+    return "".join(parts)
+
+
+def script_model(kc, replies: list[str], **config) -> None:
+    """Inside the kernel: every model the magic makes is a ScriptedModel with ``replies``
+    (the loop's mechanics under test, not answers), and ``c.RLM.<key> = value``."""
+    lines = ["import rlm_kernel.engine as _e",
+             "from rlm_kernel.testing import ScriptedModel as _S",
+             f"_lm = _S({replies!r})",
+             "_e.make_client = lambda *a, **k: _lm",
+             "get_ipython().run_line_magic('config', 'RLM.verify_answer = False')",
+             "get_ipython().run_line_magic('config', 'RLM.resample_temperature = 0.0')"]
+    lines += [f"get_ipython().run_line_magic('config', 'RLM.{k} = {v!r}')"
+              for k, v in config.items()]
+    reply, _ = execute(kc, "\n".join(lines))
+    assert reply["content"]["status"] == "ok", reply["content"]
+
+
+def announce_frontend(kc) -> None:
+    """Do what the JupyterLab extension does: open a comm to rlm_kernel.frontend."""
+    msg = kc.session.msg("comm_open", {"comm_id": uuid.uuid4().hex,
+                                       "target_name": "rlm_kernel.frontend",
+                                       "data": {"version": 1}})
+    kc.shell_channel.send(msg)
+
+
+def block(code: str) -> str:
+    return f"Trying.\n```repl\n{code}\n```"

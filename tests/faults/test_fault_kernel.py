@@ -1,0 +1,81 @@
+"""Hostile model code in a real RLM kernel (started by jupyter_client): the kernel
+answers the next cell, the user's namespace and the host's state survive."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from .kernel_client import announce_frontend, block, execute, script_model, start, stop, text_of
+
+
+@pytest.fixture()
+def kernel():
+    km, kc = start("rlm")
+    yield km, kc
+    stop(km, kc)
+
+
+def test_exit_in_model_code_leaves_the_kernel_running(kernel):
+    km, kc = kernel
+    script_model(kc, [block("exit()"), block("quit()"), block("import sys\nsys.exit(1)"),
+                      block("FINAL('alive')")])
+    reply, messages = execute(kc, "kept = 'user data'\n")
+    reply, messages = execute(kc, "%rlm Which is it?")
+    assert reply["content"]["status"] == "ok"
+    time.sleep(1.0)
+    assert km.is_alive()
+    reply, messages = execute(kc, "import sys\nprint(kept, rlm_answer, sys.stdin.closed)")
+    assert text_of(messages).strip() == "user data alive False"
+
+
+def test_rebound_builtins_do_not_outlive_the_step(kernel):
+    _, kc = kernel
+    script_model(kc, [block("import builtins\nbuiltins.len = lambda x: 42\nbuiltins.print = None"),
+                      block("FINAL('x')")])
+    execute(kc, "%rlm Break things")
+    _, messages = execute(kc, "print(len([1, 2]))")
+    assert text_of(messages).strip() == "2"
+
+
+def test_a_thread_left_running_does_not_print_into_the_next_cell(kernel):
+    _, kc = kernel
+    chatter = ("import threading, time\n"
+               "def chatter():\n"
+               "    for i in range(400):\n"
+               "        print('bg', i)\n"
+               "        time.sleep(0.01)\n"
+               "threading.Thread(target=chatter, daemon=True).start()")
+    script_model(kc, [block(chatter), block("FINAL('x')")])
+    execute(kc, "%rlm Start a thread")
+    _, messages = execute(kc, "import time\ntime.sleep(1)\nprint('mine')")
+    assert text_of(messages).strip() == "mine"
+
+
+def test_interrupt_of_a_swallowing_loop_ends_the_cell(kernel):
+    km, kc = kernel
+    swallow = "import time\nwhile True:\n    try:\n        time.sleep(1)\n    except BaseException:\n        pass"
+    script_model(kc, [block(swallow), block("FINAL('after')")], step_timeout=5.0)
+    timer = threading.Timer(2.0, km.interrupt_kernel)
+    timer.start()
+    start_at = time.monotonic()
+    reply, messages = execute(kc, "%rlm Loop for ever", timeout=60)
+    took = time.monotonic() - start_at
+    timer.cancel()
+    assert took < 20, f"the cell took {took:.0f} s with a 5 s step limit"
+    _, messages = execute(kc, "print(1 + 1)")
+    assert text_of(messages).strip() == "2"
+
+
+def test_a_print_flood_is_few_messages_in_the_frontend(kernel):
+    _, kc = kernel
+    announce_frontend(kc)
+    script_model(kc, [block("for i in range(200_000):\n    print(i)"), block("FINAL('x')")])
+    reply, messages = execute(kc, "%rlm Flood", timeout=120, cell_id="flood-cell")
+    assert reply["content"]["status"] == "ok"
+    outputs = [m for m in messages if m["msg_type"] == "comm_msg"
+               and (m["content"].get("data") or {}).get("type") == "step_output"]
+    assert 0 < len(outputs) < 300, f"{len(outputs)} step_output messages"
+    assert len(messages) < 1000
