@@ -16,6 +16,7 @@ from rlm_kernel.streams import MAX_KEPT_CHARS
 
 from .helpers import block, scripted_run
 
+CONTEXT_FILE = os.path.join(os.path.dirname(__file__), "__init__.py")
 SECRET = "sk-test-0123456789abcdefSECRET"
 
 
@@ -136,3 +137,21 @@ def test_stdout_of_the_json_cli_is_only_json(monkeypatch, capfd):
     time.sleep(0.6)  # the chatter thread has finished by now
     out = capfd.readouterr().out
     assert json.loads(out)["answer"] == "ok"
+
+
+def test_text_mode_cli_prints_a_surrogate_answer(monkeypatch, tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import sys\n"
+        "import rlm_kernel.engine as e\n"
+        "from rlm_kernel.testing import ScriptedModel\n"
+        "lm = ScriptedModel(['x\\n```repl\\nprint(\"a\\\\ud800\")\\nFINAL(\"z\\\\udc80\")\\n```'])\n"
+        "e.make_client = lambda *a, **k: lm\n"
+        "from rlm_kernel.cli import main\n"
+        f"sys.exit(main(['run', '--model', 'openai/x', '--context', {CONTEXT_FILE!r}, 'q']))\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    assert b"Answer: z\\udc80" in proc.stdout
