@@ -10,6 +10,8 @@ server that ``rlm model serve`` keeps running.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import importlib.util
 import json
 import os
@@ -19,6 +21,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +69,16 @@ def _healthy(info: ServerInfo, timeout: float = 2.0) -> bool:
         return False
 
 
+def _accepting(info: ServerInfo, timeout: float = 1.0) -> bool:
+    """True when the server's port takes a TCP connection: a server busy generating
+    (which may not answer HTTP within seconds) still accepts."""
+    try:
+        with socket.create_connection(("127.0.0.1", info.port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -84,9 +97,23 @@ def find_running(name: str | None = None) -> ServerInfo | None:
         info = ServerInfo(**json.loads(_state_path(spec).read_text()))
     except (OSError, ValueError, TypeError):
         return None
-    if _pid_alive(info.pid) and _healthy(info):
+    if _pid_alive(info.pid) and _accepting(info):
         return info
     return None
+
+
+@contextlib.contextmanager
+def _start_lock(spec: LocalModelSpec) -> Iterator[None]:
+    """An exclusive lock (``flock``) across processes around find-or-start, so two
+    processes never start two servers for one model."""
+    path = cache_dir() / f"server-{spec.name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _free_port() -> int:
@@ -111,7 +138,7 @@ def ensure_server(name: str | None = None, *, n_ctx: int = DEFAULT_N_CTX,
             prepared, or the server exits or does not answer within ``timeout``.
     """
     spec = get_spec(name)
-    with _lock:
+    with _lock, _start_lock(spec):
         running = find_running(spec.name)
         if running is not None:
             return running
@@ -125,7 +152,10 @@ def ensure_server(name: str | None = None, *, n_ctx: int = DEFAULT_N_CTX,
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(path),
                "--model_alias", spec.name, "--host", "127.0.0.1", "--port", str(port),
                "--n_ctx", str(n_ctx), "--n_threads", str(threads),
-               "--n_threads_batch", str(threads), "--verbose", "False"]
+               "--n_threads_batch", str(threads), "--verbose", "False",
+               # llama-cpp-python's server keeps logits for every position by default
+               # (n_ctx x vocabulary floats: ~5 GB at 8,192 x 151,936); replies need none.
+               "--logits_all", "False"]
         log = _log_path(spec).open("wb")
         # A session of its own: Ctrl-C or a kernel interrupt (sent to the process
         # group) must not kill the server mid-run.  It still dies with its parent
@@ -154,14 +184,16 @@ def ensure_server(name: str | None = None, *, n_ctx: int = DEFAULT_N_CTX,
 
 
 def _die_with_parent() -> None:
-    """In the child before exec: ask Linux to SIGTERM it when its parent dies
-    (``prctl(PR_SET_PDEATHSIG)``), so a killed ``rlm`` leaves no orphan server."""
+    """In the child before exec: ask Linux to SIGKILL it when its parent dies
+    (``prctl(PR_SET_PDEATHSIG)``), so a killed ``rlm`` leaves no orphan server.
+    SIGKILL, not SIGTERM: uvicorn waits for an in-flight generation on SIGTERM, which
+    kept orphans generating for minutes; the server holds nothing worth saving."""
     if sys.platform.startswith("linux"):
         import ctypes
         import signal
 
         pr_set_pdeathsig = 1  # from <linux/prctl.h>
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 def _log_tail(spec: LocalModelSpec, lines: int = 3) -> str:
