@@ -20,7 +20,9 @@ Three layers, each taking over when model code defeats the one before:
 
 What is not covered: a single C call that never returns to Python
 (``sum(range(10**13))``) cannot be stopped in-process; the step ends when it
-returns.  Sources: CPython's ``Python/ceval.c`` (async exceptions and the eval
+returns.  Bare ``except:`` clauses nested two deep around a loop also hold out:
+the tracer's raise in the inner handler switches tracing off (CPython removes a
+trace function that raises), and the outer bare handler then swallows it.  Sources: CPython's ``Python/ceval.c`` (async exceptions and the eval
 breaker), ``sys.settrace`` semantics (a trace function that raises is removed,
 so the tracer schedules the exception instead of raising it).
 """
