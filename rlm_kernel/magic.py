@@ -103,6 +103,7 @@ class RLMMagics(Magics):
         super().__init__(shell=shell, **kwargs)
         self.runs: dict[str, RunRecord] = {}
         self.step_counts: set[int] = set()
+        self._views: dict[str, Any] = {}  # task cell id -> its last run's widgets
         self.cell_log: list[str] = []  # the user's cells, for an export's setup cells
         self.running = False
         if shell is not None:
@@ -161,7 +162,12 @@ class RLMMagics(Magics):
             from .widgets import RunView
 
             view = RunView(max_iter, namespace=ns, names=list(variables))
-            display(view.widget)
+            old = self._views.pop(cell_id, None) if cell_id else None
+            if old is not None:  # the cell is re-run: its last run's widgets go
+                old.dispose()
+            if cell_id:
+                self._views[cell_id] = view
+            display(*view.widgets)
 
         def observer(event: Any) -> None:
             renderer(event)

@@ -3,6 +3,11 @@
 :class:`ProgressView` (step, elapsed, tokens, USD, activity), :class:`VariablesView`
 (the :class:`REPLVariable` table) and :class:`RunView` (both; pass ``view.on_event`` as
 the ``RLM`` observer).  ``text()`` gives a one-line summary where widgets cannot render.
+
+Each view is one ``ipywidgets.HTML``, and all of them share one ``Layout`` and one
+``HTMLStyle``: a run opens 2 comms (ipywidgets gives every widget a layout and a style
+widget of its own otherwise: 3 comms each, ~31 for the old box-and-label views), and
+:meth:`RunView.dispose` closes them.
 """
 
 from __future__ import annotations
@@ -14,15 +19,45 @@ from collections.abc import Mapping
 from typing import Any
 
 import ipywidgets as w
+from ipywidgets.widgets.widget_string import HTMLStyle
 
 from .events import Event
 from .repl_types import REPLVariable
 from .tools import user_variables
 
-__all__ = ["ProgressView", "RunView", "VariablesView", "variables_from_namespace"]
+__all__ = ["ProgressView", "RunView", "VariablesView", "variables_from_namespace",
+           "html_widget"]
 
 PREVIEW_CHARS = 80  # characters of preview shown per table row
 _BAR_STYLES = {"final": "success", "max_iterations": "warning", "interrupt": "warning"}
+
+
+_shared: dict[str, Any] = {}
+
+
+def html_widget(value: str = "") -> w.HTML:
+    """An ``ipywidgets.HTML`` that shares its layout and style widgets with every other
+    one made here, so it costs one comm instead of three."""
+    if "layout" not in _shared or _shared["layout"].comm is None:
+        _shared["layout"], _shared["style"] = w.Layout(), HTMLStyle()
+    return w.HTML(value=value, layout=_shared["layout"], style=_shared["style"])
+
+
+class _Text:
+    """A value slot standing in for a label (read by tests and ``text()``)."""
+
+    def __init__(self, value: str = "") -> None:
+        self.value = value
+
+
+class _Bar:
+    """The progress bar's state: value of max, and a style (success/warning/danger)."""
+
+    def __init__(self, max_value: int) -> None:
+        self.value, self.max, self.bar_style = 0, max_value, ""
+
+
+_BAR_COLOURS = {"": "#2196f3", "success": "#4caf50", "warning": "#ff9800", "danger": "#f44336"}
 
 
 def variables_from_namespace(ns: Mapping[str, Any],
@@ -58,11 +93,16 @@ def _one_line(text: str, limit: int = PREVIEW_CHARS) -> str:
 
 
 class VariablesView:
-    """A table of variable metadata: name, type, length with unit, preview."""
+    """A table of variable metadata: name, type, length with unit, preview.
 
-    def __init__(self) -> None:
+    Args:
+        title: when given, the table sits in an open ``<details>`` with this summary.
+    """
+
+    def __init__(self, title: str | None = None) -> None:
         self.variables: list[REPLVariable] = []
-        self.widget = w.HTML(value=self._html())
+        self.title = title
+        self.widget = html_widget(self._html())
 
     def update(self, variables: list[REPLVariable]) -> None:
         """Show ``variables`` (replacing what was shown)."""
@@ -70,6 +110,19 @@ class VariablesView:
         self.widget.value = self._html()
 
     def _html(self) -> str:
+        body = self._table()
+        if self.title is None:
+            return body
+        return (f"<details open><summary>{html.escape(self.title)}</summary>{body}"
+                "</details>")
+
+    def show_message(self, text: str) -> None:
+        """Show ``text`` (escaped, in italics) instead of the table."""
+        body = f"<i>{html.escape(text)}</i>"
+        self.widget.value = body if self.title is None else (
+            f"<details open><summary>{html.escape(self.title)}</summary>{body}</details>")
+
+    def _table(self) -> str:
         if not self.variables:
             return "<i>No variables.</i>"
         pad = "padding:1px 8px;text-align:left;"
@@ -108,13 +161,10 @@ class ProgressView:
         self._tick, self._origin = tick, time.monotonic()
         self._lock, self._stop = threading.Lock(), threading.Event()
         self._thread: threading.Thread | None = None
-        self.bar = w.IntProgress(value=0, min=0, max=max(1, max_iterations))
+        self.bar = _Bar(max(1, max_iterations))
         self.step_label, self.elapsed_label, self.tokens_label, self.cost_label, \
-            self.activity_label = (w.Label(layout=w.Layout(margin="0 16px 0 4px"))
-                                   for _ in range(5))
-        self.widget = w.VBox([w.HBox([self.bar, self.step_label]),
-                              w.HBox([self.elapsed_label, self.tokens_label, self.cost_label]),
-                              self.activity_label])
+            self.activity_label = (_Text() for _ in range(5))
+        self.widget = html_widget()
         self._render()
 
     def on_event(self, event: Event) -> None:
@@ -177,6 +227,23 @@ class ProgressView:
                                    f"{t['completion_tokens']:,} completion tokens")
         self.cost_label.value = f"${t['cost_usd']:.4f}"
         self.activity_label.value = self.activity
+        self._paint()
+
+    def _paint(self) -> None:
+        """Draw the state into the one HTML widget (a bar and three lines)."""
+        share = 100 * self.bar.value / max(1, self.bar.max)
+        colour = _BAR_COLOURS.get(self.bar.bar_style, _BAR_COLOURS[""])
+        esc = html.escape
+        self.widget.value = (
+            '<div style="font-size:var(--jp-ui-font-size1,13px);line-height:1.6">'
+            '<div style="display:flex;align-items:center;gap:12px">'
+            '<div style="width:240px;height:10px;background:#e0e0e0;border-radius:2px">'
+            f'<div style="width:{share:.0f}%;height:100%;background:{colour};'
+            'border-radius:2px"></div></div>'
+            f"<span>{esc(self.step_label.value)}</span></div>"
+            f"<div>{esc(self.elapsed_label.value)} &nbsp;·&nbsp; "
+            f"{esc(self.tokens_label.value)} &nbsp;·&nbsp; {esc(self.cost_label.value)}</div>"
+            f"<div>{esc(self.activity_label.value)}</div></div>")
 
     def _start_ticker(self) -> None:
         if self._tick is None or (self.ticking and not self._stop.is_set()):
@@ -193,6 +260,7 @@ class ProgressView:
                     return
                 self.elapsed = time.monotonic() - self._origin
                 self.elapsed_label.value = f"{self.elapsed:.1f} s"
+                self._paint()
 
     @property
     def ticking(self) -> bool:
@@ -204,6 +272,11 @@ class ProgressView:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
+
+    def dispose(self) -> None:
+        """Stop the thread and close the widget's comm."""
+        self.close()
+        self.widget.close()
 
     def text(self) -> str:
         """One line: ``step 2 of 10 · 3.4 s · 20 prompt + 10 completion tokens · ...``."""
@@ -227,10 +300,8 @@ class RunView:
                  names: list[str] | None = None, tick: float | None = 1.0) -> None:
         self.namespace, self.names = namespace, names
         self.progress = ProgressView(max_iterations, tick=tick)
-        self.variables = VariablesView()
-        self.accordion = w.Accordion(children=[self.variables.widget],
-                                     titles=("Variables the model sees",), selected_index=0)
-        self.widget = w.VBox([self.progress.widget, self.accordion])
+        self.variables = VariablesView(title="Variables the model sees")
+        self.widgets = (self.progress.widget, self.variables.widget)
 
     def on_event(self, event: Event) -> None:
         """Forward to the progress view; refresh the variables at run start and
@@ -242,7 +313,7 @@ class RunView:
             try:
                 self.refresh()
             except KeyError as exc:  # a named variable does not exist (yet)
-                self.variables.widget.value = f"<i>{html.escape(str(exc))}</i>"
+                self.variables.show_message(str(exc))
         elif event.kind == "run_started":
             self.variables.update(event.data.get("variables") or [])
 
@@ -256,8 +327,13 @@ class RunView:
             self.variables.update(variables_from_namespace(self.namespace, self.names))
 
     def close(self) -> None:
-        """Stop the progress view's thread."""
+        """Stop the progress view's thread (the widgets stay displayed)."""
         self.progress.close()
+
+    def dispose(self) -> None:
+        """Stop the thread and close both widgets' comms (the run's cell is re-run)."""
+        self.progress.dispose()
+        self.variables.widget.close()
 
     def text(self) -> str:
         """One line: the progress summary, then the variables summary."""

@@ -173,8 +173,8 @@ def test_run_view_refreshes_from_namespace():
     rlm.run("How long?", context="hello world", executor=ex)
     ns: dict = {}
     view = RunView(5, namespace=ns, names=None, tick=None)
-    assert isinstance(view.widget, w.VBox)
-    assert view.accordion.titles == ("Variables the model sees",)
+    assert all(isinstance(x, w.HTML) for x in view.widgets) and len(view.widgets) == 2
+    assert "<summary>Variables the model sees</summary>" in view.variables.widget.value
     shown = []
     for ev, snap in snapshots:
         ns.clear()
@@ -213,3 +213,23 @@ def test_run_view_reports_a_missing_name_without_raising(events):
     assert "no variable named &#x27;later&#x27;" in view.variables.widget.value
     with pytest.raises(KeyError, match="later"):
         view.refresh()
+
+
+def test_a_run_view_opens_two_comms_and_dispose_closes_them():
+    views = [RunView(5, tick=None) for _ in range(30)]
+    widgets = [x for v in views for x in v.widgets]
+    assert len(widgets) == 60 and all(x.comm is not None for x in widgets)
+    # one layout and one style for all of them: no comms of their own per widget
+    assert len({id(x.layout) for x in widgets}) == 1
+    assert len({id(x.style) for x in widgets}) == 1
+    for view in views:
+        view.dispose()
+    assert all(x.comm is None for x in widgets)
+
+
+def test_progress_is_drawn_into_its_one_widget():
+    view = ProgressView(4, tick=None)
+    view.on_event(Event("run_started", {"depth": 0, "elapsed": 0.0, "max_iterations": 4}))
+    view.on_event(Event("model_call", {"depth": 0, "elapsed": 0.5, "step": 2}))
+    assert "step 2 of 4" in view.widget.value and "width:50%" in view.widget.value
+    assert "waiting for the model (step 2)" in view.widget.value

@@ -79,3 +79,16 @@ def test_a_print_flood_is_few_messages_in_the_frontend(kernel):
                and (m["content"].get("data") or {}).get("type") == "step_output"]
     assert 0 < len(outputs) < 300, f"{len(outputs)} step_output messages"
     assert len(messages) < 1000
+
+
+def test_rerunning_a_task_cell_closes_its_last_widgets(kernel):
+    _, kc = kernel
+    script_model(kc, [block("FINAL('x')")] * 3)
+    opened, closed = 0, 0
+    for _ in range(3):
+        _, messages = execute(kc, "%rlm Again", cell_id="same-cell")
+        opened += sum(m["msg_type"] == "comm_open"
+                      and m["content"].get("target_name") == "jupyter.widget" for m in messages)
+        closed += sum(m["msg_type"] == "comm_close" for m in messages)
+    assert opened <= 3 * 2 + 2, f"{opened} widget comms for 3 runs"
+    assert closed >= 4  # the first two runs' progress and variables views
