@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import ast
-import queue
 import random
 import time
-import uuid
 
 import pytest
 from jupyter_client.manager import start_new_kernel
 
 from rlm_kernel.evals import defines_function_question, stdlib_dir
+from tests.kernel_client import announce_frontend, execute
 
 pytestmark = pytest.mark.slow
 
@@ -29,39 +28,6 @@ def kernel(request, local_server):
     yield km, kc
     kc.stop_channels()
     km.shutdown_kernel(now=True)
-
-
-def execute(kc, code: str, *, cell_id: str | None = None, timeout: float = 600,
-            on_message=None) -> tuple[dict, list[dict]]:
-    """Send an execute_request (with metadata.cellId) and collect its IOPub messages."""
-    msg = kc.session.msg("execute_request", {
-        "code": code, "silent": False, "store_history": True, "user_expressions": {},
-        "allow_stdin": False, "stop_on_error": True}, metadata={"cellId": cell_id or ""})
-    kc.shell_channel.send(msg)
-    msg_id = msg["header"]["msg_id"]
-    messages, deadline = [], time.monotonic() + timeout
-    while True:
-        try:
-            m = kc.get_iopub_msg(timeout=max(1.0, deadline - time.monotonic()))
-        except queue.Empty:
-            raise AssertionError(f"no idle after {timeout} s; got {len(messages)} messages") from None
-        if m["parent_header"].get("msg_id") != msg_id:
-            continue
-        messages.append(m)
-        if on_message is not None:
-            on_message(m)
-        if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
-            break
-    reply = kc.get_shell_msg(timeout=30)
-    return reply, messages
-
-
-def announce_frontend(kc) -> None:
-    """Do what the JupyterLab extension does: open a comm to rlm_kernel.frontend."""
-    msg = kc.session.msg("comm_open", {"comm_id": uuid.uuid4().hex,
-                                       "target_name": "rlm_kernel.frontend",
-                                       "data": {"version": 1}})
-    kc.shell_channel.send(msg)
 
 
 def comm_data(messages: list[dict]) -> list[dict]:

@@ -8,7 +8,15 @@ import time
 
 import pytest
 
-from .kernel_client import announce_frontend, block, execute, script_model, start, stop, text_of
+from tests.kernel_client import (
+    announce_frontend,
+    block,
+    execute,
+    script_model,
+    start,
+    stop,
+    text_of,
+)
 
 
 @pytest.fixture()

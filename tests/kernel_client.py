@@ -1,4 +1,5 @@
-"""A real kernel (jupyter_client) for fault cases, with the model scripted inside it."""
+"""Talking to a real kernel started by jupyter_client: run cells, collect their IOPub
+messages, announce the frontend; and, for fault cases, script the model inside it."""
 
 from __future__ import annotations
 
@@ -19,11 +20,13 @@ def stop(km, kc) -> None:
     km.shutdown_kernel(now=True)
 
 
-def execute(kc, code: str, *, timeout: float = 120, cell_id: str = "") -> tuple[dict, list[dict]]:
-    """Run one cell; return its execute_reply and its IOPub messages up to idle."""
+def execute(kc, code: str, *, timeout: float = 600, cell_id: str | None = None,
+            on_message=None) -> tuple[dict, list[dict]]:
+    """Run one cell (with ``metadata.cellId``, as JupyterLab sends it); return its
+    execute_reply and its IOPub messages up to idle, each also given to ``on_message``."""
     msg = kc.session.msg("execute_request", {
         "code": code, "silent": False, "store_history": True, "user_expressions": {},
-        "allow_stdin": False, "stop_on_error": True}, metadata={"cellId": cell_id})
+        "allow_stdin": False, "stop_on_error": True}, metadata={"cellId": cell_id or ""})
     kc.shell_channel.send(msg)
     msg_id = msg["header"]["msg_id"]
     messages, deadline = [], time.monotonic() + timeout
@@ -35,6 +38,8 @@ def execute(kc, code: str, *, timeout: float = 120, cell_id: str = "") -> tuple[
         if m["parent_header"].get("msg_id") != msg_id:
             continue
         messages.append(m)
+        if on_message is not None:
+            on_message(m)
         if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
             break
     return kc.get_shell_msg(timeout=30), messages
