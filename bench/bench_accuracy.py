@@ -385,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.server = None
     model_name = args.model or "embedded"
     if is_embedded(args.model):
-        from rlm_kernel.local_server import ensure_server
+        from rlm_kernel.models.local.server import ensure_server
 
         name = args.model.split("/", 1)[1] if args.model and "/" in args.model else None
         args.server = ensure_server(name)  # started once, before any timing

@@ -12,7 +12,7 @@ standing in for model latency) with a valid ``chat.completion`` JSON including
 ``usage``.
 
 Each measurement is a full :class:`rlm_kernel.RLM` run: a scripted root model
-(:class:`rlm_kernel.testing.ScriptedModel`) emits one step of code that asks
+(:class:`rlm_kernel.models.scripted.ScriptedModel`) emits one step of code that asks
 the sub model the ``--prompts`` questions, times that itself with
 ``time.perf_counter``, then answers with ``FINAL``.  The sub model is our real
 ``LiteLLMClient`` (litellm, ``openai/<alias>``) pointed at the local server.
@@ -42,8 +42,8 @@ from openai_stub import StubChatServer  # noqa: E402
 
 from rlm_kernel import RLM, RLMConfig  # noqa: E402
 from rlm_kernel.executors import PlainExecutor  # noqa: E402
-from rlm_kernel.llm import LiteLLMClient  # noqa: E402
-from rlm_kernel.testing import ScriptedModel  # noqa: E402
+from rlm_kernel.models import LiteLLMClient  # noqa: E402
+from rlm_kernel.models.scripted import ScriptedModel  # noqa: E402
 
 TARGET_SPEEDUP = 8.0
 SEQUENTIAL_CODE = """\

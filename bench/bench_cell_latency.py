@@ -109,7 +109,7 @@ def run_bench(runs: int, timeout: float) -> int:
     """Run the task ``runs`` times in the browser; print the table; 0 if on target."""
     from playwright.sync_api import sync_playwright
 
-    from rlm_kernel.local_server import ensure_server
+    from rlm_kernel.models.local.server import ensure_server
 
     question = defines_function_question("json", random.Random(0))
     info = ensure_server()

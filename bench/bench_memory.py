@@ -8,7 +8,7 @@ Run by hand (about two minutes on 2 cores; nothing else should use the CPU):
 llama-cpp-python's server keeps the logits of every position by default
 (``logits_all=True``): n_ctx x vocabulary x 4 bytes, about 5 GB for the 1.5B
 Qwen model (8,192 x 151,936).  rlm-kernel starts it with ``--logits_all False``
-(``rlm_kernel.local_server``).  This starts the server both ways, one after the
+(``rlm_kernel.models.local.server``).  This starts the server both ways, one after the
 other, with the same arguments otherwise; sends the same prompt of about
 ``--prompt-tokens`` tokens (``/v1/completions``, one completion token, so the time
 is prompt processing); and prints the server's resident memory (``VmRSS`` after
@@ -28,7 +28,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from rlm_kernel.local_model import get_spec, prepare
+from rlm_kernel.models.local.weights import get_spec, prepare
 
 TARGET_GB = 2.5
 

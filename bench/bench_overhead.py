@@ -18,7 +18,7 @@ run), and the median wall time of a whole run (set-up and tear-down included).
 Two modes, both measured in the same process, runs of the two frameworks
 interleaved:
 
-* ``in-process``: ours gets a :class:`rlm_kernel.testing.ScriptedModel`; rlms
+* ``in-process``: ours gets a :class:`rlm_kernel.models.scripted.ScriptedModel`; rlms
   gets a ``rlm.clients.base_lm.BaseLM`` subclass returning the same replies.
   rlms has no client registry (``rlm.clients.get_client`` is a closed
   if/elif over backend names), so the scripted client is plugged in by
@@ -53,8 +53,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # openai_stub (sibling
 from openai_stub import StubChatServer  # noqa: E402
 
 from rlm_kernel import RLM  # noqa: E402
-from rlm_kernel.llm import LiteLLMClient  # noqa: E402
-from rlm_kernel.testing import ScriptedModel  # noqa: E402
+from rlm_kernel.models import LiteLLMClient  # noqa: E402
+from rlm_kernel.models.scripted import ScriptedModel  # noqa: E402
 
 STEP_REPLY = "```repl\nx = 1\n```"
 OURS_FINAL = '```repl\nFINAL("done")\n```'
@@ -295,7 +295,7 @@ def main() -> None:
 
     print_table(rows, reason)
     print()
-    print("in-process: ours = rlm_kernel.testing.ScriptedModel; rlms = a BaseLM subclass with the "
+    print("in-process: ours = rlm_kernel.models.scripted.ScriptedModel; rlms = a BaseLM subclass with the "
           "same replies, plugged in by replacing rlm.core.rlm.get_client (rlms has no client "
           "registry)")
     if not args.no_http:

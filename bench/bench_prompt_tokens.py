@@ -5,7 +5,7 @@ Run by hand (about 15 seconds, about 0.5 GB of memory; no model, no network):
     .venv/bin/python bench/bench_prompt_tokens.py
 
 For each size a ``str`` context is built and a full :class:`rlm_kernel.RLM`
-run of 3 steps is driven by a :class:`rlm_kernel.testing.ScriptedModel`
+run of 3 steps is driven by a :class:`rlm_kernel.models.scripted.ScriptedModel`
 (step 1 prints ``len(context)``, step 2 prints ``context[:200]``, step 3 calls
 ``FINAL``).  The scripted model records the messages it is sent; for each
 step the table gives the prompt's characters (sum of the message contents)
@@ -36,8 +36,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rlm_kernel import RLM, RLMConfig  # noqa: E402
+from rlm_kernel.models.scripted import ScriptedModel  # noqa: E402
 from rlm_kernel.repl_types import REPLVariable  # noqa: E402
-from rlm_kernel.testing import ScriptedModel  # noqa: E402
 
 SIZES = [("1 KB", 1024), ("1 MB", 1024**2), ("100 MB", 100 * 1024**2)]
 QUESTION = "How many characters does the report have?"

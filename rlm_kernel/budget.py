@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .llm import Completion, LanguageModel, UsageLedger
+from .models import Completion, LanguageModel, UsageLedger
 
 __all__ = ["Budget", "BudgetExceeded", "BudgetGuard", "GuardedClient"]
 

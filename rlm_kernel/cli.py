@@ -95,7 +95,7 @@ def _main(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from .engine import RLM
-    from .llm import LLMError
+    from .models import LLMError
 
     if args.export and not args.export.endswith(".ipynb"):
         _err(f"--export needs a path ending in .ipynb, got {args.export}")

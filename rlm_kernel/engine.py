@@ -17,7 +17,7 @@ from .budget import Budget, BudgetExceeded, BudgetGuard, GuardedClient
 from .config import RLMConfig
 from .events import Event, Observer, emit
 from .executors import Executor, PlainExecutor
-from .llm import LanguageModel, LLMError, UsageLedger, make_client
+from .models import LanguageModel, LLMError, UsageLedger, make_client
 from .policies import ActionResult, PolicyContext, PolicyRegistry
 from .prompts import (
     answer_now_message,

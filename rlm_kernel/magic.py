@@ -137,7 +137,7 @@ class RLMMagics(Magics):
         from IPython.display import display
 
         from .engine import RLM
-        from .llm import LLMError
+        from .models import LLMError
         from .shell_executor import ShellExecutor
 
         shell = self.shell
@@ -273,9 +273,8 @@ def _cell_id(shell: Any) -> str | None:
 def bind_session_tools(shell: Any, magics: RLMMagics) -> None:
     """Bind ``llm_query`` & co. for use outside runs (re-running an exported notebook)."""
     from .budget import Budget, BudgetGuard
-    from .llm import make_client
+    from .models import UsageLedger, make_client
     from .tools import RunTools
-    from .usage import UsageLedger
 
     ledger = UsageLedger()
     sub = make_client(magics.sub_model or magics.model or None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .llm import LLMCall
+from .models import LLMCall
 from .repl_types import REPLHistory, REPLVariable
 
 __all__ = ["RLMResult", "STOP_REASONS"]

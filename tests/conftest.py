@@ -9,6 +9,6 @@ import pytest
 def local_server():
     """Start (or find) the embedded model's server once; kernels started by the
     tests find it through its state file instead of starting their own."""
-    from rlm_kernel.local_server import ensure_server
+    from rlm_kernel.models.local.server import ensure_server
 
     return ensure_server()

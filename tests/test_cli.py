@@ -12,7 +12,7 @@ import pytest
 
 from rlm_kernel.cli import main
 from rlm_kernel.context_files import ContextError, load_contexts
-from rlm_kernel.local_model import get_spec
+from rlm_kernel.models.local.weights import get_spec
 
 
 def rlm(*args: str, env: dict[str, str] | None = None, timeout: float = 120,

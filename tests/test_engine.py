@@ -9,8 +9,8 @@ import pytest
 
 from rlm_kernel import RLM
 from rlm_kernel.executors import PlainExecutor
-from rlm_kernel.llm import LLMError
-from rlm_kernel.testing import ScriptedModel
+from rlm_kernel.models import LLMError
+from rlm_kernel.models.scripted import ScriptedModel
 
 
 def block(code: str, thought: str = "Thinking.") -> str:

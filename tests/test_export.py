@@ -16,9 +16,9 @@ from rlm_kernel import RLM
 from rlm_kernel.budget import Budget, BudgetGuard
 from rlm_kernel.cli import main
 from rlm_kernel.export import cli_setup_cells, export_run
-from rlm_kernel.llm import UsageLedger
+from rlm_kernel.models import UsageLedger
+from rlm_kernel.models.scripted import ScriptedModel
 from rlm_kernel.termination import FinalOutput
-from rlm_kernel.testing import ScriptedModel
 from rlm_kernel.tools import RunTools
 
 

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from rlm_kernel.local_model import (
+from rlm_kernel.models.local.weights import (
     MODELS,
     LocalModelError,
     ModelIntegrityError,

@@ -12,8 +12,8 @@ import pytest
 from rlm_kernel import RLM
 from rlm_kernel.events import Event
 from rlm_kernel.executors import PlainExecutor
+from rlm_kernel.models.scripted import ScriptedModel
 from rlm_kernel.repl_types import REPLVariable
-from rlm_kernel.testing import ScriptedModel
 from rlm_kernel.widgets import ProgressView, RunView, VariablesView, variables_from_namespace
 
 

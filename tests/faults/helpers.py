@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rlm_kernel import RLM
-from rlm_kernel.testing import ScriptedModel
+from rlm_kernel.models.scripted import ScriptedModel
 
 
 def block(code: str, thought: str = "Trying something.") -> str:

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from rlm_kernel.executors import PlainExecutor
-from rlm_kernel.llm import Completion, LLMCall
+from rlm_kernel.models import Completion, LLMCall
 
 from .helpers import block, scripted_run
 

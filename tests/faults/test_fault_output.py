@@ -122,7 +122,7 @@ def test_a_thread_left_running_does_not_write_into_later_steps():
 
 def test_stdout_of_the_json_cli_is_only_json(monkeypatch, capfd):
     from rlm_kernel import cli, engine
-    from rlm_kernel.testing import ScriptedModel
+    from rlm_kernel.models.scripted import ScriptedModel
 
     code = ("import threading, time, sys\n"
             "def chatter():\n"
@@ -147,7 +147,7 @@ def test_text_mode_cli_prints_a_surrogate_answer(monkeypatch, tmp_path):
     script.write_text(
         "import sys\n"
         "import rlm_kernel.engine as e\n"
-        "from rlm_kernel.testing import ScriptedModel\n"
+        "from rlm_kernel.models.scripted import ScriptedModel\n"
         "lm = ScriptedModel(['x\\n```repl\\nprint(\"a\\\\ud800\")\\nFINAL(\"z\\\\udc80\")\\n```'])\n"
         "e.make_client = lambda *a, **k: lm\n"
         "from rlm_kernel.cli import main\n"

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from rlm_kernel.llm import LiteLLMClient, LLMError
+from rlm_kernel.models import LiteLLMClient, LLMError
 
 
 class FlakyServer:

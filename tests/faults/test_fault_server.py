@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from rlm_kernel.local_model import cache_dir, get_spec, is_prepared, weights_path
+from rlm_kernel.models.local.weights import cache_dir, get_spec, is_prepared, weights_path
 
 pytestmark = pytest.mark.slow
 
-START = "from rlm_kernel.local_server import ensure_server\ninfo = ensure_server()\n"
+START = "from rlm_kernel.models.local.server import ensure_server\ninfo = ensure_server()\n"
 GENERATE = (  # a raw completion that keeps counting: busy for minutes on 2 cores
     "import json, urllib.request\n"
     "body = json.dumps({'model': info.model, 'max_tokens': 4000, 'temperature': 0,\n"

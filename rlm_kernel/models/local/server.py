@@ -26,8 +26,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .llm import Completion, LiteLLMClient, LLMError, Message
-from .local_model import LocalModelError, LocalModelSpec, cache_dir, get_spec, prepare
+from ..litellm_client import LiteLLMClient, LLMError, Message
+from ..usage import Completion
+from .weights import LocalModelError, LocalModelSpec, cache_dir, get_spec, prepare
 
 __all__ = ["ServerInfo", "LocalModelClient", "ensure_server", "find_running", "stop_server",
            "DEFAULT_N_CTX", "START_TIMEOUT"]

@@ -1,0 +1,16 @@
+"""Model clients: the :class:`LanguageModel` protocol the engine calls, usage records,
+the litellm client, the scripted stand-in for unit tests, and the embedded local
+model (``local/``: weights assembled from part packages, a llama.cpp server).
+
+The engine gets clients from :func:`make_client`; nothing here imports litellm or
+llama.cpp until a call needs them.
+"""
+
+from __future__ import annotations
+
+from .factory import make_client
+from .litellm_client import LanguageModel, LiteLLMClient, LLMError, Message, import_litellm
+from .usage import Completion, LLMCall, UsageLedger
+
+__all__ = ["LanguageModel", "LiteLLMClient", "LLMError", "Message", "import_litellm",
+           "make_client", "Completion", "LLMCall", "UsageLedger"]

@@ -1,0 +1,32 @@
+"""Which client a model string means: the embedded model or a litellm provider."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .litellm_client import LiteLLMClient
+
+__all__ = ["make_client"]
+
+
+def make_client(model: str | None, **kwargs: Any) -> LiteLLMClient:
+    """Build the client for a model string.
+
+    ``None``, ``""``, ``"local"`` or ``"local/<name>"`` select the embedded model
+    (``RLM_MODEL`` is read by the callers, not here); anything else is a litellm
+    model string.
+
+    Args:
+        model: the model string.
+        **kwargs: client settings (``temperature``, ``max_tokens`` ...).
+
+    Raises:
+        LocalModelError: ``local/<name>`` names no embedded model.
+    """
+    if not model or model == "local" or model.startswith("local/"):
+        from .local.server import LocalModelClient
+        from .local.weights import get_spec
+
+        name = model.split("/", 1)[1] if model and "/" in model else None
+        return LocalModelClient(get_spec(name).name, **kwargs)
+    return LiteLLMClient(model, **kwargs)
