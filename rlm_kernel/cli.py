@@ -14,8 +14,8 @@ import time
 from typing import Any
 
 from .context_files import ContextError, load_contexts
+from .executors.thread_output import filter_streams
 from .options import non_empty, positive_float, positive_int
-from .thread_output import filter_streams
 
 __all__ = ["main", "build_parser"]
 
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             stream.reconfigure(errors="backslashreplace")
     args = build_parser().parse_args(argv)
     code = _main(args)
-    from .thread_output import quarantined_running
+    from .executors.thread_output import quarantined_running
 
     # As a command (argv from the process), threads that model code left running must
     # not hold the exit; called from Python, the caller's process is not ours to end.

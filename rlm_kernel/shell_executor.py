@@ -20,19 +20,19 @@ from contextlib import ExitStack
 from typing import Any
 
 from .executors import OutputCallback, StreamTee
-from .host_state import step_scope
-from .redaction import Redactor, redact_output
+from .executors.host_state import step_scope
+from .executors.redaction import Redactor, redact_output
+from .executors.thread_output import filter_streams
+from .executors.timeouts import StepTimeout, time_limit, timeout_message
 from .repl_types import REPLResult
 from .termination import FinalOutput
-from .thread_output import filter_streams
-from .timeouts import StepTimeout, time_limit, timeout_message
 
 __all__ = ["ShellExecutor", "RichOutputCallback", "output_text"]
 
 RichOutputCallback = Callable[[dict[str, Any]], None]
 MAX_OUTPUTS = 500
 """Outputs (stream chunks, displays, results) of one step kept and shown; beyond it
-they are counted in one note.  Streams are coalesced first (:mod:`rlm_kernel.streams`)."""
+they are counted in one note.  Streams are coalesced first (:mod:`rlm_kernel.executors.streams`)."""
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 

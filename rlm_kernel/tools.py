@@ -17,9 +17,9 @@ from typing import Any, NoReturn
 from .budget import BudgetGuard, GuardedClient
 from .documents import Hits, search_lines
 from .documents import split_documents as _split_documents
+from .executors.redaction import Redactor
 from .models import LanguageModel, LLMError, make_client
 from .prompts import SUB_CALL_SYSTEM_PROMPT
-from .redaction import Redactor
 from .repl_types import REPLVariable
 from .structure import Outline, Records, code_outline, parse_records
 from .termination import FINAL, FINAL_VAR, FinalOutput

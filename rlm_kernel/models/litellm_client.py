@@ -10,6 +10,7 @@ package (``LITELLM_LOCAL_MODEL_COST_MAP``) so that nothing touches the network.
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 from typing import Any, Protocol
@@ -88,9 +89,14 @@ class LanguageModel(Protocol):
 
 
 def _one_line(exc: BaseException, limit: int = 300) -> str:
+    """``str(exc)`` on one line, at most ``limit`` characters, without litellm's
+    module prefix, its repeated class name ("X: X: ...") or its provider-list URL."""
     text = " ".join(str(exc).split())
     for junk in ("litellm.", "Provider List: https://docs.litellm.ai/docs/providers"):
         text = text.replace(junk, "")
+    head, sep, rest = text.partition(": ")
+    if sep and rest.startswith(head + ":"):  # "AuthenticationError: AuthenticationError: ..."
+        text = rest
     return text[:limit].strip()
 
 
@@ -208,9 +214,9 @@ class LiteLLMClient:
             )
         except Exception as exc:
             call.seconds = time.perf_counter() - start
-            call.error = _one_line(exc)
+            call.error = _describe(exc, self.api_base, self.timeout)
             self._record(call)
-            raise LLMError(f"{self.model}: {_describe(exc)}") from exc
+            raise LLMError(f"{self.model}: {call.error}") from exc
         call.seconds = time.perf_counter() - start
         usage = getattr(response, "usage", None)
         call.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
@@ -229,19 +235,90 @@ class LiteLLMClient:
             self.ledger.record(call)
 
 
-def _describe(exc: BaseException) -> str:
-    """Turn a litellm exception into one line naming the likely cause."""
-    name = type(exc).__name__
-    hints = {
-        "AuthenticationError": "the API key was refused or is missing",
-        "NotFoundError": "the provider does not know this model",
-        "BadRequestError": "the request was rejected",
-        "RateLimitError": "rate limited (gave up after retries)",
-        "APIConnectionError": "cannot reach the model server",
-        "Timeout": "the request timed out",
-        "ContextWindowExceededError": "the prompt is longer than the model's context window",
-        "ServiceUnavailableError": "the provider is unavailable",
-        "InternalServerError": "the provider failed",
-    }
-    hint = hints.get(name, name)
-    return f"{hint} ({_one_line(exc, 200)})"
+_HINTS = {  # litellm exception class -> what it usually means for the user
+    "AuthenticationError": "the API key was refused or is missing",
+    "PermissionDeniedError": "the API key may not use this model",
+    "NotFoundError": "the provider does not know this model (or the URL is wrong)",
+    "BadRequestError": "the request was rejected",
+    "RateLimitError": "rate limited (gave up after retries)",
+    "ContextWindowExceededError": "the prompt is longer than the model's context window",
+    "ServiceUnavailableError": "the provider is unavailable",
+    "InternalServerError": "the provider failed",
+}
+_BY_STATUS = {401: "AuthenticationError", 403: "PermissionDeniedError", 404: "NotFoundError",
+              400: "BadRequestError", 429: "RateLimitError", 503: "ServiceUnavailableError"}
+_TIMEOUTS = {"Timeout", "APITimeoutError", "TimeoutException", "TimeoutError", "ReadTimeout",
+             "ConnectTimeout", "WriteTimeout", "PoolTimeout"}
+_CONNECTION = {"APIConnectionError", "ConnectError", "RemoteProtocolError"}
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and its causes (``__cause__``, else ``__context__``), outermost first,
+    without the ``tenacity`` import failure litellm raises over the real error when
+    tenacity is missing."""
+    out: list[BaseException] = []
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen and len(out) < 30:
+        seen.add(id(cur))
+        if not (getattr(cur, "name", None) == "tenacity" or "tenacity import failed" in str(cur)):
+            out.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return out or [exc]
+
+
+def _names(exc: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(exc).__mro__}
+
+
+def _http_status(chain: list[BaseException]) -> int | None:
+    """The HTTP status of the provider's reply: the innermost exception holding a
+    response (the HTTP client's or SDK's own), else litellm's ``status_code``."""
+    for exc in reversed(chain):
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        if isinstance(status, int) and status >= 400 and type(exc).__module__.split(".")[0] in (
+                "openai", "httpx", "anthropic"):
+            return status
+    status = getattr(chain[0], "status_code", None)
+    return status if isinstance(status, int) and status >= 400 else None
+
+
+def _describe(exc: BaseException, api_base: str | None = None,
+              timeout: float | None = None) -> str:
+    """Turn a litellm exception into one line naming its real cause.
+
+    litellm files a refused connection under ``InternalServerError`` and, without
+    ``tenacity``, hides any error behind "tenacity import failed"; so this walks the
+    exception's causes down to the transport's own error (``ConnectionRefusedError``,
+    ``httpx.ReadTimeout``) and the HTTP status of the provider's reply.
+
+    Args:
+        exc: the exception ``litellm.completion`` raised.
+        api_base: the server URL the request went to, if one was set (for the message).
+        timeout: the request timeout in seconds (for the message).
+    """
+    chain = _chain(exc)
+    names = set().union(*(_names(e) for e in chain))
+    detail = _one_line(chain[0], 200)
+    where = f" at {api_base}" if api_base else ""
+    if names & _TIMEOUTS:
+        within = f" within {timeout:g} s" if timeout else ""
+        return f"the request timed out: no answer{within}{where} ({detail})"
+    os_error = next((e for e in reversed(chain) if isinstance(e, (ConnectionError, socket.gaierror))
+                     or (isinstance(e, OSError) and names & _CONNECTION)), None)
+    if os_error is not None or names & _CONNECTION:
+        root = _one_line(os_error, 200) if os_error is not None else detail
+        if isinstance(os_error, ConnectionRefusedError):
+            cause = "connection refused, is the server running?"
+        elif isinstance(os_error, ConnectionResetError):
+            cause = "connection reset by the server"
+        else:
+            cause = "connection failed"
+        return f"cannot reach the model server{where}: {cause} ({root})"
+    status = _http_status(chain)
+    kind = next((n for n in _HINTS if n in names), None)
+    if kind is None and status is not None:
+        kind = _BY_STATUS.get(status, "InternalServerError" if status >= 500 else None)
+    hint = _HINTS.get(kind, type(chain[0]).__name__) if kind else type(chain[0]).__name__
+    prefix = f"HTTP {status}: " if status else ""
+    return f"{prefix}{hint} ({detail})"

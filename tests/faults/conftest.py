@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from rlm_kernel.thread_output import quarantined_running
+from rlm_kernel.executors.thread_output import quarantined_running
 
 
 @pytest.fixture(autouse=True)

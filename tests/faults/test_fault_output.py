@@ -11,8 +11,8 @@ import nbformat
 import pytest
 
 from rlm_kernel.executors import PlainExecutor
+from rlm_kernel.executors.streams import MAX_KEPT_CHARS
 from rlm_kernel.export import export_run
-from rlm_kernel.streams import MAX_KEPT_CHARS
 
 from .helpers import block, scripted_run
 

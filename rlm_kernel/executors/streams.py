@@ -11,7 +11,7 @@ stands in for ``sys.stdout``/``sys.stderr`` during a step and
   first write not yet forwarded, plus a final one when the step ends, so one
   ``print`` is one chunk and a flood is a handful; live text also stops at
   ``max_chars`` with a note;
-* passes everything through a :class:`~rlm_kernel.redaction.Redactor` first.
+* passes everything through a :class:`~rlm_kernel.executors.redaction.Redactor` first.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Model code runs in the host's process, so it can rebind ``builtins.len``, close
 * after the step, builtins, ``sys.std*``/``sys.__std*__``, the trace and
   profile functions and the handlers of ``SIGINT``/``SIGTERM``/``SIGALRM`` are
   put back as they were, and the names of builtins the step changed are reported;
-  threads the step left running are muted (:mod:`rlm_kernel.thread_output`).
+  threads the step left running are muted (:mod:`rlm_kernel.executors.thread_output`).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class StepScope:
         changed_builtins: names of builtins the step rebound, added or deleted
             (restored since).
         left_threads: threads the step started that still run (their output is
-            dropped from now on: :mod:`rlm_kernel.thread_output`).
+            dropped from now on: :mod:`rlm_kernel.executors.thread_output`).
     """
 
     def __init__(self) -> None:

@@ -18,11 +18,11 @@ from collections.abc import MutableMapping
 from contextlib import redirect_stderr, redirect_stdout
 from typing import Any, Protocol
 
+from ..repl_types import REPLResult
+from ..termination import FinalOutput
 from .host_state import step_scope
 from .redaction import Redactor
-from .repl_types import REPLResult
 from .streams import MAX_KEPT_CHARS, OutputCallback, StreamTee
-from .termination import FinalOutput
 from .thread_output import filter_streams
 from .timeouts import StepTimeout, time_limit, timeout_message
 
@@ -71,7 +71,7 @@ class PlainExecutor:
         show_last_expr: print the ``repr`` of a trailing expression that is not
             None (IPython's ``last_expr`` behaviour) and bind it to ``_``.
         max_output_chars: characters of each stream of a step that are kept and
-            shown live (see :mod:`rlm_kernel.streams`).
+            shown live (see :mod:`rlm_kernel.executors.streams`).
     """
 
     def __init__(self, namespace: MutableMapping[str, Any] | None = None,
