@@ -187,7 +187,16 @@ class LiteLLMClient:
         max_tokens: int | None = None,
         temperature: float | None = None,
     ) -> Completion:
-        """Send ``messages`` and return the reply; see :class:`LanguageModel`."""
+        """Send ``messages`` and return the reply; see :class:`LanguageModel`.
+
+        Transient failures are retried twice over: by the provider SDK and by
+        litellm's own layer (``tenacity``, a declared dependency).
+
+        Raises:
+            LLMError: the call failed after retries; its one line names the real
+                cause: the HTTP status and the provider's message, a refused or reset
+                connection to ``api_base``, or no answer within ``timeout`` seconds.
+        """
         litellm = import_litellm()
         kwargs: dict[str, Any] = dict(self.extra)
         if self.api_base:
