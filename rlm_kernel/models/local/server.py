@@ -5,6 +5,13 @@ first call that needs it, reused by later calls, and stopped when the Python
 process that started it exits.  A small state file in the cache directory lets
 other processes (``rlm model status``, a second ``rlm run``) find and reuse a
 server that ``rlm model serve`` keeps running.
+
+Who may do what with the state file: a process finds a server through it (a server
+busy generating counts as running: its pid is a live llama.cpp server and its port
+takes connections), starts one only while holding ``server-<name>.lock``
+(``flock``), deletes the file only if it wrote it (its server's pid), and removes a
+file whose pid is dead.  A server is SIGKILLed by Linux when the process that
+started it dies (``PR_SET_PDEATHSIG``), so a killed client leaves no orphan.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import fcntl
 import importlib.util
 import json
 import os
+import queue
 import socket
 import subprocess
 import sys
@@ -22,6 +30,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -80,39 +89,96 @@ def _accepting(info: ServerInfo, timeout: float = 1.0) -> bool:
         return False
 
 
-def _pid_alive(pid: int) -> bool:
+def _is_server(pid: int) -> bool:
+    """True when ``pid`` is a live llama-cpp-python server (not a zombie, not a pid
+    the system has since given to another program); without ``/proc``, when alive."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return False
+        return True
     try:
-        os.kill(pid, 0)
+        return b"llama_cpp.server" in (proc / str(pid) / "cmdline").read_bytes()
     except OSError:
         return False
-    return True
+
+
+def _read_state(spec: LocalModelSpec) -> ServerInfo | None:
+    try:
+        return ServerInfo(**json.loads(_state_path(spec).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _write_state(spec: LocalModelSpec, info: ServerInfo) -> None:
+    """Write the state file atomically (temp file + rename): a reader never sees half."""
+    path = _state_path(spec)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(asdict(info)))
+    os.replace(tmp, path)
+
+
+def _remove_state(spec: LocalModelSpec, pid: int) -> None:
+    """Delete the state file if it still names ``pid`` (call with the start lock held)."""
+    info = _read_state(spec)
+    if info is not None and info.pid == pid:
+        with contextlib.suppress(OSError):
+            _state_path(spec).unlink()
+
+
+def _lookup(spec: LocalModelSpec, *, clean: bool) -> ServerInfo | None:
+    entry = _servers.get(spec.name)
+    if entry and entry[0].poll() is None:  # ours and alive: no round trip per call
+        return entry[1]
+    info = _read_state(spec)
+    if info is None:
+        return None
+    if not _is_server(info.pid):
+        if clean:  # its server died without cleaning up (killed, or its host was)
+            _remove_state(spec, info.pid)
+        return None
+    return info if _accepting(info) else None
 
 
 def find_running(name: str | None = None) -> ServerInfo | None:
-    """Return a healthy server for the embedded model, started here or elsewhere."""
+    """Return a running server for the embedded model, started here or elsewhere.
+
+    A server busy generating counts: it is found by its pid and an accepted TCP
+    connection, not by an HTTP answer it may take minutes to give.  A state file
+    whose server is dead is removed (when no other process holds the start lock).
+
+    Args:
+        name: embedded model short name (default model if None).
+    """
     spec = get_spec(name)
-    entry = _servers.get(spec.name)
-    if entry and entry[0].poll() is None:  # ours and alive: no HTTP round trip per call
-        return entry[1]
-    try:
-        info = ServerInfo(**json.loads(_state_path(spec).read_text()))
-    except (OSError, ValueError, TypeError):
-        return None
-    if _pid_alive(info.pid) and _accepting(info):
-        return info
-    return None
+    with _start_lock(spec, timeout=0) as locked:
+        return _lookup(spec, clean=locked)
 
 
 @contextlib.contextmanager
-def _start_lock(spec: LocalModelSpec) -> Iterator[None]:
+def _start_lock(spec: LocalModelSpec, timeout: float | None = None) -> Iterator[bool]:
     """An exclusive lock (``flock``) across processes around find-or-start, so two
-    processes never start two servers for one model."""
+    processes never start two servers for one model.
+
+    Yields True once held; with ``timeout`` (seconds; 0 = one try) it gives up after
+    that long and yields False."""
     path = cache_dir() / f"server-{spec.name}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | (0 if deadline is None else fcntl.LOCK_NB))
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:  # type: ignore[operator]
+                    yield False
+                    return
+                time.sleep(0.05)
         try:
-            yield
+            yield True
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
@@ -140,7 +206,7 @@ def ensure_server(name: str | None = None, *, n_ctx: int = DEFAULT_N_CTX,
     """
     spec = get_spec(name)
     with _lock, _start_lock(spec):
-        running = find_running(spec.name)
+        running = _lookup(spec, clean=True)
         if running is not None:
             return running
         if importlib.util.find_spec("llama_cpp") is None:
@@ -159,13 +225,13 @@ def ensure_server(name: str | None = None, *, n_ctx: int = DEFAULT_N_CTX,
                "--logits_all", "False"]
         log = _log_path(spec).open("wb")
         # A session of its own: Ctrl-C or a kernel interrupt (sent to the process
-        # group) must not kill the server mid-run.  It still dies with its parent
-        # (Linux ties that to the creating thread, so only from the main thread).
-        main = threading.current_thread() is threading.main_thread()
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=_die_with_parent if main else None)
-        log.close()
+        # group) must not kill the server mid-run.  It still dies with this process.
+        try:
+            proc = _spawner.popen(_with_parent_death(cmd), stdout=log,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  start_new_session=True)
+        finally:
+            log.close()
         info = ServerInfo(model=spec.name, port=port, pid=proc.pid, n_ctx=n_ctx)
         deadline = time.monotonic() + timeout
         while not _healthy(info, timeout=1.0):
@@ -175,26 +241,77 @@ def ensure_server(name: str | None = None, *, n_ctx: int = DEFAULT_N_CTX,
                 )
             if time.monotonic() > deadline:
                 proc.kill()
+                proc.wait()
                 raise LocalModelError(
                     f"the model server did not answer within {timeout:.0f} s: {_log_tail(spec)}"
                 )
             time.sleep(0.25)
         _servers[spec.name] = (proc, info)
-        _state_path(spec).write_text(json.dumps(asdict(info)))
+        _write_state(spec, info)
         return info
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: ask Linux to SIGKILL it when its parent dies
-    (``prctl(PR_SET_PDEATHSIG)``), so a killed ``rlm`` leaves no orphan server.
-    SIGKILL, not SIGTERM: uvicorn waits for an in-flight generation on SIGTERM, which
-    kept orphans generating for minutes; the server holds nothing worth saving."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
+# Run by the child's own interpreter, then replaced by the server (``execv`` keeps
+# the setting): ask Linux to SIGKILL it when its parent dies (``prctl``
+# PR_SET_PDEATHSIG = 1, from <linux/prctl.h>), and stop if the parent died already.
+# SIGKILL, not SIGTERM: uvicorn waits for an in-flight generation on SIGTERM, which
+# kept orphans generating for minutes; the server holds nothing worth saving.
+_PARENT_DEATH = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    sys.exit('rlm-kernel: the process that started the server is gone')\n"
+    "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])\n"
+)
 
-        pr_set_pdeathsig = 1  # from <linux/prctl.h>
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+def _with_parent_death(cmd: list[str]) -> list[str]:
+    """``cmd`` (a ``sys.executable`` command) wrapped so that its process is killed
+    with the one starting it (Linux); unchanged elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return cmd
+    return [sys.executable, "-c", _PARENT_DEATH, str(os.getpid()), *cmd[1:]]
+
+
+class _Spawner:
+    """Starts child processes from one thread that lives as long as the process.
+
+    Linux sends the parent-death signal when the *thread* that forked the child
+    ends, not the process: a server started from a worker thread (a batched
+    sub-call's pool) would be killed when the pool shuts down.  This thread never
+    ends before the process does (a daemon thread; a forked child starts its own).
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._guard = threading.Lock()
+
+    def popen(self, cmd: list[str], **kwargs: Any) -> subprocess.Popen:
+        """``subprocess.Popen(cmd, **kwargs)``, run on the spawner thread.
+
+        Raises:
+            OSError: the program cannot be started (as ``Popen`` raises it).
+        """
+        with self._guard:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, daemon=True,
+                                                name="rlm-server-spawner")
+                self._thread.start()
+        done: Future[subprocess.Popen] = Future()
+        self._jobs.put((cmd, kwargs, done))
+        return done.result()
+
+    def _serve(self) -> None:
+        while True:
+            cmd, kwargs, done = self._jobs.get()
+            try:
+                done.set_result(subprocess.Popen(cmd, **kwargs))
+            except BaseException as exc:  # handed to the caller
+                done.set_exception(exc)
+
+
+_spawner = _Spawner()
 
 
 def _log_tail(spec: LocalModelSpec, lines: int = 3) -> str:
@@ -205,8 +322,17 @@ def _log_tail(spec: LocalModelSpec, lines: int = 3) -> str:
     return " | ".join(text[-lines:]) or "empty log"
 
 
-def stop_server(name: str | None = None) -> bool:
-    """Stop the server this process started for ``name``; True if one was stopped."""
+def stop_server(name: str | None = None, grace: float = 3.0) -> bool:
+    """Stop the server this process started for ``name``; True if one was stopped.
+
+    Args:
+        name: embedded model short name (default model if None).
+        grace: seconds to wait after SIGTERM before SIGKILL (a server busy
+            generating finishes its request first on SIGTERM).
+
+    The state file is removed only if it still names this server: a server some
+    other process started, and its state file, are left alone.
+    """
     spec = get_spec(name)
     entry = _servers.pop(spec.name, None)
     if entry is None:
@@ -214,15 +340,12 @@ def stop_server(name: str | None = None) -> bool:
     proc, info = entry
     proc.terminate()
     try:
-        proc.wait(timeout=10)
+        proc.wait(timeout=grace)
     except subprocess.TimeoutExpired:
         proc.kill()
-    try:
-        state = json.loads(_state_path(spec).read_text())
-        if state.get("pid") == info.pid:
-            _state_path(spec).unlink()
-    except (OSError, ValueError):
-        pass
+        proc.wait()
+    with _start_lock(spec, timeout=2.0):  # best effort when another process holds it
+        _remove_state(spec, info.pid)
     return True
 
 
