@@ -1,36 +1,41 @@
 """Benchmark: memory and prompt speed of the embedded model server, before and after
 ``--logits_all False``.
 
-Run by hand (about two minutes on 2 cores; nothing else should use the CPU):
+Run by hand (about three minutes on 2 cores; nothing else should use the CPU, and
+no other model server should run):
 
     .venv/bin/python bench/bench_memory.py [--prompt-tokens 4000] [--n-ctx 8192]
 
 llama-cpp-python's server keeps the logits of every position by default
 (``logits_all=True``): n_ctx x vocabulary x 4 bytes, about 5 GB for the 1.5B
 Qwen model (8,192 x 151,936).  rlm-kernel starts it with ``--logits_all False``
-(``rlm_kernel.models.local.server``).  This starts the server both ways, one after the
-other, with the same arguments otherwise; sends the same prompt of about
-``--prompt-tokens`` tokens (``/v1/completions``, one completion token, so the time
-is prompt processing); and prints the server's resident memory (``VmRSS`` after
-the prompt, ``VmHWM`` the peak, from ``/proc``) and prompt tokens per second, with
-the ratio after / before.  Target: at most 2.5 GB after.
+(:func:`rlm_kernel.models.local.server.server_command`).  This starts the server
+both ways, one after the other, with the same arguments otherwise; sends the same
+prompt of about ``--prompt-tokens`` tokens (``/v1/completions``, a few completion
+tokens, so the time is almost all prompt processing); and prints the server's
+resident memory (``VmRSS`` idle and after the prompt, ``VmHWM`` the peak, from
+``/proc/<pid>/status``, in GB of 10^9 bytes) and prompt tokens per second, with the
+ratio after / before.  Target: at most 2.5 GB after.  It also checks the setting
+changes no output: two chat prompts and the long prompt's continuation, at
+temperature 0, must give the same text both ways.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
+from rlm_kernel.models.local.server import server_command
 from rlm_kernel.models.local.weights import get_spec, prepare
 
 TARGET_GB = 2.5
+CHAT_PROMPTS = ["Write a Python function that returns the n-th Fibonacci number.",
+                "In two sentences: what does a Python context manager do?"]
 
 
 def _free_port() -> int:
@@ -40,6 +45,7 @@ def _free_port() -> int:
 
 
 def _status_kb(pid: int, field: str) -> int:
+    """One field of ``/proc/<pid>/status`` in kB (``VmRSS``, ``VmHWM``); 0 if absent."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(field + ":"):
             return int(line.split()[1])
@@ -53,37 +59,46 @@ def _post(url: str, body: dict, timeout: float = 900) -> dict:
         return json.loads(resp.read())
 
 
-def measure(logits_all: bool, prompt: str, n_ctx: int) -> dict[str, float]:
-    """Start a server, send ``prompt``, return RSS/peak (GB) and prompt tokens/s."""
+def _start(logits_all: bool, n_ctx: int) -> tuple[subprocess.Popen, str, str]:
+    """Start the server as rlm-kernel does, with ``--logits_all`` set as given."""
     spec = get_spec()
-    path = prepare(spec.name)
     port = _free_port()
-    threads = str(os.cpu_count() or 2)
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(path),
-           "--model_alias", spec.name, "--host", "127.0.0.1", "--port", str(port),
-           "--n_ctx", str(n_ctx), "--n_threads", threads, "--n_threads_batch", threads,
-           "--verbose", "False", "--logits_all", str(logits_all)]
+    cmd = server_command(prepare(spec.name), spec.name, port, n_ctx=n_ctx)
+    cmd[cmd.index("--logits_all") + 1] = str(logits_all)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/models", timeout=2).read()
+            return proc, base, spec.name
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError("the server did not start") from None
+            time.sleep(0.5)
+
+
+def measure(logits_all: bool, prompt: str, n_ctx: int) -> dict:
+    """Start a server, send ``prompt``, return its memory (GB), prompt tokens/s and
+    its replies at temperature 0 (the long prompt's first, then the chat prompts')."""
+    proc, base, model = _start(logits_all, n_ctx)
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/models", timeout=2).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the server did not start") from None
-                time.sleep(0.5)
         idle = _status_kb(proc.pid, "VmRSS")
         start = time.perf_counter()
-        reply = _post(f"{base}/completions", {"model": spec.name, "prompt": prompt,
-                                              "max_tokens": 1, "temperature": 0})
+        reply = _post(f"{base}/completions", {"model": model, "prompt": prompt,
+                                              "max_tokens": 8, "temperature": 0})
         seconds = time.perf_counter() - start
+        rss, peak = _status_kb(proc.pid, "VmRSS"), _status_kb(proc.pid, "VmHWM")
+        texts = [reply["choices"][0]["text"]]
+        for question in CHAT_PROMPTS:
+            chat = _post(f"{base}/chat/completions", {
+                "model": model, "temperature": 0, "max_tokens": 48,
+                "messages": [{"role": "user", "content": question}]})
+            texts.append(chat["choices"][0]["message"]["content"])
         tokens = reply["usage"]["prompt_tokens"]
-        return {"idle_gb": idle / 1e6, "rss_gb": _status_kb(proc.pid, "VmRSS") / 1e6,
-                "peak_gb": _status_kb(proc.pid, "VmHWM") / 1e6, "tokens": tokens,
-                "tok_s": tokens / seconds}
+        return {"idle_gb": idle / 1e6, "rss_gb": rss / 1e6, "peak_gb": peak / 1e6,
+                "tokens": tokens, "tok_s": tokens / seconds, "texts": texts}
     finally:
         proc.kill()
         proc.wait()
@@ -106,11 +121,13 @@ def main() -> None:
         print(f"{name:26} | {r['idle_gb']:8.2f} {r['rss_gb']:8.2f} {r['peak_gb']:8.2f} "
               f"{r['tokens']:10d} {r['tok_s']:8.1f}")
     before, after = rows.values()
+    same = sum(a == b for a, b in zip(before["texts"], after["texts"], strict=True))
     print("-" * 78)
     print(f"ratio after/before: RSS {after['rss_gb'] / before['rss_gb']:.2f}, peak "
           f"{after['peak_gb'] / before['peak_gb']:.2f}, prompt speed "
           f"{after['tok_s'] / before['tok_s']:.2f}; target RSS <= {TARGET_GB} GB: "
           f"{'met' if after['rss_gb'] <= TARGET_GB else 'NOT met'}")
+    print(f"replies at temperature 0 identical before/after: {same}/{len(before['texts'])}")
 
 
 if __name__ == "__main__":

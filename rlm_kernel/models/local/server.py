@@ -40,7 +40,7 @@ from ..usage import Completion
 from .weights import LocalModelError, LocalModelSpec, cache_dir, get_spec, prepare
 
 __all__ = ["ServerInfo", "LocalModelClient", "ensure_server", "find_running", "stop_server",
-           "DEFAULT_N_CTX", "START_TIMEOUT"]
+           "server_command", "DEFAULT_N_CTX", "START_TIMEOUT"]
 
 DEFAULT_N_CTX = 8192  # tokens; llama.cpp's own default (2048) is too small for RLM prompts
 START_TIMEOUT = 180.0  # seconds to wait for the server to answer /v1/models
@@ -189,6 +189,33 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def server_command(model_path: Path, alias: str, port: int, *, n_ctx: int = DEFAULT_N_CTX,
+                   threads: int | None = None) -> list[str]:
+    """The command that runs llama-cpp-python's server for the embedded model.
+
+    Args:
+        model_path: the GGUF weights file.
+        alias: the model name clients send (``openai/<alias>`` for litellm).
+        port: TCP port on 127.0.0.1.
+        n_ctx: context window in tokens.
+        threads: CPU threads for generation and prompt processing (default: all
+            cores; llama.cpp would use half).
+
+    ``--logits_all False``: llama-cpp-python's server keeps the logits of every
+    position by default, an n_ctx x vocabulary float array (8,192 x 151,936 x 4
+    bytes, about 5 GB for Qwen2.5); replies need the last position's only (which
+    llama.cpp's sampler reads itself), and requests for ``logprobs`` fail without it.
+    ``bench/bench_memory.py`` measures both and checks replies at temperature 0
+    are the same.
+    """
+    threads = threads or os.cpu_count() or 2
+    return [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
+            "--model_alias", alias, "--host", "127.0.0.1", "--port", str(port),
+            "--n_ctx", str(n_ctx), "--n_threads", str(threads),
+            "--n_threads_batch", str(threads), "--verbose", "False",
+            "--logits_all", "False"]
+
+
 def ensure_server(name: str | None = None, *, n_ctx: int = DEFAULT_N_CTX,
                   threads: int | None = None, timeout: float = START_TIMEOUT) -> ServerInfo:
     """Return a running server for the embedded model, starting one if needed.
@@ -215,14 +242,7 @@ def ensure_server(name: str | None = None, *, n_ctx: int = DEFAULT_N_CTX,
             )
         path = prepare(spec.name)
         port = _free_port()
-        threads = threads or os.cpu_count() or 2
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(path),
-               "--model_alias", spec.name, "--host", "127.0.0.1", "--port", str(port),
-               "--n_ctx", str(n_ctx), "--n_threads", str(threads),
-               "--n_threads_batch", str(threads), "--verbose", "False",
-               # llama-cpp-python's server keeps logits for every position by default
-               # (n_ctx x vocabulary floats: ~5 GB at 8,192 x 151,936); replies need none.
-               "--logits_all", "False"]
+        cmd = server_command(path, spec.name, port, n_ctx=n_ctx, threads=threads)
         log = _log_path(spec).open("wb")
         # A session of its own: Ctrl-C or a kernel interrupt (sent to the process
         # group) must not kill the server mid-run.  It still dies with this process.
