@@ -35,6 +35,6 @@ def __getattr__(name: str) -> Any:
 
 def load_ipython_extension(shell: Any) -> None:
     """``%load_ext rlm_kernel``: the ``%rlm`` magic in any IPython kernel."""
-    from .magic import load_ipython_extension as load
+    from .jupyter.magic import load_ipython_extension as load
 
     load(shell)

@@ -15,7 +15,7 @@ from pathlib import Path
 def main() -> None:
     """Dispatch: ``install ...`` installs the kernelspec; anything else starts a kernel."""
     if len(sys.argv) > 1 and sys.argv[1] == "install":
-        from .install import main as install_main
+        from .jupyter.install import main as install_main
 
         sys.exit(install_main(sys.argv[2:]))
     # As ipykernel_launcher does: keep the working directory (a notebook's folder) off
@@ -24,7 +24,7 @@ def main() -> None:
         del sys.path[0]
     from ipykernel.kernelapp import IPKernelApp
 
-    from .kernel import RLMKernel
+    from .jupyter.kernel import RLMKernel
 
     IPKernelApp.launch_instance(kernel_class=RLMKernel)
 

@@ -18,7 +18,7 @@ import jupyter_kernel_test as jkt
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import start_new_kernel
 
-from rlm_kernel.install import DISPLAY_NAME, KERNEL_NAME, LOGOS, SPEC_DIR, kernel_dict
+from rlm_kernel.jupyter.install import DISPLAY_NAME, KERNEL_NAME, LOGOS, SPEC_DIR, kernel_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 

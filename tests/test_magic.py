@@ -8,8 +8,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.testing.globalipapp import start_ipython
 
 import rlm_kernel.engine as engine
+from rlm_kernel.jupyter.prose import is_prose
 from rlm_kernel.models.scripted import ScriptedModel
-from rlm_kernel.prose import is_prose
 
 
 @pytest.fixture()

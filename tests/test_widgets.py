@@ -12,9 +12,14 @@ import pytest
 from rlm_kernel import RLM
 from rlm_kernel.events import Event
 from rlm_kernel.executors import PlainExecutor
+from rlm_kernel.jupyter.widgets import (
+    ProgressView,
+    RunView,
+    VariablesView,
+    variables_from_namespace,
+)
 from rlm_kernel.models.scripted import ScriptedModel
 from rlm_kernel.repl_types import REPLVariable
-from rlm_kernel.widgets import ProgressView, RunView, VariablesView, variables_from_namespace
 
 
 def block(code: str, thought: str = "Thinking.") -> str:

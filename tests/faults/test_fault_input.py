@@ -11,7 +11,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.testing.globalipapp import start_ipython
 
 from rlm_kernel import cli
-from rlm_kernel.prose import is_prose
+from rlm_kernel.jupyter.prose import is_prose
 
 CONTEXT = os.path.join(os.path.dirname(__file__), "helpers.py")
 

@@ -28,9 +28,9 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from traitlets import Bool, Float, Int, Unicode, default
 
+from ..options import positive_int
+from ..termination import FinalOutput, format_final_answer, resolve_final_var
 from .frontend import FrontendRegistry, StepRenderer
-from .options import positive_int
-from .termination import FinalOutput, format_final_answer, resolve_final_var
 
 __all__ = ["RLMMagics", "RunRecord", "load_ipython_extension"]
 
@@ -136,8 +136,8 @@ class RLMMagics(Magics):
         """Run one task in the shell's namespace; returns the answer value (or None)."""
         from IPython.display import display
 
-        from .engine import RLM
-        from .models import LLMError
+        from ..engine import RLM
+        from ..models import LLMError
         from .shell_executor import ShellExecutor
 
         shell = self.shell
@@ -205,7 +205,7 @@ class RLMMagics(Magics):
 
     # -- helpers ------------------------------------------------------------------------
     def _variables(self, names: list[str] | None) -> dict[str, Any]:
-        from .tools import user_variables
+        from ..tools import user_variables
 
         ns = self.shell.user_ns
         missing = [n for n in names or () if n not in ns]
@@ -244,7 +244,7 @@ class RLMMagics(Magics):
         display(view.widget)
 
     def _export(self, args: list[str], run_id: str | None) -> None:
-        from .export import export_run
+        from ..export import export_run
 
         if len(args) != 1:
             raise UsageError("usage: %rlm export PATH.ipynb [--run ID]")
@@ -272,9 +272,9 @@ def _cell_id(shell: Any) -> str | None:
 
 def bind_session_tools(shell: Any, magics: RLMMagics) -> None:
     """Bind ``llm_query`` & co. for use outside runs (re-running an exported notebook)."""
-    from .budget import Budget, BudgetGuard
-    from .models import UsageLedger, make_client
-    from .tools import RunTools
+    from ..budget import Budget, BudgetGuard
+    from ..models import UsageLedger, make_client
+    from ..tools import RunTools
 
     ledger = UsageLedger()
     sub = make_client(magics.sub_model or magics.model or None)

@@ -12,7 +12,7 @@ from typing import Any
 from ipykernel.ipkernel import IPythonKernel
 from traitlets import Bool
 
-from . import __version__
+from .. import __version__
 from .prose import is_prose
 
 __all__ = ["RLMKernel"]

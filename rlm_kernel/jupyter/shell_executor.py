@@ -19,13 +19,13 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
-from .executors import OutputCallback, StreamTee
-from .executors.host_state import step_scope
-from .executors.redaction import Redactor, redact_output
-from .executors.thread_output import filter_streams
-from .executors.timeouts import StepTimeout, time_limit, timeout_message
-from .repl_types import REPLResult
-from .termination import FinalOutput
+from ..executors import OutputCallback, StreamTee
+from ..executors.host_state import step_scope
+from ..executors.redaction import Redactor, redact_output
+from ..executors.thread_output import filter_streams
+from ..executors.timeouts import StepTimeout, time_limit, timeout_message
+from ..repl_types import REPLResult
+from ..termination import FinalOutput
 
 __all__ = ["ShellExecutor", "RichOutputCallback", "output_text"]
 

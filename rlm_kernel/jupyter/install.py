@@ -29,7 +29,7 @@ KERNEL_NAME = "rlm"
 DISPLAY_NAME = "RLM (Python)"
 LOGOS = ("logo-32x32.png", "logo-64x64.png", "logo-svg.svg")
 # The spec folder in a source tree (and so in an editable install).
-SPEC_DIR = Path(__file__).resolve().parent.parent / "kernelspec" / KERNEL_NAME
+SPEC_DIR = Path(__file__).resolve().parents[2] / "kernelspec" / KERNEL_NAME
 
 
 def kernel_dict(executable: str | None = None, display_name: str = DISPLAY_NAME) -> dict[str, Any]:
