@@ -299,3 +299,26 @@ def test_a_client_that_exits_stops_its_server_and_removes_its_state_file(own_cac
     pid = int(client.stdout.split()[-1])
     assert wait_for(lambda: not alive(pid), 5), "the server outlived its client's exit"
     assert state(own_cache) is None
+
+
+@pytest.mark.slow
+def test_the_embedded_client_restarts_a_server_that_dies_mid_request(own_cache, monkeypatch):
+    import threading
+
+    monkeypatch.setattr(server, "_servers", {})  # not the session's server
+    client = server.LocalModelClient(NAME)
+    count = [{"role": "user", "content": "Count from 1 to 200, comma separated."}]
+    replies: list = []
+    try:
+        assert client.complete([{"role": "user", "content": "Say OK."}], max_tokens=4).text
+        first = state(own_cache)["pid"]
+        worker = threading.Thread(target=lambda: replies.append(
+            client.complete(count, max_tokens=60)))
+        worker.start()
+        time.sleep(3)  # generating now
+        os.kill(first, signal.SIGKILL)
+        worker.join(timeout=300)
+        assert replies and replies[0].text, "the request failed with its server"
+        assert state(own_cache)["pid"] != first
+    finally:
+        server.stop_server()

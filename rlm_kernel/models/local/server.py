@@ -399,12 +399,24 @@ class LocalModelClient(LiteLLMClient):
     def complete(self, messages: list[Message], **kwargs: Any) -> Completion:
         """Start or find the server, then send ``messages`` (see :class:`LanguageModel`).
 
+        A server that died during the request (killed, out of memory) is started
+        again and the request sent once more; any other failure is raised.
+
         Raises:
             LLMError: the weights cannot be prepared, the server cannot start,
-                or the request failed.
+                or the request failed (the message names the cause).
         """
+        self._serve()
+        try:
+            return super().complete(messages, **kwargs)
+        except LLMError:
+            if find_running(self.local_name) is not None:  # alive: the error is real
+                raise
+        self._serve()
+        return super().complete(messages, **kwargs)
+
+    def _serve(self) -> None:
         try:
             self.api_base = ensure_server(self.local_name).api_base
         except LocalModelError as exc:
             raise LLMError(f"embedded model: {exc}") from exc
-        return super().complete(messages, **kwargs)
