@@ -322,3 +322,20 @@ def test_the_embedded_client_restarts_a_server_that_dies_mid_request(own_cache, 
         assert state(own_cache)["pid"] != first
     finally:
         server.stop_server()
+
+
+@pytest.mark.slow
+def test_a_kernel_killed_mid_generation_leaves_no_server(own_cache):
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="rlm", startup_timeout=60, env=os.environ.copy())
+    try:
+        kc.execute(START + GENERATE)  # not awaited: the kernel is busy until killed
+        assert wait_for(lambda: state(own_cache) is not None, 120), "no server started"
+        pid = state(own_cache)["pid"]
+        time.sleep(3)  # the server is generating now
+        os.kill(km.provisioner.process.pid, signal.SIGKILL)
+        assert wait_for(lambda: not alive(pid), 5), "the server outlived its killed kernel"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
