@@ -313,9 +313,10 @@ def test_the_embedded_client_restarts_a_server_that_dies_mid_request(own_cache, 
         assert client.complete([{"role": "user", "content": "Say OK."}], max_tokens=4).text
         first = state(own_cache)["pid"]
         worker = threading.Thread(target=lambda: replies.append(
-            client.complete(count, max_tokens=60)))
+            client.complete(count, max_tokens=300)))  # ~15 s on 2 cores
         worker.start()
-        time.sleep(3)  # generating now
+        time.sleep(2)
+        assert worker.is_alive(), "the request ended before its server could be killed"
         os.kill(first, signal.SIGKILL)
         worker.join(timeout=300)
         assert replies and replies[0].text, "the request failed with its server"
