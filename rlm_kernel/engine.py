@@ -158,7 +158,7 @@ class RLM:
         inputs = dict(variables) if cfg.protect_inputs else {}
         metas = [REPLVariable.from_value(n, v, preview_length=cfg.preview_chars)
                  for n, v in variables.items()]
-        tools = RunTools(sub, guard, ns, depth=depth, max_depth=cfg.max_depth,
+        tools = RunTools(sub, guard, ns, depth=depth,
                          max_concurrency=cfg.max_concurrency,
                          child_runner=self._child_runner(root, sub, ledger, guard, depth),
                          client_kwargs={"temperature": cfg.temperature,

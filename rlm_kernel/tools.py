@@ -68,7 +68,6 @@ class RunTools:
         guard: the run's budget guard, checked before every call.
         namespace: the REPL namespace (for ``SHOW_VARS``).
         depth: recursion depth of the owning run (0 = top level).
-        max_depth: deepest child run ``rlm_query`` may start.
         max_concurrency: threads used by ``llm_query_batched``.
         child_runner: ``callable(prompt, context) -> str | None`` that runs a
             child RLM one level deeper, or returns None beyond the host's depth
@@ -79,7 +78,7 @@ class RunTools:
     """
 
     def __init__(self, sub_client: LanguageModel, guard: BudgetGuard,
-                 namespace: MutableMapping[str, Any], *, depth: int, max_depth: int,
+                 namespace: MutableMapping[str, Any], *, depth: int,
                  max_concurrency: int,
                  child_runner: Callable[[str, Any], str | None] | None = None,
                  client_kwargs: dict[str, Any] | None = None,
@@ -89,7 +88,6 @@ class RunTools:
         self.guard = guard
         self.namespace = namespace
         self.depth = depth
-        self.max_depth = max_depth
         self.max_concurrency = max(1, max_concurrency)
         self.child_runner = child_runner
         self.client_kwargs = dict(client_kwargs or {})

@@ -66,8 +66,10 @@ def test_headers_may_name_a_document_with_one_word_between_marks():
     text = "==> GPL-3 <==\nterms\n==> BSD <==\nmore terms\n"
     assert split_documents(text) == {"GPL-3": "terms", "BSD": "more terms"}
     # A one-mark comment repeated in code is not a header; two marks make one.
-    assert list(split_documents("# TODO\nx = 1\n# TODO\ny = 2\n")) == [None]
-    assert list(split_documents("## TODO\nx = 1\n## DONE\ny = 2\n")) == ["TODO", "DONE"]
+    code = "# TODO\nx = 1\n# TODO\ny = 2\n"
+    assert split_documents(code) == {None: code}
+    assert split_documents("## TODO\nx = 1\n## DONE\ny = 2\n") == {"TODO": "x = 1",
+                                                                     "DONE": "y = 2"}
 
 
 def test_a_bare_name_lists_its_definitions_first():

@@ -159,7 +159,7 @@ def _tools_namespace(sub: ScriptedModel) -> dict:
     ledger = UsageLedger()
     sub.ledger = ledger
     guard = BudgetGuard(Budget(None, None, None, None), ledger, time.monotonic())
-    tools = RunTools(sub, guard, ns, depth=0, max_depth=0, max_concurrency=2)
+    tools = RunTools(sub, guard, ns, depth=0, max_concurrency=2)
     ns.update(tools.functions())
     return ns
 

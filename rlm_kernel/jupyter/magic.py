@@ -280,7 +280,7 @@ def bind_session_tools(shell: Any, magics: RLMMagics) -> None:
     sub = make_client(magics.sub_model or magics.model or None)
     sub.ledger = ledger
     tools = RunTools(sub, BudgetGuard(Budget(), ledger, time.monotonic()), shell.user_ns,
-                     depth=0, max_depth=0, max_concurrency=16)
+                     depth=0, max_concurrency=16)
     functions = tools.functions()
 
     def final(answer: Any) -> None:
