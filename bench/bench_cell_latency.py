@@ -47,7 +47,7 @@ from lab_harness import (  # noqa: E402
     write_notebook,
 )
 
-from rlm_kernel.evals import defines_function_question  # noqa: E402
+from evals.questions import defines_function_question  # noqa: E402
 
 TARGET_MS = 150.0
 

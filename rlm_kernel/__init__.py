@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._moved import install as _install_moved_paths
+
 __version__ = "0.1.0"
 __all__ = ["RLM", "RLMConfig", "RLMResult", "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .config import RLMConfig
     from .engine import RLM
-    from .result import RLMResult
+    from .engine.config import RLMConfig
+    from .engine.result import RLMResult
 
 
 def __getattr__(name: str) -> Any:
@@ -23,14 +25,17 @@ def __getattr__(name: str) -> Any:
 
         return RLM
     if name == "RLMConfig":
-        from .config import RLMConfig
+        from .engine.config import RLMConfig
 
         return RLMConfig
     if name == "RLMResult":
-        from .result import RLMResult
+        from .engine.result import RLMResult
 
         return RLMResult
     raise AttributeError(f"module 'rlm_kernel' has no attribute {name!r}")
+
+
+_install_moved_paths()
 
 
 def load_ipython_extension(shell: Any) -> None:

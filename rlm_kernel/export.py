@@ -36,7 +36,7 @@ def export_run(result: Any, path: str | os.PathLike[str] | None = None, *,
     """Build (and optionally write) the notebook of one run.
 
     Args:
-        result: an :class:`rlm_kernel.result.RLMResult`.
+        result: an :class:`rlm_kernel.engine.result.RLMResult`.
         path: where to write the notebook; must end with ``.ipynb``.  Parent
             folders are created.  None: build only.
         run_id: the id put in every cell's ``metadata.rlm``; default a new UUID (hex).
@@ -132,7 +132,7 @@ def cli_setup_cells(paths: Sequence[str]) -> list[str]:
 
     Returns:
         ``[]`` when there are no paths, else one source string that imports
-        :func:`rlm_kernel.context_files.load_contexts` and binds ``context``.
+        :func:`rlm_kernel.context.files.load_contexts` and binds ``context``.
         One path is written absolute.  Several paths are kept as typed, since
         they are the keys of ``context`` the model's code used; when any is
         relative the cell first changes to the directory the run started in.
@@ -141,13 +141,13 @@ def cli_setup_cells(paths: Sequence[str]) -> list[str]:
         return []
     if len(paths) == 1:
         listed = repr(os.path.abspath(os.path.expanduser(paths[0])))
-        return ["from rlm_kernel.context_files import load_contexts\n\n"
+        return ["from rlm_kernel.context.files import load_contexts\n\n"
                 f"context = load_contexts([{listed}])"]
     listed = ", ".join(repr(p) for p in paths)
     chdir = ""
     if any(not os.path.isabs(os.path.expanduser(p)) for p in paths):
         chdir = f"import os\n\nos.chdir({os.getcwd()!r})  # the --context paths are relative\n"
-    return [f"{chdir}from rlm_kernel.context_files import load_contexts\n\n"
+    return [f"{chdir}from rlm_kernel.context.files import load_contexts\n\n"
             f"context = load_contexts([{listed}])"]
 
 

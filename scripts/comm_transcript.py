@@ -14,7 +14,7 @@ import uuid
 
 from jupyter_client.manager import start_new_kernel
 
-from rlm_kernel.evals import defines_function_question, stdlib_dir
+from evals.questions import defines_function_question, stdlib_dir
 
 
 def short(value: object, limit: int = 90) -> str:
@@ -26,7 +26,7 @@ def main() -> None:
     km, kc = start_new_kernel(kernel_name="rlm", startup_timeout=60)
     try:
         kc.execute_interactive(
-            "from rlm_kernel.context_files import load_folder\n"
+            "from rlm_kernel.context.files import load_folder\n"
             f"context = {{k: v for k, v in load_folder({str(stdlib_dir() / 'json')!r}).items()"
             " if k.endswith('.py')}", timeout=60)
         kc.shell_channel.send(kc.session.msg("comm_open", {

@@ -11,9 +11,9 @@ from __future__ import annotations
 import random
 import sys
 
+from evals.questions import defines_function_question
 from rlm_kernel import RLM
 from rlm_kernel.cli import StepPrinter
-from rlm_kernel.evals import defines_function_question
 
 
 def main() -> int:

@@ -62,7 +62,7 @@ def text_of(messages: list[dict]) -> str:
 def script_model(kc, replies: list[str], **config) -> None:
     """Inside the kernel: every model the magic makes is a ScriptedModel with ``replies``
     (the loop's mechanics under test, not answers), and ``c.RLM.<key> = value``."""
-    lines = ["import rlm_kernel.engine as _e",
+    lines = ["import rlm_kernel.engine.loop as _e",
              "from rlm_kernel.models.scripted import ScriptedModel as _S",
              f"_lm = _S({replies!r})",
              "_e.make_client = lambda *a, **k: _lm",

@@ -44,8 +44,8 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 LOAD_JSON_CELL = (
-    "from rlm_kernel.context_files import load_folder\n"
-    "from rlm_kernel.evals import stdlib_dir\n"
+    "from rlm_kernel.context.files import load_folder\n"
+    "from evals.questions import stdlib_dir\n"
     'context = {k: v for k, v in load_folder(stdlib_dir() / "json").items() if k.endswith(".py")}'
 )
 

@@ -30,12 +30,69 @@ def test_importing_the_engine_loads_no_jupyter_and_no_provider_sdk():
     assert not loaded & set(JUPYTER_AND_PROVIDERS), sorted(loaded & set(JUPYTER_AND_PROVIDERS))
 
 
-def test_old_import_paths_still_work():
-    from rlm_kernel.llm import LLMError, make_client
-    from rlm_kernel.models import LLMError as moved_error
-    from rlm_kernel.models import make_client as moved_factory
-    from rlm_kernel.models.scripted import ScriptedModel as moved_model
-    from rlm_kernel.testing import ScriptedModel
+def test_importing_the_engine_runs_the_loop_with_a_scripted_model_and_still_no_jupyter():
+    """A whole run (scripted replies, plain executor) loads no Jupyter module either."""
+    code = ("import json, sys\nfrom rlm_kernel.engine import RLM\n"
+            "from rlm_kernel.models.scripted import ScriptedModel\n"
+            "lm = ScriptedModel(['```repl\\nFINAL(len(context))\\n```'])\n"
+            "r = RLM(root_client=lm, sub_client=lm, verify_answer=False).run('How long?', context='abc')\n"
+            "print(json.dumps([r.answer, sorted({m.split('.')[0] for m in sys.modules})]))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    answer, loaded = json.loads(proc.stdout)
+    assert answer == "3"
+    assert not set(loaded) & set(JUPYTER_AND_PROVIDERS), sorted(set(loaded) & set(JUPYTER_AND_PROVIDERS))
 
-    assert LLMError is moved_error and make_client is moved_factory
-    assert ScriptedModel is moved_model
+
+# Every module path that moved into a subpackage in 0.1 (issue 9): old -> new.
+MOVED = {
+    "rlm_kernel.config": "rlm_kernel.engine.config",
+    "rlm_kernel.stepping": "rlm_kernel.engine.step",
+    "rlm_kernel.tools": "rlm_kernel.engine.tools",
+    "rlm_kernel.result": "rlm_kernel.engine.result",
+    "rlm_kernel.context_files": "rlm_kernel.context.files",
+    "rlm_kernel.documents": "rlm_kernel.context.documents",
+    "rlm_kernel.llm": "rlm_kernel.models",
+    "rlm_kernel.testing": "rlm_kernel.models.scripted",
+    "rlm_kernel.local_server": "rlm_kernel.models.local.server",
+    "rlm_kernel.magic": "rlm_kernel.jupyter.magic",
+    "rlm_kernel.cli_model": "rlm_kernel.cli.model",
+}
+
+
+def test_old_import_paths_give_the_new_modules_with_a_deprecation_warning():
+    """``import rlm_kernel.<old>`` is the moved module itself, and says where it went."""
+    code = ("import importlib, json, sys, warnings\n"
+            f"moved = {MOVED!r}\n"
+            "out = {}\n"
+            "for old, new in moved.items():\n"
+            "    with warnings.catch_warnings(record=True) as caught:\n"
+            "        warnings.simplefilter('always')\n"
+            "        module = importlib.import_module(old)\n"
+            "    out[old] = [module is importlib.import_module(new),\n"
+            "                [str(w.message) for w in caught if w.category is DeprecationWarning]]\n"
+            "print(json.dumps(out))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for old, (same, warned) in json.loads(proc.stdout).items():
+        assert same, old
+        assert any(MOVED[old] in w for w in warned), (old, warned)
+
+
+def test_the_moved_names_users_import_still_resolve():
+    from rlm_kernel import RLM, RLMConfig, RLMResult
+    from rlm_kernel.engine import RLM as engine_rlm
+    from rlm_kernel.engine.config import RLMConfig as config
+    from rlm_kernel.engine.result import RLMResult as result
+
+    assert (RLM, RLMConfig, RLMResult) == (engine_rlm, config, result)
+
+
+def test_the_wheel_ships_only_the_package_with_its_kernelspec_and_type_marker():
+    """``py.typed`` is there, the kernelspec lives in the package, the evals do not."""
+    package = ROOT / "rlm_kernel"
+    assert (package / "py.typed").is_file()
+    assert (package / "jupyter" / "resources" / "kernel.json").is_file()
+    assert not (package / "evals.py").exists() and (ROOT / "evals" / "questions.py").is_file()

@@ -2,7 +2,7 @@
 
 A module fixture starts ``jupyter lab``; each test writes a notebook that loads the
 interpreter's ``json`` package as ``context`` and asks which file defines a function
-(the question and its answer come from :func:`rlm_kernel.evals.defines_function_question`),
+(the question and its answer come from :func:`evals.questions.defines_function_question`),
 runs all cells from the command palette, and watches the page.
 
 With the JupyterLab extension (``rlm-kernel-labextension``) installed, each step must
@@ -40,7 +40,7 @@ from lab_harness import (
     write_notebook,
 )
 
-from rlm_kernel.evals import defines_function_question
+from evals.questions import defines_function_question
 
 _MISSING = missing_prerequisites()
 pytestmark = pytest.mark.slow

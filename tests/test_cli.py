@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rlm_kernel.cli import main
-from rlm_kernel.context_files import ContextError, load_contexts
+from rlm_kernel.context.files import ContextError, load_contexts
 from rlm_kernel.models.local.weights import get_spec
 
 

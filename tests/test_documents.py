@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rlm_kernel.documents import describe_structure, search_lines, split_documents
+from rlm_kernel.context.documents import describe_structure, search_lines, split_documents
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 FILES = {p.name: p.read_text(encoding="utf-8") for p in sorted((STDLIB / "json").glob("*.py"))}

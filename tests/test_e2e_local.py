@@ -2,7 +2,7 @@
 
 Slow (each run is 10-40 s on 2 cores); ``pytest -m "not slow"`` skips them.
 The questions are built from the running interpreter's standard library and
-Debian's licence texts by :mod:`rlm_kernel.evals`, with ``ast``/text search.
+Debian's licence texts by :mod:`evals.questions`, with ``ast``/text search.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import sys
 
 import pytest
 
-from rlm_kernel import RLM
-from rlm_kernel.evals import (
+from evals.questions import (
     class_line_question,
     defines_function_question,
     licenses_dir,
     unique_line_question,
 )
+from rlm_kernel import RLM
 
 pytestmark = pytest.mark.slow
 

@@ -11,15 +11,15 @@ import time
 import nbformat
 import pytest
 
-import rlm_kernel.engine
+import rlm_kernel.engine.loop
 from rlm_kernel import RLM
-from rlm_kernel.budget import Budget, BudgetGuard
 from rlm_kernel.cli import main
+from rlm_kernel.engine.budget import Budget, BudgetGuard
+from rlm_kernel.engine.tools import RunTools
 from rlm_kernel.export import cli_setup_cells, export_run
 from rlm_kernel.models import UsageLedger
 from rlm_kernel.models.scripted import ScriptedModel
 from rlm_kernel.termination import FinalOutput
-from rlm_kernel.tools import RunTools
 
 
 def block(code: str, thought: str = "Thinking.") -> str:
@@ -146,7 +146,7 @@ def test_cli_setup_cells_use_absolute_paths(tmp_path, monkeypatch):
     (tmp_path / "a.txt").write_text("A")
     assert cli_setup_cells([]) == []
     [cell] = cli_setup_cells(["a.txt"])
-    assert cell == ("from rlm_kernel.context_files import load_contexts\n\n"
+    assert cell == ("from rlm_kernel.context.files import load_contexts\n\n"
                     f"context = load_contexts([{str(tmp_path / 'a.txt')!r}])")
     ns: dict = {}
     exec(cell, ns)
@@ -189,7 +189,7 @@ def scripted_cli(monkeypatch):
         made.append(model)
         return ScriptedModel(list(STEPS), model=model, cost_usd=0.001)
 
-    monkeypatch.setattr(rlm_kernel.engine, "make_client", fake_make_client)
+    monkeypatch.setattr(rlm_kernel.engine.loop, "make_client", fake_make_client)
     return made
 
 

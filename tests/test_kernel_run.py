@@ -9,13 +9,13 @@ import time
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from rlm_kernel.evals import defines_function_question, stdlib_dir
+from evals.questions import defines_function_question, stdlib_dir
 from tests.kernel_client import announce_frontend, execute
 
 pytestmark = pytest.mark.slow
 
 LOAD_JSON_PACKAGE = (
-    "from rlm_kernel.context_files import load_folder\n"
+    "from rlm_kernel.context.files import load_folder\n"
     f"context = {{k: v for k, v in load_folder({str(stdlib_dir() / 'json')!r}).items() "
     "if k.endswith('.py')}\n"
     "kept = 'user data'"

@@ -124,7 +124,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 
 def test_shipped_kernelspec_is_complete_and_matches_installer():
-    """kernelspec/rlm: kernel.json as specified, and the three logos at their sizes."""
+    """rlm_kernel/jupyter/resources: kernel.json as specified, and the three logos at their sizes."""
     spec = json.loads((SPEC_DIR / "kernel.json").read_text())
     assert spec == kernel_dict(executable="python")
     assert spec["argv"] == ["python", "-m", "rlm_kernel", "-f", "{connection_file}"]
@@ -138,12 +138,12 @@ def test_shipped_kernelspec_is_complete_and_matches_installer():
 
 
 def test_pyproject_ships_the_kernelspec_as_shared_data():
-    """The wheel maps kernelspec/rlm to share/jupyter/kernels/rlm (pip install registers it)."""
+    """The wheel maps the package's kernelspec resources to share/jupyter/kernels/rlm (pip install registers it)."""
     import tomllib
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     shared = project["tool"]["hatch"]["build"]["targets"]["wheel"]["shared-data"]
-    assert shared["kernelspec/rlm"] == "share/jupyter/kernels/rlm"
+    assert shared["rlm_kernel/jupyter/resources"] == "share/jupyter/kernels/rlm"
 
 
 def _install(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rlm_kernel.documents import search_lines
-from rlm_kernel.structure import code_outline, detect_views, parse_records, sample_fields
+from rlm_kernel.context.documents import search_lines
+from rlm_kernel.context.structure import code_outline, detect_views, parse_records, sample_fields
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 RECORDS = ("Package: alpha\nVersion: 1.0\nInstalled-Size: 10\nDescription: first line\n"

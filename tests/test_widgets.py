@@ -10,7 +10,7 @@ import ipywidgets as w
 import pytest
 
 from rlm_kernel import RLM
-from rlm_kernel.events import Event
+from rlm_kernel.engine.events import Event
 from rlm_kernel.executors import PlainExecutor
 from rlm_kernel.jupyter.widgets import (
     ProgressView,

@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any
 
-from ..events import Event
+from ..engine.events import Event
 from .shell_executor import output_text
 
 __all__ = ["RUN_TARGET", "FRONTEND_TARGET", "FrontendRegistry", "StepRenderer", "step_source"]

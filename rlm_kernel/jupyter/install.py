@@ -18,7 +18,6 @@ import errno
 import json
 import shutil
 import sys
-import sysconfig
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -28,8 +27,9 @@ __all__ = ["DISPLAY_NAME", "KERNEL_NAME", "LOGOS", "SPEC_DIR", "install", "kerne
 KERNEL_NAME = "rlm"
 DISPLAY_NAME = "RLM (Python)"
 LOGOS = ("logo-32x32.png", "logo-64x64.png", "logo-svg.svg")
-# The spec folder in a source tree (and so in an editable install).
-SPEC_DIR = Path(__file__).resolve().parents[2] / "kernelspec" / KERNEL_NAME
+# The shipped spec (kernel.json and logos), inside the package as ipykernel keeps its
+# ``resources/``: the same folder in a source tree, an editable install and a wheel.
+SPEC_DIR = Path(__file__).resolve().parent / "resources"
 
 
 def kernel_dict(executable: str | None = None, display_name: str = DISPLAY_NAME) -> dict[str, Any]:
@@ -43,27 +43,10 @@ def kernel_dict(executable: str | None = None, display_name: str = DISPLAY_NAME)
     }
 
 
-def _logo_dirs() -> list[Path]:
-    """Folders that may hold the shipped logos: the source tree, then the wheel's data."""
-    dirs = [SPEC_DIR]
-    data_roots = [sys.prefix, sysconfig.get_path("data")]
-    try:  # where ``pip install --user`` puts the wheel's data
-        data_roots.append(sysconfig.get_path("data", sysconfig.get_preferred_scheme("user")))
-    except (KeyError, ValueError):  # pragma: no cover - no user scheme on this platform
-        pass
-    for root in data_roots:
-        if root:
-            dirs.append(Path(root) / "share" / "jupyter" / "kernels" / KERNEL_NAME)
-    return dirs
-
-
 def _copy_logos(dest: Path) -> None:
-    """Copy the logos from the first folder that has them (none found: no logos)."""
-    for folder in _logo_dirs():
-        if all((folder / name).is_file() for name in LOGOS):
-            for name in LOGOS:
-                shutil.copyfile(folder / name, dest / name)
-            return
+    """Copy the shipped logos into ``dest``."""
+    for name in LOGOS:
+        shutil.copyfile(SPEC_DIR / name, dest / name)
 
 
 def install(*, user: bool = False, prefix: str | None = None, name: str = KERNEL_NAME,

@@ -28,7 +28,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from traitlets import Bool, Float, Int, Unicode, default
 
-from ..options import positive_int
+from ..engine.options import positive_int
 from ..termination import FinalOutput, format_final_answer, resolve_final_var
 from .frontend import FrontendRegistry, StepRenderer
 
@@ -205,7 +205,7 @@ class RLMMagics(Magics):
 
     # -- helpers ------------------------------------------------------------------------
     def _variables(self, names: list[str] | None) -> dict[str, Any]:
-        from ..tools import user_variables
+        from ..engine.tools import user_variables
 
         ns = self.shell.user_ns
         missing = [n for n in names or () if n not in ns]
@@ -272,9 +272,9 @@ def _cell_id(shell: Any) -> str | None:
 
 def bind_session_tools(shell: Any, magics: RLMMagics) -> None:
     """Bind ``llm_query`` & co. for use outside runs (re-running an exported notebook)."""
-    from ..budget import Budget, BudgetGuard
+    from ..engine.budget import Budget, BudgetGuard
+    from ..engine.tools import RunTools
     from ..models import UsageLedger, make_client
-    from ..tools import RunTools
 
     ledger = UsageLedger()
     sub = make_client(magics.sub_model or magics.model or None)

@@ -21,9 +21,9 @@ from typing import Any
 import ipywidgets as w
 from ipywidgets.widgets.widget_string import HTMLStyle
 
-from ..events import Event
+from ..engine.events import Event
+from ..engine.tools import user_variables
 from ..repl_types import REPLVariable
-from ..tools import user_variables
 
 __all__ = ["ProgressView", "RunView", "VariablesView", "variables_from_namespace",
            "html_widget"]

@@ -1,15 +1,17 @@
-"""Which client a model string means: the embedded model or a litellm provider."""
+"""Which client a model string means: the embedded model or a litellm provider.
+
+The one place that picks a backend; backends are imported when first asked for."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .litellm_client import LiteLLMClient
+from .base import LanguageModel
 
 __all__ = ["make_client"]
 
 
-def make_client(model: str | None, **kwargs: Any) -> LiteLLMClient:
+def make_client(model: str | None, **kwargs: Any) -> LanguageModel:
     """Build the client for a model string.
 
     ``None``, ``""``, ``"local"`` or ``"local/<name>"`` select the embedded model
@@ -29,4 +31,6 @@ def make_client(model: str | None, **kwargs: Any) -> LiteLLMClient:
 
         name = model.split("/", 1)[1] if model and "/" in model else None
         return LocalModelClient(get_spec(name).name, **kwargs)
+    from .litellm_client import LiteLLMClient
+
     return LiteLLMClient(model, **kwargs)

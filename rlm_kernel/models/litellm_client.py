@@ -13,8 +13,9 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Protocol
+from typing import Any
 
+from .base import LanguageModel, LLMError, Message
 from .usage import Completion, LLMCall, UsageLedger
 
 __all__ = [
@@ -27,17 +28,11 @@ __all__ = [
     "import_litellm",
 ]
 
-Message = dict[str, str]
-
 _litellm_lock = threading.Lock()
 _litellm: Any = None
 
 
 SAMPLING_SEED = 1234  # seed sent with calls that override the temperature
-
-
-class LLMError(RuntimeError):
-    """A model could not be called; ``str(err)`` is one readable line for the user."""
 
 
 def import_litellm() -> Any:
@@ -63,32 +58,7 @@ def import_litellm() -> Any:
     return _litellm
 
 
-class LanguageModel(Protocol):
-    """What the engine needs from a model: one chat completion at a time."""
-
-    model: str
-
-    def complete(
-        self,
-        messages: list[Message],
-        *,
-        role: str = "root",
-        stop: list[str] | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> Completion:
-        """Return the reply to ``messages`` (OpenAI chat format); ``temperature``
-        overrides the client's own for this call (with a fixed ``seed``, so a rerun
-        samples the same reply where the provider supports seeds).
-
-        Raises:
-            LLMError: the provider failed after retries, the model is unknown or
-                a key is missing.
-        """
-        ...
-
-
-def _one_line(exc: BaseException, limit: int = 300) -> str:
+def _exception_line(exc: BaseException, limit: int = 300) -> str:
     """``str(exc)`` on one line, at most ``limit`` characters, without litellm's
     module prefix, its repeated class name ("X: X: ...") or its provider-list URL."""
     text = " ".join(str(exc).split())
@@ -308,7 +278,7 @@ def _describe(exc: BaseException, api_base: str | None = None,
     """
     chain = _chain(exc)
     names = set().union(*(_names(e) for e in chain))
-    detail = _one_line(chain[0], 200)
+    detail = _exception_line(chain[0], 200)
     where = f" at {api_base}" if api_base else ""
     if names & _TIMEOUTS:
         within = f" within {timeout:g} s" if timeout else ""
@@ -316,7 +286,7 @@ def _describe(exc: BaseException, api_base: str | None = None,
     os_error = next((e for e in reversed(chain) if isinstance(e, (ConnectionError, socket.gaierror))
                      or (isinstance(e, OSError) and names & _CONNECTION)), None)
     if os_error is not None or names & _CONNECTION:
-        root = _one_line(os_error, 200) if os_error is not None else detail
+        root = _exception_line(os_error, 200) if os_error is not None else detail
         if isinstance(os_error, ConnectionRefusedError):
             cause = "connection refused, is the server running?"
         elif isinstance(os_error, ConnectionResetError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
-from .litellm_client import LLMError
+from .base import LLMError
 from .usage import Completion, LLMCall, UsageLedger
 
 __all__ = ["ScriptedModel"]

@@ -35,7 +35,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..litellm_client import LiteLLMClient, LLMError, Message
+from ..base import LLMError, Message
+from ..litellm_client import LiteLLMClient
 from ..usage import Completion
 from .weights import LocalModelError, LocalModelSpec, cache_dir, get_spec, prepare
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .documents import describe_structure
-from .repl_types import REPLVariable
-from .structure import detect_views, sample_fields
+from ..context.documents import describe_structure
+from ..context.structure import detect_views, sample_fields
+from ..repl_types import REPLVariable
 
 __all__ = [
     "SYSTEM_PROMPT",
@@ -204,7 +204,7 @@ def task_message(question: str, variables: Sequence[REPLVariable], max_steps: in
                  values: Mapping[str, Any] | None = None) -> str:
     """First user message: the question, the variables' metadata, how each variable
     splits into documents (when ``values`` is given; see
-    :func:`rlm_kernel.documents.describe_structure`), and the step line."""
+    :func:`rlm_kernel.context.documents.describe_structure`), and the step line."""
     values = values or {}
     if variables:
         listing = "\n\n".join(var.format() for var in variables)

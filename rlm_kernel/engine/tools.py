@@ -14,15 +14,15 @@ from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn
 
+from ..context.documents import Hits, search_lines
+from ..context.documents import split_documents as _split_documents
+from ..context.structure import Outline, Records, code_outline, parse_records
+from ..executors.redaction import Redactor
+from ..models import LanguageModel, LLMError, make_client
+from ..repl_types import REPLVariable
+from ..termination import FINAL, FINAL_VAR, FinalOutput
 from .budget import BudgetGuard, GuardedClient
-from .documents import Hits, search_lines
-from .documents import split_documents as _split_documents
-from .executors.redaction import Redactor
-from .models import LanguageModel, LLMError, make_client
 from .prompts import SUB_CALL_SYSTEM_PROMPT
-from .repl_types import REPLVariable
-from .structure import Outline, Records, code_outline, parse_records
-from .termination import FINAL, FINAL_VAR, FinalOutput
 
 __all__ = ["RunTools", "RESERVED_NAMES", "SESSION_NAMES", "user_variables"]
 
@@ -252,7 +252,7 @@ class RunTools:
         Each hit is ``{"doc": document name, "line": line number in that document
         (from 1), "text": the line}``; documents are a dict's keys, a list's
         indexes, or the files/records a string is made of
-        (:func:`rlm_kernel.documents.split_documents`).
+        (:func:`rlm_kernel.context.documents.split_documents`).
 
         Raises:
             NameError: no ``data`` given and the main variable does not exist.
@@ -263,19 +263,19 @@ class RunTools:
 
     def split_documents(self, data: Any = None) -> dict[Any, str]:
         """``{document name: text}`` of ``data`` (default: the run's main variable);
-        see :func:`rlm_kernel.documents.split_documents`."""
+        see :func:`rlm_kernel.context.documents.split_documents`."""
         return _split_documents(self._data(data))
 
     def parse_records(self, data: Any = None, **where: Any) -> Records:
         """The ``Key: value`` records of ``data`` (default: the run's main variable) as
         dicts, those whose fields equal ``where``; see
-        :func:`rlm_kernel.structure.parse_records`."""
+        :func:`rlm_kernel.context.structure.parse_records`."""
         return parse_records(self._data(data), **where)
 
     def code_outline(self, data: Any = None, **where: Any) -> Outline:
         """Every class, function and method of the Python in ``data`` (default: the
         run's main variable) whose fields equal ``where``; see
-        :func:`rlm_kernel.structure.code_outline`."""
+        :func:`rlm_kernel.context.structure.code_outline`."""
         return code_outline(self._data(data), **where)
 
     def show_vars(self) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .context_files import load_folder
+from rlm_kernel.context.files import load_folder
 
 __all__ = ["Question", "stdlib_dir", "licenses_dir", "defines_function_question",
            "unique_line_question", "class_line_question", "count_functions_question",

@@ -13,12 +13,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..executors import Executor, PlainExecutor
+from ..models import LanguageModel, LLMError, UsageLedger, make_client
+from ..policies import ActionResult, PolicyContext, PolicyRegistry
+from ..repl_types import REPLHistory, REPLVariable
 from .budget import Budget, BudgetExceeded, BudgetGuard, GuardedClient
 from .config import RLMConfig
 from .events import Event, Observer, emit
-from .executors import Executor, PlainExecutor
-from .models import LanguageModel, LLMError, UsageLedger, make_client
-from .policies import ActionResult, PolicyContext, PolicyRegistry
 from .prompts import (
     answer_now_message,
     build_messages,
@@ -26,9 +27,8 @@ from .prompts import (
     next_message,
     task_message,
 )
-from .repl_types import REPLHistory, REPLVariable
 from .result import RLMResult
-from .stepping import StepOutcome, run_reply, split_reply
+from .step import StepOutcome, run_reply, split_reply
 from .tools import RESERVED_NAMES, RunTools
 
 __all__ = ["RLM"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .models import LLMCall
-from .repl_types import REPLHistory, REPLVariable
+from ..models import LLMCall
+from ..repl_types import REPLHistory, REPLVariable
 
 __all__ = ["RLMResult", "STOP_REASONS"]
 

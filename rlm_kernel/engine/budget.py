@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .models import Completion, LanguageModel, UsageLedger
+from ..models import Completion, LanguageModel, UsageLedger
 
 __all__ = ["Budget", "BudgetExceeded", "BudgetGuard", "GuardedClient"]
 
@@ -127,7 +127,7 @@ class BudgetGuard:
 
 
 class GuardedClient:
-    """A :class:`~rlm_kernel.llm.LanguageModel` whose every call asks a
+    """A :class:`~rlm_kernel.models.LanguageModel` whose every call asks a
     :class:`BudgetGuard` first: the budget holds for model code that reaches the
     client itself (``llm_query.__self__.sub_client.complete(...)``), not only for
     the namespace functions.

@@ -6,8 +6,8 @@ import importlib.metadata
 import sys
 import time
 
-from .models.local.server import ensure_server, find_running, stop_server
-from .models.local.weights import LocalModelError, get_spec, is_prepared, prepare, weights_path
+from ..models.local.server import ensure_server, find_running, stop_server
+from ..models.local.weights import LocalModelError, get_spec, is_prepared, prepare, weights_path
 
 __all__ = ["model_command", "prepare_with_progress"]
 

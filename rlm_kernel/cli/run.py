@@ -13,9 +13,9 @@ import sys
 import time
 from typing import Any
 
-from .context_files import ContextError, load_contexts
-from .executors.thread_output import filter_streams
-from .options import non_empty, positive_float, positive_int
+from ..context.files import ContextError, load_contexts
+from ..engine.options import non_empty, positive_float, positive_int
+from ..executors.thread_output import filter_streams
 
 __all__ = ["main", "build_parser"]
 
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             stream.reconfigure(errors="backslashreplace")
     args = build_parser().parse_args(argv)
     code = _main(args)
-    from .executors.thread_output import quarantined_running
+    from ..executors.thread_output import quarantined_running
 
     # As a command (argv from the process), threads that model code left running must
     # not hold the exit; called from Python, the caller's process is not ours to end.
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(args: argparse.Namespace) -> int:
     try:
         if args.command == "model":
-            from .cli_model import model_command
+            from .model import model_command
 
             return model_command(args.action, args.name)
         return _run(args)
@@ -94,8 +94,8 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .engine import RLM
-    from .models import LLMError
+    from ..engine import RLM
+    from ..models import LLMError
 
     if args.export and not args.export.endswith(".ipynb"):
         _err(f"--export needs a path ending in .ipynb, got {args.export}")
@@ -110,7 +110,7 @@ def _run(args: argparse.Namespace) -> int:
               max_cost_usd=args.max_cost, max_seconds=args.max_seconds,
               verify_answer=args.verify_answer)
     if model in (None, "local") or str(model).startswith("local/"):
-        from .cli_model import prepare_with_progress
+        from .model import prepare_with_progress
 
         try:
             prepare_with_progress(None if not model or model == "local" else model[6:])
@@ -150,7 +150,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _export(result: Any, args: argparse.Namespace) -> str | None:
     """Write ``--export``'s notebook; returns an error message, or None when written."""
-    from .export import cli_setup_cells, export_run
+    from ..export import cli_setup_cells, export_run
 
     try:
         export_run(result, args.export, setup_cells=cli_setup_cells(args.context))

@@ -31,7 +31,7 @@ _INT = re.compile(r"-?\d{1,18}")
 
 
 class Records(Listing):
-    """A list of record dicts (see :class:`rlm_kernel.documents.Listing`)."""
+    """A list of record dicts (see :class:`rlm_kernel.context.documents.Listing`)."""
 
     noun = "record"
     shown = 5
@@ -46,7 +46,7 @@ class Records(Listing):
 
 
 class Outline(Listing):
-    """A list of definition dicts (see :class:`rlm_kernel.documents.Listing`)."""
+    """A list of definition dicts (see :class:`rlm_kernel.context.documents.Listing`)."""
 
     noun = "definition"
 
@@ -69,7 +69,7 @@ def parse_records(data: Any, **where: Any) -> Records:
         data: a str of blank-line-separated records, or a dict / list whose values are
             record texts (a str may hold several records) or dicts already.
         **where: keep only records whose fields equal these values
-            (:func:`rlm_kernel.documents.matches`: field names ignore case and
+            (:func:`rlm_kernel.context.documents.matches`: field names ignore case and
             ``_``/``-``, so ``Installed_Size=...`` finds ``Installed-Size``).
 
     Returns:
@@ -149,7 +149,7 @@ def code_outline(data: Any, **where: Any) -> Outline:
     """Every class and function defined in the Python documents of ``data``.
 
     Args:
-        data: as for :func:`rlm_kernel.documents.split_documents`; documents that do
+        data: as for :func:`rlm_kernel.context.documents.split_documents`; documents that do
             not parse as Python are skipped.
         **where: keep only definitions whose fields equal these values, e.g.
             ``kind="class"``, ``parent=None`` (top level), ``doc="a.py"``.

@@ -12,15 +12,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .config import RLMConfig
-from .executors import Executor, combined_output
-from .termination import (
+from ..executors import Executor, combined_output
+from ..termination import (
     detect_final_in_code,
     detect_final_in_text,
     extract_code_blocks,
     format_final_answer,
     resolve_final_var,
 )
+from .config import RLMConfig
 from .tools import RunTools
 
 __all__ = ["StepOutcome", "run_reply", "split_reply"]
