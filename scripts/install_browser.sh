@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install Debian's Chromium for the browser tests (tests/test_browser.py) and the
+# Install Debian's Chromium for the browser tests (tests/jupyter/test_browser.py) and the
 # cell-latency benchmark (bench/bench_cell_latency.py).
 #
 # Idempotent: does nothing when /usr/bin/chromium already runs; runs `apt-get update`

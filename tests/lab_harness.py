@@ -1,6 +1,6 @@
 """A real JupyterLab in a real browser, for the browser tests and the latency bench.
 
-Used by ``tests/test_browser.py`` and ``bench/bench_cell_latency.py``:
+Used by ``tests/jupyter/test_browser.py`` and ``bench/bench_cell_latency.py``:
 
 * :class:`JupyterLab` starts ``jupyter lab`` on 127.0.0.1 (free port, random token,
   its own root, settings, workspaces and runtime folders, no network look-ups,

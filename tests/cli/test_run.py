@@ -101,7 +101,7 @@ def test_import_is_cheap():
 
 
 def test_readme_commands_match_ci():
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     readme = (root / "README.md").read_text()
     ci = (root / ".ci" / "run").read_text()
     test_cmd = ci.strip().splitlines()[-1]  # the last line runs the README's command

@@ -26,7 +26,7 @@ from typing import Any
 
 import nbformat
 import pytest
-from lab_harness import (
+from tests.lab_harness import (
     EXTENSION_NAME,
     LOAD_JSON_CELL,
     JupyterLab,

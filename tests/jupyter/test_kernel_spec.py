@@ -20,7 +20,7 @@ from jupyter_client.manager import start_new_kernel
 
 from rlm_kernel.jupyter.install import DISPLAY_NAME, KERNEL_NAME, LOGOS, SPEC_DIR, kernel_dict
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class RLMKernelTests(jkt.KernelTests):
