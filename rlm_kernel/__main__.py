@@ -22,11 +22,9 @@ def main() -> None:
     # sys.path while the kernel's own modules load; IPython puts it back for user code.
     if sys.path and (sys.path[0] == "" or Path(sys.path[0]) == Path.cwd()):
         del sys.path[0]
-    from ipykernel.kernelapp import IPKernelApp
+    from .jupyter.kernelapp import main as kernel_main
 
-    from .jupyter.kernel import RLMKernel
-
-    IPKernelApp.launch_instance(kernel_class=RLMKernel)
+    kernel_main()
 
 
 if __name__ == "__main__":

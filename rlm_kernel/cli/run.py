@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from ..context.files import ContextError, load_contexts
-from ..engine.options import non_empty, positive_float, positive_int
+from ..engine.options import add_setting_options, config_overrides, non_empty
 from ..executors.thread_output import filter_streams
 
 __all__ = ["main", "build_parser"]
@@ -33,18 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "(default: $RLM_MODEL, else the embedded local model)")
     run.add_argument("--sub-model", help="model for llm_query (default: $RLM_SUB_MODEL, "
                      "else the root model)")
-    run.add_argument("--max-iterations", type=positive_int, help="step limit (default 12)")
-    run.add_argument("--max-depth", type=int, help="rlm_query recursion depth (default 1)")
-    run.add_argument("--step-timeout", type=positive_float,
-                     help="seconds one step may run (default 120)")
-    run.add_argument("--max-llm-calls", type=positive_int, help="budget: model requests")
-    run.add_argument("--max-tokens", type=positive_int,
-                     help="budget: prompt + completion tokens")
-    run.add_argument("--max-cost", type=positive_float, help="budget: US dollars")
-    run.add_argument("--max-seconds", type=positive_float, help="budget: wall-clock seconds")
-    run.add_argument("--verify-answer", action="store_true",
-                     help="let the model check its first FINAL against the question in one "
-                     "extra step before it is accepted")
+    add_setting_options(run)  # --max-iterations, budgets ... (from RLMConfig)
     run.add_argument("--json", action="store_true", help="print one JSON object, nothing else")
     run.add_argument("--trajectory", action="store_true",
                      help="with --json: include every step and call record")
@@ -104,11 +93,7 @@ def _run(args: argparse.Namespace) -> int:
     model = args.model or os.environ.get("RLM_MODEL") or None
     sub_model = args.sub_model or os.environ.get("RLM_SUB_MODEL") or None
     printer = None if args.json else StepPrinter()
-    rlm = RLM(model, sub_model, observer=printer, max_iterations=args.max_iterations,
-              max_depth=args.max_depth, step_timeout=args.step_timeout,
-              max_llm_calls=args.max_llm_calls, max_tokens=args.max_tokens,
-              max_cost_usd=args.max_cost, max_seconds=args.max_seconds,
-              verify_answer=args.verify_answer)
+    rlm = RLM(model, sub_model, observer=printer, **config_overrides(args))
     if model in (None, "local") or str(model).startswith("local/"):
         from .model import prepare_with_progress
 

@@ -1,101 +1,184 @@
-"""Settings of a run, in one immutable dataclass (traitlets wrap it in the kernel)."""
+"""Settings of a run: one immutable dataclass, the one source of every setting.
+
+Each field carries its help text, its lower bound and, for the ones a user sets per
+run, its command-line flag (``dataclasses.field(metadata=...)``).  The ``rlm``
+command's options, the ``%rlm`` magic's options and the ``c.RLM`` traitlets of the
+kernel are all built from :func:`settings`; ``None`` means "no limit" everywhere.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+import functools
+import math
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
 from .prompts import STOP_SEQUENCES
 
-__all__ = ["RLMConfig"]
+__all__ = ["RLMConfig", "Setting", "settings"]
+
+
+def _opt(default: Any, help: str, *, low: float | None = None, above: bool = False,
+         flag: str | None = None) -> Any:
+    """A config field: ``low`` is the least value allowed (``above``: values must be
+    more than it); ``flag`` is its option in ``rlm run`` and ``%rlm``."""
+    return field(default=default, metadata={"help": help, "low": low, "above": above,
+                                            "flag": flag})
 
 
 @dataclass(frozen=True, slots=True)
 class RLMConfig:
-    """Limits and knobs of the RLM loop.  All durations are seconds.
+    """Limits and knobs of the RLM loop.  Durations are seconds, costs US dollars,
+    token counts prompt plus completion; ``None`` = no limit.
 
-    Attributes:
-        max_iterations: steps (root-model calls that run code) before the last
-            "answer now" call.
-        max_depth: deepest child run ``rlm_query`` may start (0: it behaves
-            like ``llm_query``).
-        child_max_iterations: step limit of child runs.
-        max_llm_calls / max_tokens / max_cost_usd / max_seconds: run budgets
-            (children included); None = unlimited.  Tokens count prompt plus
-            completion; cost is in US dollars.
-        step_timeout: seconds one step's code may run before it is stopped.
-        max_output_chars: characters of a step's output shown to the model
-            (the user still sees all of it).
-        preview_chars: characters of each variable's preview in the prompt.
-        history_window: most recent steps kept in the prompt.
-        termination: name of the termination policy (see ``PolicyRegistry``).
-        termination_config: configuration passed to that policy.
-        max_concurrency: parallel requests of ``llm_query_batched``.
-        max_consecutive_errors: failed or code-less steps in a row that end the
-            run with ``stopped_by="error"`` (0 = never).
-        temperature: sampling temperature of every call.
-        max_step_tokens / max_sub_tokens: completion cap in tokens for root steps
-            and for sub-calls (None = provider default).
-        cut_after_first_block: run only the first code block of a reply and
-            drop what follows (small models write the next turn themselves).
-        use_stop_sequences: send stop sequences that end a reply at its first
-            closing fence.
-        context_window: the root model's context window in tokens, to keep the
-            prompt inside it (None: ask the client; the embedded model knows).
-        protect_inputs: restore the run's input variables (``context`` ...) if
-            model code rebinds or deletes them, with a warning to the model.
-        restate_question: repeat the question in every step's message, so the
-            form of the answer it asks for stays in view.
-        verify_answer: before a run's first ``FINAL`` is accepted, show the model
-            the question beside the value it chose and let it confirm or correct
-            it (one extra step; skipped at the last step).
-        resample_temperature: when a reply repeats the code of an earlier step,
-            ask once more at this temperature (0 or None = never); breaks the loops a
-            model falls into at temperature 0.
+    Attributes: see :func:`settings` (one line per field, also in ``rlm run --help``
+    and ``jupyter rlm --help-all``).
+
+    Raises:
+        ValueError: (on construction or :meth:`replace`) a value below its bound.
     """
 
-    max_iterations: int = 12
-    max_depth: int = 1
-    child_max_iterations: int = 6
-    max_llm_calls: int | None = None
-    max_tokens: int | None = None
-    max_cost_usd: float | None = None
-    max_seconds: float | None = None
-    step_timeout: float | None = 120.0
-    max_output_chars: int = 3000
-    preview_chars: int = 500
-    history_window: int = 8
-    termination: str = "final_pattern"
-    termination_config: dict[str, Any] | None = None
-    max_concurrency: int = 16
-    max_consecutive_errors: int = 5
-    temperature: float = 0.0
-    max_step_tokens: int | None = 1024
-    max_sub_tokens: int | None = 1024
-    cut_after_first_block: bool = True
-    use_stop_sequences: bool = True
-    protect_inputs: bool = True
-    context_window: int | None = None
-    restate_question: bool = True
-    verify_answer: bool = False
-    resample_temperature: float | None = 0.7
+    max_iterations: int = _opt(
+        12, "Steps (root-model calls that run code) before the last 'answer now' call.",
+        low=1, flag="--max-iterations")
+    max_depth: int = _opt(
+        1, "Deepest child run rlm_query may start (0: it behaves like llm_query).",
+        low=0, flag="--max-depth")
+    child_max_iterations: int = _opt(6, "Step limit of child runs.", low=1)
+    max_llm_calls: int | None = _opt(
+        None, "Budget: model requests per run, root and sub-calls together.",
+        low=1, flag="--max-llm-calls")
+    max_tokens: int | None = _opt(
+        None, "Budget: prompt + completion tokens per run.", low=1, flag="--max-tokens")
+    max_cost_usd: float | None = _opt(
+        None, "Budget: US dollars per run.", low=0, above=True, flag="--max-cost")
+    max_seconds: float | None = _opt(
+        None, "Budget: wall-clock seconds per run.", low=0, above=True, flag="--max-seconds")
+    step_timeout: float | None = _opt(
+        120.0, "Seconds one step's code may run before it is stopped.",
+        low=0, above=True, flag="--step-timeout")
+    max_output_chars: int = _opt(
+        3000, "Characters of a step's output shown to the model (the user sees all).",
+        low=1)
+    preview_chars: int = _opt(500, "Characters of each variable's preview in the prompt.",
+                              low=0)
+    history_window: int = _opt(8, "Most recent steps kept in the prompt.", low=1)
+    termination: str = _opt("final_pattern",
+                            "Termination policy, by its PolicyRegistry name.")
+    termination_config: dict[str, Any] | None = _opt(
+        None, "Configuration passed to the termination policy.")
+    max_concurrency: int = _opt(16, "Parallel requests of llm_query_batched.", low=1)
+    max_consecutive_errors: int | None = _opt(
+        5, "Failed or code-less steps in a row that end the run (stopped_by 'error').",
+        low=1)
+    temperature: float = _opt(0.0, "Sampling temperature of every call.", low=0)
+    max_step_tokens: int | None = _opt(
+        1024, "Completion cap in tokens of a root-model step (None: provider default).",
+        low=1)
+    max_sub_tokens: int | None = _opt(
+        1024, "Completion cap in tokens of a sub-call (None: provider default).", low=1)
+    cut_after_first_block: bool = _opt(
+        True, "Run only the first code block of a reply and drop what follows (small "
+        "models write the next turn themselves).")
+    use_stop_sequences: bool = _opt(
+        True, "Send stop sequences that end a reply at its first closing fence.")
+    protect_inputs: bool = _opt(
+        True, "Restore the run's input variables (context ...) if model code rebinds or "
+        "deletes them, with a warning to the model.")
+    context_window: int | None = _opt(
+        None, "The root model's context window in tokens, to keep the prompt inside it "
+        "(None: ask the client).", low=1)
+    restate_question: bool = _opt(
+        True, "Repeat the question in every step's message, so the form of the answer "
+        "it asks for stays in view.")
+    verify_answer: bool = _opt(
+        False, "Before a run's first FINAL is accepted, show the model the question "
+        "beside its answer to confirm or correct it (one extra step).",
+        flag="--verify-answer")
+    resample_temperature: float | None = _opt(
+        0.7, "When a reply repeats an earlier step's code, ask once more at this "
+        "temperature (None or 0: never).", low=0)
+
+    def __post_init__(self) -> None:
+        for s in settings():
+            s.check(getattr(self, s.name))
 
     def replace(self, **changes: Any) -> RLMConfig:
-        """A copy with ``changes`` applied; None values are ignored.
+        """A copy with ``changes`` applied; None values are ignored (to set a limit
+        to "none", build the config with ``RLMConfig(name=None)``).
 
         Raises:
             TypeError: a name is not a field of the config.
-            ValueError: ``max_iterations`` < 1.
+            ValueError: a value below its bound (e.g. ``max_iterations`` < 1).
         """
         names = {f.name for f in fields(self)}
         unknown = sorted(set(changes) - names)
         if unknown:
             raise TypeError(f"unknown RLM setting(s): {', '.join(unknown)}")
-        new = replace(self, **{k: v for k, v in changes.items() if v is not None})
-        if new.max_iterations < 1:
-            raise ValueError("max_iterations must be at least 1")
-        return new
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     def stop_sequences(self) -> list[str] | None:
         """The stop sequences to send with root-model calls, or None."""
         return list(STOP_SEQUENCES) if self.use_stop_sequences else None
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One field of :class:`RLMConfig`, as the CLI, the magic and traitlets see it.
+
+    Attributes:
+        name: the field name (``max_llm_calls``).
+        kind: ``int``, ``float``, ``bool``, ``str`` or ``dict``.
+        optional: ``None`` is allowed (no limit / not set).
+        default: the default value.
+        help: one line for ``--help``.
+        low / above: the least value (``above``: values must be more than ``low``).
+        flag: the per-run option (``--max-llm-calls``) or None.
+    """
+
+    name: str
+    kind: str
+    optional: bool
+    default: Any
+    help: str
+    low: float | None
+    above: bool
+    flag: str | None
+
+    def check(self, value: Any) -> None:
+        """Raise ValueError if ``value`` is out of bounds (None passes if optional)."""
+        if value is None:
+            if not self.optional:
+                raise ValueError(f"{self.name} cannot be None")
+            return
+        if self.low is None or self.kind not in ("int", "float"):
+            return
+        if isinstance(value, float) and math.isnan(value):
+            raise ValueError(f"{self.name} must be a number, got nan")
+        if value < self.low or (self.above and value == self.low):
+            raise ValueError(f"{self.name} must be {self.bound()}, got {value!r}")
+
+    def bound(self) -> str:
+        """The bound in words: ``at least 1`` / ``more than 0`` (``or None``)."""
+        text = f"{'more than' if self.above else 'at least'} {self.low:g}"
+        return text + (" (or None: no limit)" if self.optional else "")
+
+
+_KINDS = {"int": "int", "float": "float", "bool": "bool", "str": "str",
+          "dict[str, Any]": "dict"}
+
+
+@functools.cache
+def settings() -> tuple[Setting, ...]:
+    """Every field of :class:`RLMConfig` with its type, default, help, bound and flag,
+    in declaration order."""
+    out = []
+    for f in fields(RLMConfig):
+        annotation = str(f.type)
+        optional = annotation.endswith("| None")
+        kind = _KINDS[annotation.removesuffix("| None").strip()]
+        default = None if f.default is MISSING else f.default
+        meta = f.metadata
+        out.append(Setting(f.name, kind, optional, default, meta["help"], meta["low"],
+                           meta["above"], meta["flag"]))
+    return tuple(out)

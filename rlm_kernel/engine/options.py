@@ -1,41 +1,81 @@
-"""Argument types shared by the ``rlm`` command and the ``%rlm`` magic: a bad value
-gets one readable line from argparse, never a traceback."""
+"""Command-line options made from :func:`~rlm_kernel.engine.config.settings`, shared by
+the ``rlm`` command and the ``%rlm`` magic: the same flags, help, defaults and bounds,
+and a bad value gets one readable line from argparse, never a traceback."""
 
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["positive_int", "positive_float", "non_empty"]
+from .config import Setting, settings
+
+__all__ = ["add_setting_options", "config_overrides", "non_empty", "positive_float",
+           "positive_int", "value_type"]
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1 (step limits, budgets).
+def value_type(setting: Setting) -> Callable[[str], Any]:
+    """The argparse ``type=`` of a setting: parses the text and checks its bound.
 
-    Raises:
-        argparse.ArgumentTypeError: not an integer, or below 1.
+    Raises (from the returned function):
+        argparse.ArgumentTypeError: not a number of the setting's kind, or out of bounds.
     """
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+    def parse(text: str) -> Any:
+        try:
+            value = int(text) if setting.kind == "int" else float(text)
+        except ValueError:
+            what = "a whole number" if setting.kind == "int" else "a number"
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if isinstance(value, float) and math.isnan(value):
+            raise argparse.ArgumentTypeError(f"must be {setting.bound()}, got {text}")
+        try:
+            setting.check(value)
+        except ValueError:
+            bound = setting.bound().removesuffix(" (or None: no limit)")
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {text}") from None
+        return value
+
+    parse.__name__ = setting.kind  # argparse names the type in its messages
+    return parse
 
 
-def positive_float(text: str) -> float:
-    """A number > 0 (seconds, US dollars).
+def add_setting_options(parser: argparse.ArgumentParser, *, with_help: bool = True) -> None:
+    """Add every setting that has a flag (``--max-iterations`` ...) to ``parser``.
 
-    Raises:
-        argparse.ArgumentTypeError: not a number, or not above 0.
+    Values land under the setting's name (``max_cost_usd`` for ``--max-cost``);
+    unset options are None, so :func:`config_overrides` leaves their defaults alone.
     """
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:  # also rejects nan
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return value
+    for s in settings():
+        if s.flag is None:
+            continue
+        if s.kind == "bool":
+            text = s.help
+        else:
+            shown = "no limit" if s.default is None else f"{s.default:g}"
+            text = f"{s.help.rstrip('.')} (default: {shown})."
+        kwargs: dict[str, Any] = {"dest": s.name, "help": text if with_help else None}
+        if s.kind == "bool":
+            parser.add_argument(s.flag, action="store_const", const=True, **kwargs)
+        else:
+            metavar = "N" if s.kind == "int" else "X"
+            parser.add_argument(s.flag, type=value_type(s), metavar=metavar, **kwargs)
+
+
+def config_overrides(namespace: argparse.Namespace) -> dict[str, Any]:
+    """The settings given on a command line, as ``RLMConfig`` keyword arguments."""
+    names = {s.name for s in settings() if s.flag}
+    return {k: v for k, v in vars(namespace).items() if k in names and v is not None}
+
+
+def _bounded(kind: str, low: float, above: bool) -> Callable[[str], Any]:
+    return value_type(Setting("value", kind, False, None, "", low, above, None))
+
+
+positive_int = _bounded("int", 1, False)
+"""An integer >= 1 (argparse type; raises ``argparse.ArgumentTypeError``)."""
+positive_float = _bounded("float", 0, True)
+"""A number > 0 (argparse type; raises ``argparse.ArgumentTypeError``)."""
 
 
 def non_empty(text: str) -> str:
@@ -47,3 +87,4 @@ def non_empty(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("the question is empty")
     return text
+

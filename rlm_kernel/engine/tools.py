@@ -9,6 +9,7 @@ concurrency) are read from this host-side object, not from the namespace.
 from __future__ import annotations
 
 import threading
+import time
 import types
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -18,13 +19,13 @@ from ..context.documents import Hits, search_lines
 from ..context.documents import split_documents as _split_documents
 from ..context.structure import Outline, Records, code_outline, parse_records
 from ..executors.redaction import Redactor
-from ..models import LanguageModel, LLMError, make_client
+from ..models import LanguageModel, LLMError, UsageLedger, make_client
 from ..repl_types import REPLVariable
 from ..termination import FINAL, FINAL_VAR, FinalOutput
-from .budget import BudgetGuard, GuardedClient
+from .budget import Budget, BudgetGuard, GuardedClient
 from .prompts import SUB_CALL_SYSTEM_PROMPT
 
-__all__ = ["RunTools", "RESERVED_NAMES", "SESSION_NAMES", "user_variables"]
+__all__ = ["RunTools", "RESERVED_NAMES", "SESSION_NAMES", "session_tools", "user_variables"]
 
 RESERVED_NAMES = ("llm_query", "llm_query_batched", "rlm_query", "FINAL", "FINAL_VAR",
                   "SHOW_VARS", "search", "split_documents", "parse_records", "code_outline")
@@ -285,3 +286,19 @@ class RunTools:
                            for n, v in variables.items()) or "(no variables)"
         print(text)
         return None  # printed already; returning it would print twice at a trailing call
+
+
+def session_tools(sub_model: str | None, namespace: MutableMapping[str, Any],
+                  max_concurrency: int = 16) -> RunTools:
+    """The REPL tools for use outside any run (a re-run exported notebook, a cell of
+    the user's): ``llm_query`` & co. on ``sub_model`` (a litellm model string; None =
+    the embedded model), with a fresh usage ledger and no budget.
+
+    Raises:
+        LocalModelError: ``sub_model`` names no embedded model.
+    """
+    ledger = UsageLedger()
+    sub = make_client(sub_model)
+    sub.ledger = ledger
+    guard = BudgetGuard(Budget(), ledger, time.monotonic())
+    return RunTools(sub, guard, namespace, depth=0, max_concurrency=max_concurrency)

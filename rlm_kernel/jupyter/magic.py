@@ -6,31 +6,31 @@
     %rlm vars [--context NAME ...]     the variables the model would see
     %rlm export PATH.ipynb [--run ID]  one run as a notebook
 
-Options: ``--model``, ``--sub-model``, ``--max-iterations``, ``--context NAME``
-(repeatable: the variables the model is told about; default every data
-variable).  Settings are traitlets under ``c.RLM`` (``%config RLM.model = ...``),
-falling back to ``RLM_MODEL`` / ``RLM_SUB_MODEL``.
+Options: ``--model``, ``--sub-model``, every per-run limit of ``rlm run``
+(``--max-iterations``, ``--max-llm-calls``, ``--step-timeout`` ...: the same flags,
+from :func:`rlm_kernel.engine.config.settings`) and ``--context NAME`` (repeatable:
+the variables the model is told about; default every data variable).  Settings are
+traitlets under ``c.RLM`` (``%config RLM.max_llm_calls = 20``; ``None`` = no limit),
+the models falling back to ``RLM_MODEL`` / ``RLM_SUB_MODEL``.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shlex
 import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from traitlets import Bool, Float, Int, Unicode, default
 
-from ..engine.options import positive_int
+from ..engine.options import add_setting_options, config_overrides
 from ..termination import FinalOutput, format_final_answer, resolve_final_var
 from .frontend import FrontendRegistry, StepRenderer
+from .settings import RLMSettings
 
 __all__ = ["RLMMagics", "RunRecord", "load_ipython_extension"]
 
@@ -48,15 +48,18 @@ class RunRecord:
     messages: list[dict[str, Any]] = field(default_factory=list)
 
 
-_USAGE = ("usage: %rlm [--model M] [--sub-model M] [--max-iterations N] [--context NAME ...] "
-          "QUESTION  |  %rlm vars  |  %rlm export PATH.ipynb [--run ID]")
+_USAGE = ("usage: %rlm [--model M] [--sub-model M] [--max-iterations N] [--max-llm-calls N] "
+          "[...any rlm run limit] [--context NAME ...] QUESTION  |  %rlm vars  |  "
+          "%rlm export PATH.ipynb [--run ID]")
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
+    """The magic's line options: the models, the per-run settings ``rlm run`` has
+    (from :func:`~rlm_kernel.engine.config.settings`), ``--context`` and ``--run``."""
     parser = argparse.ArgumentParser(prog=prog, add_help=False, exit_on_error=False)
     parser.add_argument("--model")
     parser.add_argument("--sub-model")
-    parser.add_argument("--max-iterations", type=positive_int)
+    add_setting_options(parser, with_help=False)
     parser.add_argument("--context", action="append")
     parser.add_argument("--run")
     parser.add_argument("words", nargs="*")
@@ -64,40 +67,15 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 
 @magics_class
-class RLMMagics(Magics):
-    """``%rlm`` / ``%%rlm``; settings are read from the ``RLM`` config section."""
-
-    model = Unicode(None, allow_none=True, help="Root model: a litellm model string; "
-                    "empty means the embedded local model (env RLM_MODEL).").tag(config=True)
-    sub_model = Unicode(None, allow_none=True, help="Model for llm_query (env "
-                        "RLM_SUB_MODEL); empty means the root model.").tag(config=True)
-    max_iterations = Int(12, help="Steps before the final 'answer now' call.").tag(config=True)
-    max_depth = Int(1, help="Deepest child run rlm_query may start.").tag(config=True)
-    step_timeout = Float(120.0, help="Seconds one step's code may run.").tag(config=True)
-    max_llm_calls = Int(0, help="Budget: model requests per run (0 = none).").tag(config=True)
-    max_tokens = Int(0, help="Budget: tokens per run (0 = none).").tag(config=True)
-    max_cost_usd = Float(0.0, help="Budget: US dollars per run (0 = none).").tag(config=True)
-    max_seconds = Float(0.0, help="Budget: seconds per run (0 = none).").tag(config=True)
-    max_output_chars = Int(3000, help="Characters of step output shown to the model."
-                           ).tag(config=True)
-    verify_answer = Bool(False, help="Before the first FINAL is accepted, show the model the "
-                         "question beside its answer to confirm or correct it (one extra "
-                         "step).").tag(config=True)
-    widgets = Bool(True, help="Show the progress and variables widgets in the task cell."
-                   ).tag(config=True)
+class RLMMagics(Magics, RLMSettings):
+    """``%rlm`` / ``%%rlm``.  Settings come from the ``RLM`` config section: every run
+    setting of :class:`~rlm_kernel.engine.config.RLMConfig`, the models and the
+    widgets switch, all inherited from :class:`~rlm_kernel.jupyter.settings.RLMSettings`."""
 
     @classmethod
     def section_names(cls) -> list[str]:
         """Config section: ``c.RLM`` (and ``c.RLMMagics``)."""
         return ["RLM", cls.__name__]
-
-    @default("model")
-    def _default_model(self) -> str | None:
-        return os.environ.get("RLM_MODEL") or None
-
-    @default("sub_model")
-    def _default_sub_model(self) -> str | None:
-        return os.environ.get("RLM_SUB_MODEL") or None
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
@@ -133,41 +111,26 @@ class RLMMagics(Magics):
         return self.run_task(question, opts)
 
     def run_task(self, question: str, opts: argparse.Namespace) -> Any:
-        """Run one task in the shell's namespace; returns the answer value (or None)."""
-        from IPython.display import display
+        """Run one task in the shell's namespace; returns the answer value (or None).
 
+        Raises:
+            UsageError: a ``--context`` name is not in the namespace, or an option
+                value is out of bounds.
+        """
         from ..engine import RLM
         from ..models import LLMError
         from .shell_executor import ShellExecutor
 
-        shell = self.shell
-        ns = shell.user_ns
         variables = self._variables(opts.context)
-        run_id = uuid.uuid4().hex[:8]
-        cell_id = _cell_id(shell)
+        try:
+            config = self.run_config(**config_overrides(opts))
+        except ValueError as exc:
+            raise UsageError(f"%rlm: {exc}\n{_USAGE}") from None
+        run_id, cell_id = uuid.uuid4().hex[:8], _cell_id(self.shell)
         setup = self._setup_cells()
-        pub = shell.display_pub
-        executor = ShellExecutor(shell)
-
-        def publish(data: dict, md: dict, display_id: str, update: bool) -> None:
-            pub.publish(data=data, metadata=md, transient={"display_id": display_id},
-                        update=update)
-
-        renderer = StepRenderer(run_id, cell_id, publish, use_comm=self.registry.present,
-                                executor=executor)
-        executor.on_rich_output = renderer.on_rich_output
-        max_iter = opts.max_iterations or self.max_iterations
-        view = None
-        if self.widgets:
-            from .widgets import RunView
-
-            view = RunView(max_iter, namespace=ns, names=list(variables))
-            old = self._views.pop(cell_id, None) if cell_id else None
-            if old is not None:  # the cell is re-run: its last run's widgets go
-                old.dispose()
-            if cell_id:
-                self._views[cell_id] = view
-            display(*view.widgets)
+        executor = ShellExecutor(self.shell)
+        renderer = self._renderer(run_id, cell_id, executor)
+        view = self._view(cell_id, config.max_iterations, list(variables))
 
         def observer(event: Any) -> None:
             renderer(event)
@@ -175,11 +138,7 @@ class RLMMagics(Magics):
                 view.on_event(event)
 
         rlm = RLM(opts.model or self.model or None, opts.sub_model or self.sub_model or None,
-                  observer=observer, max_iterations=max_iter, max_depth=self.max_depth,
-                  step_timeout=self.step_timeout, max_output_chars=self.max_output_chars,
-                  max_llm_calls=self.max_llm_calls or None, max_tokens=self.max_tokens or None,
-                  max_cost_usd=self.max_cost_usd or None, max_seconds=self.max_seconds or None,
-                  verify_answer=self.verify_answer)
+                  config=config, observer=observer)
         self.running = True
         try:
             result = rlm.run(question, executor=executor, variables=variables)
@@ -188,18 +147,57 @@ class RLMMagics(Magics):
             return None
         finally:
             self.running = False
-            bind_session_tools(shell, self)
+            bind_session_tools(self.shell, self)
             if view is not None:
                 view.close()
-        self.step_counts.update(c for c in renderer.execution_counts if c is not None)
-        self.runs[run_id] = RunRecord(run_id, result, cell_id, setup, renderer.step_outputs,
-                                      renderer.execution_counts, renderer.messages)
+        return self._finish(RunRecord(run_id, result, cell_id, setup, renderer.step_outputs,
+                                      renderer.execution_counts, renderer.messages))
+
+    def _renderer(self, run_id: str, cell_id: str | None, executor: Any) -> StepRenderer:
+        """The run's step renderer: comm messages to a frontend extension, else inline
+        display updates in the task cell."""
+        pub = self.shell.display_pub
+
+        def publish(data: dict, md: dict, display_id: str, update: bool) -> None:
+            pub.publish(data=data, metadata=md, transient={"display_id": display_id},
+                        update=update)
+
+        renderer = StepRenderer(run_id, cell_id, publish, use_comm=self.registry.present,
+                                executor=executor)
+        executor.on_rich_output = renderer.on_rich_output
+        return renderer
+
+    def _view(self, cell_id: str | None, max_iterations: int, names: list[str]) -> Any:
+        """Display the run's progress and variables widgets (None if ``widgets`` is
+        off); a re-run cell's previous widgets are closed first."""
+        if not self.widgets:
+            return None
+        from IPython.display import display
+
+        from .widgets import RunView
+
+        view = RunView(max_iterations, namespace=self.shell.user_ns, names=names)
+        old = self._views.pop(cell_id, None) if cell_id else None
+        if old is not None:
+            old.dispose()
+        if cell_id:
+            self._views[cell_id] = view
+        display(*view.widgets)
+        return view
+
+    def _finish(self, record: RunRecord) -> Any:
+        """Keep the run for ``%rlm export``, bind ``rlm_answer``, report a run that
+        did not end with FINAL; returns the answer value."""
+        result = record.result
+        self.step_counts.update(c for c in record.execution_counts if c is not None)
+        self.runs[record.run_id] = record
         value = result.answer_value if result.answer is not None else None
+        ns = self.shell.user_ns
         ns["rlm_answer"] = value
         ns.setdefault("rlm_answers", []).append(value)
         if result.stopped_by != "final":
             reason = f": {result.error}" if result.error else ""
-            print(f"RLM run {run_id} stopped by {result.stopped_by}{reason} "
+            print(f"RLM run {record.run_id} stopped by {result.stopped_by}{reason} "
                   f"({result.steps} steps kept)", file=sys.stderr)
         return value
 
@@ -272,15 +270,9 @@ def _cell_id(shell: Any) -> str | None:
 
 def bind_session_tools(shell: Any, magics: RLMMagics) -> None:
     """Bind ``llm_query`` & co. for use outside runs (re-running an exported notebook)."""
-    from ..engine.budget import Budget, BudgetGuard
-    from ..engine.tools import RunTools
-    from ..models import UsageLedger, make_client
+    from ..engine.tools import session_tools
 
-    ledger = UsageLedger()
-    sub = make_client(magics.sub_model or magics.model or None)
-    sub.ledger = ledger
-    tools = RunTools(sub, BudgetGuard(Budget(), ledger, time.monotonic()), shell.user_ns,
-                     depth=0, max_concurrency=16)
+    tools = session_tools(magics.sub_model or magics.model or None, shell.user_ns)
     functions = tools.functions()
 
     def final(answer: Any) -> None:
