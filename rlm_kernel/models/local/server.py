@@ -2,131 +2,45 @@
 
 The server runs as a child process on a free 127.0.0.1 port, is started on the
 first call that needs it, reused by later calls, and stopped when the Python
-process that started it exits.  A small state file in the cache directory lets
-other processes (``rlm model status``, a second ``rlm run``) find and reuse a
-server that ``rlm model serve`` keeps running.
-
-Who may do what with the state file: a process finds a server through it (a server
-busy generating counts as running: its pid is a live llama.cpp server and its port
-takes connections), starts one only while holding ``server-<name>.lock``
-(``flock``), deletes the file only if it wrote it (its server's pid), and removes a
-file whose pid is dead.  A server is SIGKILLed by Linux when the process that
-started it dies (``PR_SET_PDEATHSIG``), so a killed client leaves no orphan.
+process that started it exits (and killed by Linux if that process dies: see
+``launcher``).  Other processes (``rlm model status``, a second ``rlm run``) find
+and reuse a server that ``rlm model serve`` keeps running through its state file
+(``discovery``).
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
-import fcntl
 import importlib.util
-import json
-import os
-import queue
-import socket
 import subprocess
-import sys
 import threading
 import time
-import urllib.request
-from collections.abc import Iterator
-from concurrent.futures import Future
-from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from ..base import LLMError, Message
 from ..litellm_client import LiteLLMClient
 from ..usage import Completion
-from .weights import LocalModelError, LocalModelSpec, cache_dir, get_spec, prepare
+from .discovery import (
+    ServerInfo,
+    _accepting,
+    _healthy,
+    _is_server,
+    _log_path,
+    _log_tail,
+    _read_state,
+    _remove_state,
+    _start_lock,
+    _write_state,
+)
+from .launcher import DEFAULT_N_CTX, _free_port, _spawner, _with_parent_death, server_command
+from .weights import LocalModelError, LocalModelSpec, get_spec, prepare
 
 __all__ = ["ServerInfo", "LocalModelClient", "ensure_server", "find_running", "stop_server",
            "server_command", "DEFAULT_N_CTX", "START_TIMEOUT"]
 
-DEFAULT_N_CTX = 8192  # tokens; llama.cpp's own default (2048) is too small for RLM prompts
 START_TIMEOUT = 180.0  # seconds to wait for the server to answer /v1/models
 _lock = threading.Lock()
 _servers: dict[str, tuple[subprocess.Popen, ServerInfo]] = {}
-
-
-@dataclass(slots=True)
-class ServerInfo:
-    """A running model server: its model alias, port, process id and context size."""
-
-    model: str
-    port: int
-    pid: int
-    n_ctx: int
-
-    @property
-    def api_base(self) -> str:
-        """OpenAI-compatible base URL, e.g. ``http://127.0.0.1:43121/v1``."""
-        return f"http://127.0.0.1:{self.port}/v1"
-
-
-def _state_path(spec: LocalModelSpec) -> Path:
-    return cache_dir() / f"server-{spec.name}.json"
-
-
-def _log_path(spec: LocalModelSpec) -> Path:
-    return cache_dir() / f"server-{spec.name}.log"
-
-
-def _healthy(info: ServerInfo, timeout: float = 2.0) -> bool:
-    try:
-        with urllib.request.urlopen(f"{info.api_base}/models", timeout=timeout) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
-
-
-def _accepting(info: ServerInfo, timeout: float = 1.0) -> bool:
-    """True when the server's port takes a TCP connection: a server busy generating
-    (which may not answer HTTP within seconds) still accepts."""
-    try:
-        with socket.create_connection(("127.0.0.1", info.port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def _is_server(pid: int) -> bool:
-    """True when ``pid`` is a live llama-cpp-python server (not a zombie, not a pid
-    the system has since given to another program); without ``/proc``, when alive."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        try:
-            os.kill(pid, 0)
-        except OSError:
-            return False
-        return True
-    try:
-        return b"llama_cpp.server" in (proc / str(pid) / "cmdline").read_bytes()
-    except OSError:
-        return False
-
-
-def _read_state(spec: LocalModelSpec) -> ServerInfo | None:
-    try:
-        return ServerInfo(**json.loads(_state_path(spec).read_text()))
-    except (OSError, ValueError, TypeError):
-        return None
-
-
-def _write_state(spec: LocalModelSpec, info: ServerInfo) -> None:
-    """Write the state file atomically (temp file + rename): a reader never sees half."""
-    path = _state_path(spec)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(asdict(info)))
-    os.replace(tmp, path)
-
-
-def _remove_state(spec: LocalModelSpec, pid: int) -> None:
-    """Delete the state file if it still names ``pid`` (call with the start lock held)."""
-    info = _read_state(spec)
-    if info is not None and info.pid == pid:
-        with contextlib.suppress(OSError):
-            _state_path(spec).unlink()
 
 
 def _lookup(spec: LocalModelSpec, *, clean: bool) -> ServerInfo | None:
@@ -158,65 +72,6 @@ def find_running(name: str | None = None) -> ServerInfo | None:
         return _lookup(spec, clean=locked)
 
 
-@contextlib.contextmanager
-def _start_lock(spec: LocalModelSpec, timeout: float | None = None) -> Iterator[bool]:
-    """An exclusive lock (``flock``) across processes around find-or-start, so two
-    processes never start two servers for one model.
-
-    Yields True once held; with ``timeout`` (seconds; 0 = one try) it gives up after
-    that long and yields False."""
-    path = cache_dir() / f"server-{spec.name}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as fh:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | (0 if deadline is None else fcntl.LOCK_NB))
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:  # type: ignore[operator]
-                    yield False
-                    return
-                time.sleep(0.05)
-        try:
-            yield True
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def server_command(model_path: Path, alias: str, port: int, *, n_ctx: int = DEFAULT_N_CTX,
-                   threads: int | None = None) -> list[str]:
-    """The command that runs llama-cpp-python's server for the embedded model.
-
-    Args:
-        model_path: the GGUF weights file.
-        alias: the model name clients send (``openai/<alias>`` for litellm).
-        port: TCP port on 127.0.0.1.
-        n_ctx: context window in tokens.
-        threads: CPU threads for generation and prompt processing (default: all
-            cores; llama.cpp would use half).
-
-    ``--logits_all False``: llama-cpp-python's server keeps the logits of every
-    position by default, an n_ctx x vocabulary float array (8,192 x 151,936 x 4
-    bytes, about 5 GB for Qwen2.5); replies need the last position's only (which
-    llama.cpp's sampler reads itself), and requests for ``logprobs`` fail without it.
-    ``bench/bench_memory.py`` measures both and checks replies at temperature 0
-    are the same.
-    """
-    threads = threads or os.cpu_count() or 2
-    return [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
-            "--model_alias", alias, "--host", "127.0.0.1", "--port", str(port),
-            "--n_ctx", str(n_ctx), "--n_threads", str(threads),
-            "--n_threads_batch", str(threads), "--verbose", "False",
-            "--logits_all", "False"]
-
-
 def ensure_server(name: str | None = None, *, n_ctx: int = DEFAULT_N_CTX,
                   threads: int | None = None, timeout: float = START_TIMEOUT) -> ServerInfo:
     """Return a running server for the embedded model, starting one if needed.
@@ -241,106 +96,51 @@ def ensure_server(name: str | None = None, *, n_ctx: int = DEFAULT_N_CTX,
             raise LocalModelError(
                 "the embedded model needs llama-cpp-python: pip install 'rlm-kernel[local]'"
             )
-        path = prepare(spec.name)
-        port = _free_port()
-        cmd = server_command(path, spec.name, port, n_ctx=n_ctx, threads=threads)
-        log = _log_path(spec).open("wb")
-        # A session of its own: Ctrl-C or a kernel interrupt (sent to the process
-        # group) must not kill the server mid-run.  It still dies with this process.
-        try:
-            proc = _spawner.popen(_with_parent_death(cmd), stdout=log,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  start_new_session=True)
-        finally:
-            log.close()
-        info = ServerInfo(model=spec.name, port=port, pid=proc.pid, n_ctx=n_ctx)
-        deadline = time.monotonic() + timeout
-        while not _healthy(info, timeout=1.0):
-            if proc.poll() is not None:
-                raise LocalModelError(
-                    f"the model server exited with code {proc.returncode}: {_log_tail(spec)}"
-                )
-            if time.monotonic() > deadline:
-                proc.kill()
-                proc.wait()
-                raise LocalModelError(
-                    f"the model server did not answer within {timeout:.0f} s: {_log_tail(spec)}"
-                )
-            time.sleep(0.25)
+        proc, info = _launch(spec, n_ctx, threads)
+        _wait_until_ready(spec, proc, info, timeout)
         _servers[spec.name] = (proc, info)
         _write_state(spec, info)
         return info
 
 
-# Run by the child's own interpreter, then replaced by the server (``execv`` keeps
-# the setting): ask Linux to SIGKILL it when its parent dies (``prctl``
-# PR_SET_PDEATHSIG = 1, from <linux/prctl.h>), and stop if the parent died already.
-# SIGKILL, not SIGTERM: uvicorn waits for an in-flight generation on SIGTERM, which
-# kept orphans generating for minutes; the server holds nothing worth saving.
-_PARENT_DEATH = (
-    "import ctypes, os, signal, sys\n"
-    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
-    "if os.getppid() != int(sys.argv[1]):\n"
-    "    sys.exit('rlm-kernel: the process that started the server is gone')\n"
-    "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])\n"
-)
-
-
-def _with_parent_death(cmd: list[str]) -> list[str]:
-    """``cmd`` (a ``sys.executable`` command) wrapped so that its process is killed
-    with the one starting it (Linux); unchanged elsewhere."""
-    if not sys.platform.startswith("linux"):
-        return cmd
-    return [sys.executable, "-c", _PARENT_DEATH, str(os.getpid()), *cmd[1:]]
-
-
-class _Spawner:
-    """Starts child processes from one thread that lives as long as the process.
-
-    Linux sends the parent-death signal when the *thread* that forked the child
-    ends, not the process: a server started from a worker thread (a batched
-    sub-call's pool) would be killed when the pool shuts down.  This thread never
-    ends before the process does (a daemon thread; a forked child starts its own).
-    """
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._guard = threading.Lock()
-
-    def popen(self, cmd: list[str], **kwargs: Any) -> subprocess.Popen:
-        """``subprocess.Popen(cmd, **kwargs)``, run on the spawner thread.
-
-        Raises:
-            OSError: the program cannot be started (as ``Popen`` raises it).
-        """
-        with self._guard:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._serve, daemon=True,
-                                                name="rlm-server-spawner")
-                self._thread.start()
-        done: Future[subprocess.Popen] = Future()
-        self._jobs.put((cmd, kwargs, done))
-        return done.result()
-
-    def _serve(self) -> None:
-        while True:
-            cmd, kwargs, done = self._jobs.get()
-            try:
-                done.set_result(subprocess.Popen(cmd, **kwargs))
-            except BaseException as exc:  # handed to the caller
-                done.set_exception(exc)
-
-
-_spawner = _Spawner()
-
-
-def _log_tail(spec: LocalModelSpec, lines: int = 3) -> str:
+def _launch(spec: LocalModelSpec, n_ctx: int,
+            threads: int | None) -> tuple[subprocess.Popen, ServerInfo]:
+    """Prepare the weights and start the server process on a free port."""
+    path = prepare(spec.name)
+    port = _free_port()
+    cmd = server_command(path, spec.name, port, n_ctx=n_ctx, threads=threads)
+    log = _log_path(spec).open("wb")
+    # A session of its own: Ctrl-C or a kernel interrupt (sent to the process
+    # group) must not kill the server mid-run.  It still dies with this process.
     try:
-        text = _log_path(spec).read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return "no log"
-    return " | ".join(text[-lines:]) or "empty log"
+        proc = _spawner.popen(_with_parent_death(cmd), stdout=log,
+                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                              start_new_session=True)
+    finally:
+        log.close()
+    return proc, ServerInfo(model=spec.name, port=port, pid=proc.pid, n_ctx=n_ctx)
+
+
+def _wait_until_ready(spec: LocalModelSpec, proc: subprocess.Popen, info: ServerInfo,
+                      timeout: float) -> None:
+    """Poll ``/v1/models`` until it answers (seconds: ``timeout``).
+
+    Raises:
+        LocalModelError: the process exited, or did not answer in time (it is killed).
+    """
+    deadline = time.monotonic() + timeout
+    while not _healthy(info, timeout=1.0):
+        if proc.poll() is not None:
+            raise LocalModelError(
+                f"the model server exited with code {proc.returncode}: {_log_tail(spec)}"
+            )
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise LocalModelError(
+                f"the model server did not answer within {timeout:.0f} s: {_log_tail(spec)}"
+            )
+        time.sleep(0.25)
 
 
 def stop_server(name: str | None = None, grace: float = 3.0) -> bool:

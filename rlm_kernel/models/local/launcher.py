@@ -1,0 +1,116 @@
+"""Starting llama-cpp-python's server process: its command line, a free port, and a
+launcher that makes Linux kill the server with the process that started it
+(``PR_SET_PDEATHSIG`` = SIGKILL), whichever thread asked for it.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import subprocess
+import sys
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DEFAULT_N_CTX", "server_command"]
+
+DEFAULT_N_CTX = 8192  # tokens; llama.cpp's own default (2048) is too small for RLM prompts
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def server_command(model_path: Path, alias: str, port: int, *, n_ctx: int = DEFAULT_N_CTX,
+                   threads: int | None = None) -> list[str]:
+    """The command that runs llama-cpp-python's server for the embedded model.
+
+    Args:
+        model_path: the GGUF weights file.
+        alias: the model name clients send (``openai/<alias>`` for litellm).
+        port: TCP port on 127.0.0.1.
+        n_ctx: context window in tokens.
+        threads: CPU threads for generation and prompt processing (default: all
+            cores; llama.cpp would use half).
+
+    ``--logits_all False``: llama-cpp-python's server keeps the logits of every
+    position by default, an n_ctx x vocabulary float array (8,192 x 151,936 x 4
+    bytes, about 5 GB for Qwen2.5); replies need the last position's only (which
+    llama.cpp's sampler reads itself), and requests for ``logprobs`` fail without it.
+    ``bench/bench_memory.py`` measures both and checks replies at temperature 0
+    are the same.
+    """
+    threads = threads or os.cpu_count() or 2
+    return [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
+            "--model_alias", alias, "--host", "127.0.0.1", "--port", str(port),
+            "--n_ctx", str(n_ctx), "--n_threads", str(threads),
+            "--n_threads_batch", str(threads), "--verbose", "False",
+            "--logits_all", "False"]
+
+
+# Run by the child's own interpreter, then replaced by the server (``execv`` keeps
+# the setting): ask Linux to SIGKILL it when its parent dies (``prctl``
+# PR_SET_PDEATHSIG = 1, from <linux/prctl.h>), and stop if the parent died already.
+# SIGKILL, not SIGTERM: uvicorn waits for an in-flight generation on SIGTERM, which
+# kept orphans generating for minutes; the server holds nothing worth saving.
+_PARENT_DEATH = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    sys.exit('rlm-kernel: the process that started the server is gone')\n"
+    "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])\n"
+)
+
+
+def _with_parent_death(cmd: list[str]) -> list[str]:
+    """``cmd`` (a ``sys.executable`` command) wrapped so that its process is killed
+    with the one starting it (Linux); unchanged elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return cmd
+    return [sys.executable, "-c", _PARENT_DEATH, str(os.getpid()), *cmd[1:]]
+
+
+class _Spawner:
+    """Starts child processes from one thread that lives as long as the process.
+
+    Linux sends the parent-death signal when the *thread* that forked the child
+    ends, not the process: a server started from a worker thread (a batched
+    sub-call's pool) would be killed when the pool shuts down.  This thread never
+    ends before the process does (a daemon thread; a forked child starts its own).
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._guard = threading.Lock()
+
+    def popen(self, cmd: list[str], **kwargs: Any) -> subprocess.Popen:
+        """``subprocess.Popen(cmd, **kwargs)``, run on the spawner thread.
+
+        Raises:
+            OSError: the program cannot be started (as ``Popen`` raises it).
+        """
+        with self._guard:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, daemon=True,
+                                                name="rlm-server-spawner")
+                self._thread.start()
+        done: Future[subprocess.Popen] = Future()
+        self._jobs.put((cmd, kwargs, done))
+        return done.result()
+
+    def _serve(self) -> None:
+        while True:
+            cmd, kwargs, done = self._jobs.get()
+            try:
+                done.set_result(subprocess.Popen(cmd, **kwargs))
+            except BaseException as exc:  # handed to the caller
+                done.set_exception(exc)
+
+
+_spawner = _Spawner()
