@@ -40,6 +40,6 @@ _install_moved_paths()
 
 def load_ipython_extension(shell: Any) -> None:
     """``%load_ext rlm_kernel``: the ``%rlm`` magic in any IPython kernel."""
-    from .jupyter.magic import load_ipython_extension as load
+    from .jupyter.extension import load_ipython_extension as load
 
     load(shell)

@@ -43,7 +43,7 @@ class RLMKernel(IPythonKernel):
         if self.prose_tasks and not silent and is_prose(code, magics=self._automagics()):
             code = "%%rlm\n" + code
         # The task cell's own execution count is kept by the extension
-        # (rlm_kernel.magic.keep_task_count), as in any other ipykernel.
+        # (rlm_kernel.jupyter.session.keep_task_count), as in any other ipykernel.
         return await super().do_execute(code, silent, store_history, user_expressions,
                                         allow_stdin, **kwargs)
 

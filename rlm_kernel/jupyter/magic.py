@@ -17,7 +17,6 @@ the models falling back to ``RLM_MODEL`` / ``RLM_SUB_MODEL``.
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
 import sys
 import uuid
@@ -28,11 +27,11 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
 from ..engine.options import add_setting_options, config_overrides
-from ..termination import FinalOutput, format_final_answer, resolve_final_var
 from .frontend import FrontendRegistry, StepRenderer
+from .session import bind_session_tools
 from .settings import RLMSettings
 
-__all__ = ["RLMMagics", "RunRecord", "load_ipython_extension"]
+__all__ = ["RLMMagics", "RunRecord"]
 
 
 @dataclass
@@ -147,7 +146,7 @@ class RLMMagics(Magics, RLMSettings):
             return None
         finally:
             self.running = False
-            bind_session_tools(self.shell, self)
+            bind_session_tools(self.shell, self.sub_model or self.model or None)
             if view is not None:
                 view.close()
         return self._finish(RunRecord(run_id, result, cell_id, setup, renderer.step_outputs,
@@ -266,100 +265,3 @@ def _cell_id(shell: Any) -> str | None:
     except Exception:  # noqa: BLE001 - no request context (e.g. terminal IPython)
         parent = {}
     return (parent or {}).get("metadata", {}).get("cellId")
-
-
-def bind_session_tools(shell: Any, magics: RLMMagics) -> None:
-    """Bind ``llm_query`` & co. for use outside runs (re-running an exported notebook)."""
-    from ..engine.tools import session_tools
-
-    tools = session_tools(magics.sub_model or magics.model or None, shell.user_ns)
-    functions = tools.functions()
-
-    def final(answer: Any) -> None:
-        """Outside a run: show the answer and keep it in ``rlm_answer``."""
-        _show_final(shell, {"type": "direct", "answer": answer})
-
-    def final_var(variable_name: str) -> None:
-        """Outside a run: show the named variable as the answer."""
-        _show_final(shell, {"type": "variable", "var": variable_name})
-
-    functions.update(FINAL=final, FINAL_VAR=final_var)
-    shell.user_ns.update(functions)
-
-
-def _show_final(shell: Any, out: dict[str, Any]) -> None:
-    from IPython.display import display
-
-    try:
-        answer = (resolve_final_var(out["var"], shell.user_ns) if out.get("type") == "variable"
-                  else out.get("answer"))
-    except KeyError as exc:
-        print(f"FINAL_VAR: {exc.args[0]}", file=sys.stderr)
-        return
-    shell.user_ns["rlm_answer"] = answer
-    display({"text/plain": f"Final answer: {format_final_answer(answer)}"}, raw=True)
-
-
-def _final_outside_run(shell, etype, value, tb, tb_offset=None):
-    """A ``FinalOutput`` raised outside a run (e.g. ``termination.FINAL`` imported
-    directly): show the answer instead of a traceback."""
-    _show_final(shell, value.output)
-    return None
-
-
-_RLM_LINE = re.compile(r"^(\s*)%rlm\s(.*\?)\s*$")
-
-
-def protect_question_mark(lines: list[str]) -> list[str]:
-    """Input transformer: ``%rlm Which file ...?`` stays a task.
-
-    IPython reads a line ending in ``word?`` as a help request for ``word``;
-    this runs before that rule and turns such ``%rlm`` lines into a call of
-    the magic with the whole text.
-    """
-    out = []
-    for line in lines:
-        match = _RLM_LINE.match(line)
-        if match:
-            line = f"{match.group(1)}get_ipython().run_line_magic('rlm', {match.group(2)!r})\n"
-        out.append(line)
-    return out
-
-
-def keep_task_count(kernel: Any) -> None:
-    """Make a running ipykernel report a task cell's own execution count.
-
-    ipykernel replies with ``shell.execution_count - 1`` after the cell, which,
-    once a task's steps have taken counts of their own, is the last step's.  The
-    kernel instance's ``do_execute`` (the RLM kernel's included: it loads this
-    extension at start) is wrapped to report the count the cell started with.
-    """
-    if kernel is None or getattr(kernel, "_rlm_keeps_task_count", False):
-        return
-    original = kernel.do_execute
-
-    async def do_execute(code: str, silent: bool, store_history: bool = True,
-                         user_expressions: dict | None = None, allow_stdin: bool = False,
-                         **kwargs: Any):
-        count = kernel.shell.execution_count
-        reply = await original(code, silent, store_history, user_expressions, allow_stdin,
-                               **kwargs)
-        if store_history and not silent and isinstance(reply, dict) and \
-                reply.get("execution_count", count) > count:
-            reply["execution_count"] = count
-        return reply
-
-    kernel.do_execute = do_execute
-    kernel._rlm_keeps_task_count = True
-
-
-def load_ipython_extension(shell: Any) -> None:
-    """``%load_ext rlm_kernel``: register the magic and the out-of-run helpers."""
-    keep_task_count(getattr(shell, "kernel", None))
-    if protect_question_mark not in shell.input_transformers_cleanup:
-        shell.input_transformers_cleanup.append(protect_question_mark)
-    magics = RLMMagics(shell=shell, parent=shell)
-    shell.register_magics(magics)
-    shell.configurables.append(magics)
-    bind_session_tools(shell, magics)
-    shell.set_custom_exc((FinalOutput,), _final_outside_run)

@@ -57,7 +57,7 @@ def test_the_cli_has_an_option_for_every_flagged_setting_with_its_help():
     for s in flagged:
         assert s.flag in by_flag, s.flag
         assert by_flag[s.flag].dest == s.name
-        assert s.help in by_flag[s.flag].help
+        assert s.help.rstrip(".") in by_flag[s.flag].help
     args = build_parser().parse_args(["run", "--max-cost", "0.5", "--max-llm-calls", "4", "q"])
     assert (args.max_cost_usd, args.max_llm_calls, args.max_iterations) == (0.5, 4, None)
 
