@@ -22,6 +22,8 @@ from typing import Any
 import nbformat
 from nbformat import v4
 
+from .engine.step import step_source
+
 __all__ = ["export_run", "cli_setup_cells"]
 
 NOTEBOOK_SUFFIX = ".ipynb"
@@ -69,7 +71,7 @@ def export_run(result: Any, path: str | os.PathLike[str] | None = None, *,
     cells = [tag(v4.new_markdown_cell(_task_markdown(result)), "task")]
     cells += [tag(v4.new_code_cell(src), "setup") for src in setup_cells]
     for i, entry in enumerate(entries):
-        cell = v4.new_code_cell(_step_source(entry.reasoning, entry.code),
+        cell = v4.new_code_cell(step_source(entry.reasoning, entry.code),
                                 execution_count=_item(execution_counts, i))
         outputs = _item(step_outputs, i)
         if outputs is not None:
@@ -161,12 +163,6 @@ def _check_path(path: str | os.PathLike[str]) -> Path:
 
 def _item(values: Sequence[Any] | None, i: int) -> Any:
     return values[i] if values is not None and i < len(values) else None
-
-
-def _step_source(reasoning: str, code: str) -> str:
-    """Reasoning as ``# `` comment lines (``#`` for blank lines), then the code."""
-    comments = [f"# {line}".rstrip() for line in reasoning.strip().splitlines()]
-    return "\n".join([*comments, code.strip("\n")] if code.strip() else comments)
 
 
 def _cell_text(value: Any) -> str:

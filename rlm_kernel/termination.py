@@ -25,6 +25,7 @@ __all__ = [
     "FINAL_PATTERNS",
     "FINAL_VAR",
     "FINAL_VAR_PATTERNS",
+    "POLICY_FINAL_PATTERNS",
     "FinalDetection",
     "FinalOutput",
     "detect_final_in_code",
@@ -34,28 +35,38 @@ __all__ = [
     "resolve_final_var",
 ]
 
+# The regex text the two spec tables (termination's and the termination policy's) share.
+_QUOTED_FINAL = r"FINAL\s*\(\s*['\"](.+?)['\"]\s*\)"
+_BARE_FINAL = r"FINAL\s*\(\s*(.+?)\s*\)"
+_QUOTED_FINAL_VAR = r"FINAL_VAR\s*\(\s*['\"](\w+)['\"]\s*\)"
+
 #: ``FINAL(...)`` detectors, in the order of the RLM termination spec's pattern table:
 #: [0] bare argument closed at end of line (nested parentheses allowed), [1] a quoted
 #: argument, [2] a triple-quoted argument.
 FINAL_PATTERNS: list[re.Pattern[str]] = [
-    re.compile(r"FINAL\s*\(\s*(.+?)\s*\)(?:\s*$|\n)", re.DOTALL | re.MULTILINE),
-    re.compile(r"FINAL\s*\(\s*[\"'](.+?)[\"']\s*\)", re.DOTALL),
+    re.compile(_BARE_FINAL + r"(?:\s*$|\n)", re.DOTALL | re.MULTILINE),
+    re.compile(_QUOTED_FINAL, re.DOTALL),
     re.compile(r'FINAL\s*\(\s*"""(.+?)"""\s*\)', re.DOTALL),
 ]
 
 #: ``FINAL_VAR(...)`` detectors from the same spec table: [0] optional quotes, [1] quoted.
 FINAL_VAR_PATTERNS: list[re.Pattern[str]] = [
-    re.compile(r"FINAL_VAR\s*\(\s*[\"']?(\w+)[\"']?\s*\)"),
-    re.compile(r"FINAL_VAR\s*\(\s*[\"'](\w+)[\"']\s*\)"),
+    re.compile(r"FINAL_VAR\s*\(\s*['\"]?(\w+)['\"]?\s*\)"),
+    re.compile(_QUOTED_FINAL_VAR),
 ]
+
+#: The ``final_pattern`` termination policy's default ``final_patterns`` (regex text, as
+#: the termination-policy spec lists them): a quoted ``FINAL``, a bare ``FINAL`` (up to
+#: the first ``)``), a quoted ``FINAL_VAR``.  The same spellings as the tables above.
+POLICY_FINAL_PATTERNS: tuple[str, ...] = (_QUOTED_FINAL, _BARE_FINAL, _QUOTED_FINAL_VAR)
 
 # Most specific first, so quotes are not captured as part of the answer.
 _TEXT_FINAL_ORDER = (FINAL_PATTERNS[2], FINAL_PATTERNS[1], FINAL_PATTERNS[0])
-_CODE_FINAL_VAR = re.compile(r"\bFINAL_VAR\s*\(\s*[\"']?(\w+)[\"']?\s*\)")
+_CODE_FINAL_VAR = re.compile(r"\b" + FINAL_VAR_PATTERNS[0].pattern)  # not FINAL_VARx(
 _CODE_FINAL = re.compile(r"\bFINAL\s*\(")
 # A fenced block: the rest of the opening line after the tag is ignored; the body ends at
 # a closing fence, at the next tagged opening fence, or at the end of the text.
-_FENCE = re.compile(
+_FENCED_BLOCK = re.compile(
     r"```[ \t]*([\w+.-]*)[^\n`]*\n"  # opening fence and its tag
     r"(.*?)"  # the body
     r"(?:```[ \t]*(?=\n|\Z)"  # a closing fence ends its line
@@ -235,7 +246,7 @@ def extract_code_blocks(text: str, language: str = "repl") -> list[str]:
     wanted = _PYTHON_TAGS | {language.lower()}
     tagged: list[str] = []
     untagged: list[str] = []
-    for m in _FENCE.finditer(text):
+    for m in _FENCED_BLOCK.finditer(text):
         tag = m.group(1).lower()
         body = textwrap.dedent(m.group(2)).strip("\n").rstrip()
         if not body.strip():

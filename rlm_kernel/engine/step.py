@@ -23,9 +23,9 @@ from ..termination import (
 from .config import RLMConfig
 from .tools import RunTools
 
-__all__ = ["StepOutcome", "run_reply", "split_reply"]
+__all__ = ["StepOutcome", "run_reply", "split_reply", "step_source"]
 
-_FENCE = re.compile(r"^[ \t]*```", re.MULTILINE)
+_FENCE_LINE = re.compile(r"^[ \t]*```", re.MULTILINE)  # a line that opens or closes a block
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
 
 
@@ -63,18 +63,33 @@ class StepOutcome:
 def split_reply(reply: str, cut_after_first_block: bool) -> tuple[str, list[str], str]:
     """Return (reasoning, code blocks, reply as kept in history)."""
     blocks = extract_code_blocks(reply)
-    match = _FENCE.search(reply)
+    match = _FENCE_LINE.search(reply)
     reasoning = (reply[: match.start()] if match else reply).strip()
     kept = reply
     if cut_after_first_block and blocks:
         blocks = blocks[:1]
-        fences = list(_FENCE.finditer(reply))
+        fences = list(_FENCE_LINE.finditer(reply))
         if len(fences) >= 2:
             end = reply.find("\n", fences[1].start())
             kept = reply[: end if end != -1 else len(reply)]
         else:
             kept = reply.rstrip() + "\n```"
     return reasoning, blocks, kept.rstrip()
+
+
+def step_source(reasoning: str, code: str) -> str:
+    """A step's notebook cell source, the same live (``step_added``) and exported.
+
+    The model's reasoning becomes ``# `` comment lines (a blank line becomes ``#``,
+    so paragraphs survive), followed by the code without leading or trailing blank
+    lines; with no code, the comments alone.
+
+    Args:
+        reasoning: the prose before the reply's first code block.
+        code: the code that ran ("" if none).
+    """
+    comments = [f"# {line}".rstrip() for line in reasoning.strip().splitlines()]
+    return "\n".join([*comments, code.strip("\n")] if code.strip() else comments)
 
 
 def _final_from_text(reply: str, ns: Any) -> tuple[bool, Any, str | None]:

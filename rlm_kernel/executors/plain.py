@@ -121,7 +121,7 @@ class PlainExecutor:
         try:
             with time_limit(timeout) as limit:
                 final_output, success = self._run_code(code, filename, err)
-            if limit.fired and final_output is None:
+            if limit.cut_short(final_output):
                 err.write("\n" + timeout_message(timeout))
                 success = False
             return final_output, success

@@ -46,9 +46,18 @@ REARM_SECONDS = 0.5
 GRACE_SECONDS = 1.0
 """Seconds after the limit before the line-tracer escalation starts."""
 
+def _exceeded(seconds: float | None) -> str:
+    """What a :class:`StepTimeout` says: the one wording of a step's time-out."""
+    return f"step exceeded its time limit of {seconds or 0:g} s"
+
+
 def timeout_message(seconds: float | None) -> str:
-    """The line a step's output ends with when its time limit stopped it."""
-    return f"StepTimeout: step exceeded its time limit of {seconds or 0:g} s and was stopped\n"
+    """The line a step's output ends with when its time limit stopped it.
+
+    Args:
+        seconds: the step's limit in seconds (None or 0 print as ``0``).
+    """
+    return f"StepTimeout: {_exceeded(seconds)} and was stopped\n"
 
 
 class StepTimeout(BaseException):
@@ -68,6 +77,12 @@ class _State:
         self.thread = threading.get_ident()
         self.handler: Any = None
         self.shadowed: dict[int, tuple[dict[str, Any], Any]] = {}
+
+    def cut_short(self, final_output: Any) -> bool:
+        """True when the limit fired and the step did not end the run: a step that
+        reached ``FINAL`` before the limit counts as finished (``final_output`` is
+        the step's ``FINAL`` record, or None)."""
+        return self.fired and final_output is None
 
 
 _MISSING = object()
@@ -96,7 +111,7 @@ def _tracer(frame: FrameType, event: str, arg: Any) -> Any:
         handling = sys.exc_info()[0]
         if handling is not None and issubclass(handling, StepTimeout):
             # a bare ``except:`` caught the timeout: raise again from its own line
-            raise StepTimeout(f"step exceeded its time limit of {state.seconds:g} s")
+            raise StepTimeout(_exceeded(state.seconds))
     return _tracer
 
 
@@ -115,7 +130,7 @@ class _Escalation(StepTimeout):
     def __init__(self, *args: Any) -> None:
         state = _current.get(threading.get_ident())
         if state is not None and state.active:
-            super().__init__(f"step exceeded its time limit of {state.seconds:g} s")
+            super().__init__(_exceeded(state.seconds))
             _install_tracer(state)
         else:
             super().__init__(*args)
@@ -145,6 +160,46 @@ def _remove_tracer() -> None:
         frame = frame.f_back
 
 
+def _start_signal_timer(state: _State) -> tuple[bool, Any]:
+    """In the main thread (where ``setitimer`` exists), arm ``SIGALRM`` to raise
+    :class:`StepTimeout` after ``state.seconds`` and every ``REARM_SECONDS`` after.
+
+    Returns:
+        (whether the signal timer is in use, the ``SIGALRM`` handler it replaced).
+    """
+    if threading.current_thread() is not threading.main_thread() or \
+            not hasattr(signal, "setitimer"):
+        return False, None
+
+    def handler(signum, frame):  # noqa: ARG001 - signal API
+        if state.active:
+            state.fired = True
+            raise StepTimeout(_exceeded(state.seconds))
+
+    state.handler = handler
+    previous = signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, state.seconds, REARM_SECONDS)
+    return True, previous
+
+
+def _watchdog(state: _State, done: threading.Event, use_signal: bool) -> None:
+    """The watchdog thread: after the limit, raise :class:`StepTimeout` in the step's
+    thread until ``done`` is set; ``GRACE_SECONDS`` on, raise the escalating kind.
+    With the signal timer, give it the first word: the watchdog steps in when model
+    code has switched the signal off."""
+    if done.wait(state.seconds + (REARM_SECONDS if use_signal else 0)):
+        return
+    waited = 0.0
+    while not done.is_set():
+        state.fired = True
+        escalate = waited >= GRACE_SECONDS
+        _raise_in(state.thread, _Escalation if escalate else StepTimeout)
+        step = 0.1 if escalate else REARM_SECONDS
+        if done.wait(step):
+            return
+        waited += step
+
+
 @contextmanager
 def time_limit(seconds: float | None) -> Iterator[_State]:
     """Raise :class:`StepTimeout` in this thread if the block outlives ``seconds``.
@@ -162,36 +217,10 @@ def time_limit(seconds: float | None) -> Iterator[_State]:
         return
     outer = _current.get(state.thread)
     _current[state.thread] = state
-    use_signal = (threading.current_thread() is threading.main_thread()
-                  and hasattr(signal, "setitimer"))
-    previous: Any = None
-    if use_signal:
-        def handler(signum, frame):  # noqa: ARG001 - signal API
-            if state.active:
-                state.fired = True
-                raise StepTimeout(f"step exceeded its time limit of {seconds:g} s")
-
-        state.handler = handler
-        previous = signal.signal(signal.SIGALRM, handler)
-        signal.setitimer(signal.ITIMER_REAL, seconds, REARM_SECONDS)
+    use_signal, previous = _start_signal_timer(state)
     done = threading.Event()
-
-    def watchdog() -> None:
-        # With the signal timer, give it the first word; the watchdog steps in when
-        # model code has switched the signal off.
-        if done.wait(seconds + (REARM_SECONDS if use_signal else 0)):
-            return
-        waited = 0.0
-        while not done.is_set():
-            state.fired = True
-            escalate = waited >= GRACE_SECONDS
-            _raise_in(state.thread, _Escalation if escalate else StepTimeout)
-            step = 0.1 if escalate else REARM_SECONDS
-            if done.wait(step):
-                return
-            waited += step
-
-    thread = threading.Thread(target=watchdog, name="rlm-step-timeout", daemon=True)
+    thread = threading.Thread(target=_watchdog, args=(state, done, use_signal),
+                              name="rlm-step-timeout", daemon=True)
     thread.start()
     try:
         yield state

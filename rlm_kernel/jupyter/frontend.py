@@ -17,19 +17,14 @@ import time
 from typing import Any
 
 from ..engine.events import Event
+from ..engine.step import step_source
 from .shell_executor import output_text
 
-__all__ = ["RUN_TARGET", "FRONTEND_TARGET", "FrontendRegistry", "StepRenderer", "step_source"]
+__all__ = ["RUN_TARGET", "FRONTEND_TARGET", "FrontendRegistry", "StepRenderer"]
 
 RUN_TARGET = "rlm_kernel.run"
 FRONTEND_TARGET = "rlm_kernel.frontend"
 _UPDATE_INTERVAL = 0.25  # seconds between inline refreshes of a running step
-
-
-def step_source(reasoning: str, code: str) -> str:
-    """A step cell's source: the model's reasoning as ``#`` comment lines, then code."""
-    lines = [f"# {line}".rstrip() for line in reasoning.strip().splitlines() if line.strip()]
-    return "\n".join([*lines, code]) if lines else code
 
 
 class FrontendRegistry:

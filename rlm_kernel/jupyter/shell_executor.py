@@ -66,6 +66,108 @@ class _CapturingPublisher:
         self._sink({"output_type": "clear_output", "wait": wait})
 
 
+class _StepCapture:
+    """What one step makes, caught as nbformat output dicts, and how it ended.
+
+    Its methods stand in for the shell's hooks while the step runs: stream writes,
+    ``display()``, the display hook of a trailing expression, tracebacks and the
+    custom-exception handler for ``FINAL`` and time-outs.
+
+    Args:
+        shell: the IPython shell the step runs in.
+        on_rich_output: called with each kept output dict (already redacted).
+        on_output: called with each ``(stream name, text)`` chunk.
+    """
+
+    def __init__(self, shell: Any, on_rich_output: RichOutputCallback | None,
+                 on_output: OutputCallback | None) -> None:
+        self.shell = shell
+        self.on_rich_output = on_rich_output
+        self.on_output = on_output
+        self.outputs: list[dict[str, Any]] = []
+        self.final: dict[str, Any] | None = None  # FinalOutput.output of the step
+        self.timeout = False  # the time limit stopped the step
+        self.error = False  # a traceback was shown, or the step timed out
+        self.dropped = 0  # outputs beyond MAX_OUTPUTS
+        self.redact = Redactor()
+        self.count = shell.execution_count  # the step's execution count
+
+    def sink(self, output: dict[str, Any]) -> None:
+        """Keep (redacted) and pass on one output; count it past :data:`MAX_OUTPUTS`."""
+        if len(self.outputs) >= MAX_OUTPUTS:
+            self.dropped += 1
+            return
+        output = redact_output(output, self.redact)
+        self.outputs.append(output)
+        if self.on_rich_output is not None:
+            self.on_rich_output(output)
+
+    def stream(self, name: str, text: str) -> None:
+        """A chunk of ``stdout``/``stderr`` text."""
+        self.sink({"output_type": "stream", "name": name, "text": text})
+        if self.on_output is not None:
+            self.on_output(name, text)
+
+    def displayhook(self, value: Any) -> None:
+        """The value of a trailing expression: ``_`` and an ``execute_result``."""
+        if value is None:
+            return
+        shell = self.shell
+        try:
+            shell.displayhook.update_user_ns(value)
+        except Exception:  # noqa: BLE001 - history bookkeeping must not fail a step
+            shell.user_ns["_"] = value
+        data, md = shell.display_formatter.format(value)
+        self.sink({"output_type": "execute_result", "data": data, "metadata": md,
+                   "execution_count": self.count})
+
+    def custom_exc(self, _shell: Any, etype: Any, value: BaseException, tb: Any,
+                   tb_offset: Any = None) -> None:
+        """The shell's handler for :class:`FinalOutput` and :class:`StepTimeout`."""
+        if isinstance(value, FinalOutput):
+            self.final = value.output
+        else:
+            self.timeout = True
+
+    def showtraceback(self, etype: Any, evalue: BaseException, stb: list[str]) -> None:
+        """An error in the step's code: an nbformat ``error`` output."""
+        self.error = True
+        self.sink({"output_type": "error", "ename": getattr(etype, "__name__", str(etype)),
+                   "evalue": str(evalue), "traceback": list(stb)})
+
+    def hooks(self, stack: ExitStack) -> Any:
+        """Route the shell's streams, displays and errors here until ``stack`` closes;
+        returns the step's host-state scope (:func:`step_scope`)."""
+        shell = self.shell
+        out = StreamTee("stdout", self.stream, redact=self.redact)
+        err = StreamTee("stderr", self.stream, redact=self.redact)
+        stack.callback(err.flush)
+        stack.callback(out.flush)
+        stack.enter_context(_swap(sys, "stdout", out))
+        stack.enter_context(_swap(sys, "stderr", err))
+        scope = stack.enter_context(step_scope(out, err))
+        stack.enter_context(_swap(shell, "display_pub", _CapturingPublisher(self.sink)))
+        # A step runs inside the task cell's run_cell, whose display trap is
+        # already active: swap the live hook, and the trap's for a top-level call.
+        stack.enter_context(_swap(sys, "displayhook", self.displayhook))
+        stack.enter_context(_swap(shell.display_trap, "hook", self.displayhook))
+        stack.enter_context(_swap(shell, "_showtraceback", self.showtraceback))
+        # exit()/quit() call ask_exit, whose exit_now observer stops the kernel's
+        # loop 0.1 s later whatever is reset afterwards: refuse before that.
+        stack.enter_context(_swap(shell, "ask_exit", _refuse_exit))
+        saved_custom = (shell.custom_exceptions, shell.CustomTB)
+        shell.set_custom_exc((FinalOutput, StepTimeout), self.custom_exc)
+        stack.callback(lambda: setattr(shell, "custom_exceptions", saved_custom[0]))
+        stack.callback(lambda: setattr(shell, "CustomTB", saved_custom[1]))
+        return scope
+
+    def text(self, stderr: bool) -> str:
+        """The model's view: the text of every output but stderr, or of stderr only."""
+        return "".join(output_text(o) for o in self.outputs
+                       if (o.get("output_type") == "stream" and o["name"] == "stderr")
+                       == stderr)
+
+
 class ShellExecutor:
     """Execute steps with ``shell.run_cell`` and capture their outputs.
 
@@ -82,7 +184,6 @@ class ShellExecutor:
         self.on_rich_output = on_rich_output
         self.store_history = store_history
         self.last_execution_count: int | None = None
-        self.last_outputs: list[dict[str, Any]] = []
 
     def execute(self, code: str, *, timeout: float | None = None,
                 on_output: OutputCallback | None = None) -> REPLResult:
@@ -91,104 +192,51 @@ class ShellExecutor:
         Raises:
             KeyboardInterrupt: the user interrupted the step.
         """
-        shell = self.shell
-        outputs: list[dict[str, Any]] = []
-        state: dict[str, Any] = {"final": None, "timeout": False, "error": False, "dropped": 0}
-
-        redact = Redactor()
-
-        def sink(output: dict[str, Any]) -> None:
-            if len(outputs) >= MAX_OUTPUTS:
-                state["dropped"] += 1
-                return
-            output = redact_output(output, redact)
-            outputs.append(output)
-            if self.on_rich_output is not None:
-                self.on_rich_output(output)
-
-        def stream(name: str, text: str) -> None:
-            sink({"output_type": "stream", "name": name, "text": text})
-            if on_output is not None:
-                on_output(name, text)
-
-        def displayhook(value: Any) -> None:
-            if value is None:
-                return
-            try:
-                shell.displayhook.update_user_ns(value)
-            except Exception:  # noqa: BLE001 - history bookkeeping must not fail a step
-                shell.user_ns["_"] = value
-            data, md = shell.display_formatter.format(value)
-            sink({"output_type": "execute_result", "data": data, "metadata": md,
-                  "execution_count": count})
-
-        def custom_exc(_shell, etype, value, tb, tb_offset=None):
-            if isinstance(value, FinalOutput):
-                state["final"] = value.output
-            else:
-                state["timeout"] = True
-            return None
-
-        def showtraceback(etype, evalue, stb):
-            state["error"] = True
-            sink({"output_type": "error", "ename": getattr(etype, "__name__", str(etype)),
-                  "evalue": str(evalue), "traceback": list(stb)})
-
-        count = shell.execution_count
+        capture = _StepCapture(self.shell, self.on_rich_output, on_output)
         start = time.perf_counter()
-        saved_custom = (shell.custom_exceptions, shell.CustomTB)
-        with ExitStack() as stack:
-            out = StreamTee("stdout", stream, redact=redact)
-            err = StreamTee("stderr", stream, redact=redact)
-            stack.callback(err.flush)
-            stack.callback(out.flush)
-            stack.enter_context(_swap(sys, "stdout", out))
-            stack.enter_context(_swap(sys, "stderr", err))
-            scope = stack.enter_context(step_scope(out, err))
-            stack.enter_context(_swap(shell, "display_pub", _CapturingPublisher(sink)))
-            # A step runs inside the task cell's run_cell, whose display trap is
-            # already active: swap the live hook, and the trap's for a top-level call.
-            stack.enter_context(_swap(sys, "displayhook", displayhook))
-            stack.enter_context(_swap(shell.display_trap, "hook", displayhook))
-            stack.enter_context(_swap(shell, "_showtraceback", showtraceback))
-            # exit()/quit() call ask_exit, whose exit_now observer stops the kernel's
-            # loop 0.1 s later whatever is reset afterwards: refuse before that.
-            stack.enter_context(_swap(shell, "ask_exit", _refuse_exit))
-            shell.set_custom_exc((FinalOutput, StepTimeout), custom_exc)
-            stack.callback(lambda: setattr(shell, "custom_exceptions", saved_custom[0]))
-            stack.callback(lambda: setattr(shell, "CustomTB", saved_custom[1]))
-            try:
-                with time_limit(timeout) as limit:
-                    result = shell.run_cell(code, store_history=self.store_history)
-            except StepTimeout:  # fired outside the cell's own code (hooks)
-                result, limit = None, None
-                state["timeout"] = True
-        if state["dropped"]:
-            outputs.append({"output_type": "stream", "name": "stderr",
-                            "text": f"[{state['dropped']:,} more outputs of this step dropped]\n"})
-        if scope.notes():
-            stream("stderr", scope.notes())
+        result = self._run_cell(code, timeout, capture)
         filter_streams()  # the host's streams are back: mute threads the step left running
-        self.last_execution_count = count if self.store_history else None
-        self.last_outputs = outputs
+        self.last_execution_count = capture.count if self.store_history else None
         if result is not None and isinstance(result.error_in_exec, KeyboardInterrupt):
             raise KeyboardInterrupt
-        if state["timeout"] or (limit is not None and limit.fired and state["final"] is None):
-            stream("stderr", timeout_message(timeout))
-            state["error"] = True
-        if getattr(shell, "exit_now", False):  # exit()/quit() in model code
-            shell.exit_now = False
-            _drop_exit_payload(shell)
-            stream("stderr", "exit() ignored: model code may not stop the kernel\n")
-        text_out = "".join(output_text(o) for o in outputs
-                           if not (o.get("output_type") == "stream" and o["name"] == "stderr"))
-        text_err = "".join(output_text(o) for o in outputs
-                           if o.get("output_type") == "stream" and o["name"] == "stderr")
-        success = not state["error"] and not (result is not None and not result.success
-                                              and state["final"] is None)
-        return REPLResult(stdout=text_out, stderr=text_err, locals=self.namespace,
-                          execution_time=time.perf_counter() - start, llm_calls=[],
-                          success=success, final_output=state["final"])
+        self._note_abnormal_end(capture, timeout)
+        success = not capture.error and not (result is not None and not result.success
+                                             and capture.final is None)
+        return REPLResult(stdout=capture.text(stderr=False), stderr=capture.text(stderr=True),
+                          locals=self.namespace, execution_time=time.perf_counter() - start,
+                          llm_calls=[], success=success, final_output=capture.final)
+
+    def _run_cell(self, code: str, timeout: float | None, capture: _StepCapture) -> Any:
+        """``shell.run_cell`` under the time limit with the shell's hooks swapped for
+        ``capture``'s; returns the shell's ``ExecutionResult`` (None when the limit
+        fired outside the cell's own code) and notes dropped outputs and host-state
+        repairs at the end of the step's output."""
+        with ExitStack() as stack:
+            scope = capture.hooks(stack)
+            try:
+                with time_limit(timeout) as limit:
+                    result = self.shell.run_cell(code, store_history=self.store_history)
+                capture.timeout = capture.timeout or limit.cut_short(capture.final)
+            except StepTimeout:  # fired outside the cell's own code (hooks)
+                result, capture.timeout = None, True
+        if capture.dropped:
+            capture.outputs.append({"output_type": "stream", "name": "stderr",
+                                    "text": f"[{capture.dropped:,} more outputs of this step "
+                                            "dropped]\n"})
+        if scope.notes():
+            capture.stream("stderr", scope.notes())
+        return result
+
+    def _note_abnormal_end(self, capture: _StepCapture, timeout: float | None) -> None:
+        """Tell the model (in stderr) that the time limit stopped the step, or that
+        ``exit()`` was refused (and drop the kernel's exit payload)."""
+        if capture.timeout:
+            capture.stream("stderr", timeout_message(timeout))
+            capture.error = True
+        if getattr(self.shell, "exit_now", False):  # exit()/quit() in model code
+            self.shell.exit_now = False
+            _drop_exit_payload(self.shell)
+            capture.stream("stderr", "exit() ignored: model code may not stop the kernel\n")
 
 
 class _swap:  # noqa: N801 - used as a context manager, reads like a function

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
+from ..termination import FINAL_VAR_PATTERNS, POLICY_FINAL_PATTERNS
 from .base import ActionResult, PolicyContext, TerminationPolicy
 from .registry import PolicyRegistry
 
@@ -22,7 +23,8 @@ __all__ = [
     "RewardThresholdTerminationPolicy",
 ]
 
-_FINAL_VAR_CALL = re.compile(r"\s*FINAL_VAR\b", re.IGNORECASE)
+# A match that is a FINAL_VAR call (in any case) names a variable.
+_FINAL_VAR_CALLS = [re.compile(p.pattern, p.flags | re.IGNORECASE) for p in FINAL_VAR_PATTERNS]
 
 
 @PolicyRegistry.register_termination("final_pattern")
@@ -35,8 +37,10 @@ class FinalPatternTerminationPolicy(TerminationPolicy):
     ``extract_answer`` (``True``: answer = the first capture group, else the whole
     output).
 
+    The default patterns are :data:`rlm_kernel.termination.POLICY_FINAL_PATTERNS`.
     An action of type ``"final"`` stops at once with its output as the answer. A match
-    whose text starts with ``FINAL_VAR`` names a variable: its ``str`` value from
+    that is a ``FINAL_VAR`` call (:data:`~rlm_kernel.termination.FINAL_VAR_PATTERNS`,
+    any letter case) names a variable: its ``str`` value from
     ``context.variables`` is the answer; if no such variable exists the run goes on.
 
     Raises:
@@ -49,11 +53,7 @@ class FinalPatternTerminationPolicy(TerminationPolicy):
     @classmethod
     def get_default_config(cls) -> dict[str, Any]:
         return {
-            "final_patterns": [
-                r"FINAL\s*\(\s*['\"](.+?)['\"]\s*\)",
-                r"FINAL\s*\(\s*(.+?)\s*\)",
-                r"FINAL_VAR\s*\(\s*['\"](\w+)['\"]\s*\)",
-            ],
+            "final_patterns": list(POLICY_FINAL_PATTERNS),
             "case_sensitive": False,
             "extract_answer": True,
         }
@@ -79,12 +79,18 @@ class FinalPatternTerminationPolicy(TerminationPolicy):
             if not self.config["extract_answer"]:
                 return True, text
             answer = (m.group(1) if pattern.groups else None) or m.group(0)
-            if _FINAL_VAR_CALL.match(m.group(0)):
+            if _names_variable(m.group(0)):
                 if answer not in context.variables:
                     return False, None
                 return True, str(context.variables[answer])
             return True, answer.strip()
         return False, None
+
+
+def _names_variable(matched: str) -> bool:
+    """True when a pattern's match is a ``FINAL_VAR`` call, by the termination module's
+    own ``FINAL_VAR_PATTERNS`` (any letter case)."""
+    return any(p.match(matched.lstrip()) for p in _FINAL_VAR_CALLS)
 
 
 @PolicyRegistry.register_termination("reward_threshold")
