@@ -10,12 +10,13 @@ steps, then one last "answer now" call.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..executors import Executor, PlainExecutor
 from ..models import LanguageModel, LLMError, UsageLedger, make_client
-from ..policies import ActionResult, PolicyContext, PolicyRegistry
+from ..policies import ActionResult, PolicyContext, PolicyRegistry, TerminationPolicy
 from ..repl_types import REPLHistory, REPLVariable
 from .budget import Budget, BudgetExceeded, BudgetGuard, GuardedClient
 from .config import RLMConfig
@@ -60,6 +61,85 @@ def _reply_text(client: LanguageModel, messages: list[dict[str, str]], **kwargs:
     return text
 
 
+@dataclass
+class _Run:
+    """The state of one run (or child run) while it goes: what ``RLM._run``'s steps share."""
+
+    question: str
+    executor: Executor
+    root: LanguageModel
+    ledger: UsageLedger
+    guard: BudgetGuard
+    depth: int
+    ns: MutableMapping[str, Any]
+    tools: RunTools
+    inputs: dict[str, Any]  # protected input variables (empty when not protected)
+    reserved: dict[str, Any]  # the reserved names and the run's functions for them
+    result: RLMResult
+    first: str  # the task message
+    prompt_chars: int | None
+    policy: TerminationPolicy
+    observer: Observer | None
+    start: float  # time.perf_counter() when the run started
+    turns: list[dict[str, str]] = field(default_factory=list)  # the conversation after `first`
+    seen_code: dict[str, int] = field(default_factory=dict)  # code -> first step that ran it
+    pending: StepOutcome | None = None  # a FINAL awaiting its check step
+    failures: int = 0  # steps in a row that failed or ran no code
+
+    def notify(self, kind: str, data: dict[str, Any]) -> None:
+        """Tell the observer: ``data`` plus ``depth``, ``elapsed`` (seconds) and, but
+        for the frequent ``step_output``, the ledger's ``totals`` (see ``events``)."""
+        if self.observer is None:
+            return
+        base: dict[str, Any] = {"depth": self.depth, "elapsed": time.perf_counter() - self.start}
+        if kind != "step_output":  # frequent; totals cost O(calls)
+            base["totals"] = self.ledger.totals()
+        emit(self.observer, Event(kind, {**base, **data}))
+
+
+def action_result(outcome: StepOutcome, step: int) -> ActionResult:
+    """The :class:`ActionResult` a termination policy sees for one step.
+
+    ``action_type`` is ``"final"`` (output = the answer text) when the step called
+    ``FINAL``/``FINAL_VAR``, else ``"code"`` (output = the step's output up to a
+    traceback, which echoes the failed line: a ``FINAL`` there is not an answer).
+    ``error`` is the message the model is shown about a failed ``FINAL``, if any.
+    ``metadata``: ``step`` (from 1), ``seconds`` (execution time), ``sub_calls``
+    (number of ``llm_query`` calls while the code ran), ``output_chars`` (length of
+    the whole output), ``success``, and ``confidence`` / ``last_reward`` (floats)
+    when the step's code reported them (:data:`~rlm_kernel.engine.step.SIGNAL_NAMES`).
+    """
+    metadata: dict[str, Any] = {"step": step, "seconds": outcome.seconds,
+                                "sub_calls": len(outcome.llm_calls),
+                                "output_chars": len(outcome.output),
+                                "success": outcome.success, **outcome.signals}
+    if outcome.final:
+        return ActionResult(action_type="final", success=True, output=outcome.answer or "",
+                            metadata=metadata)
+    return ActionResult(action_type="code", success=outcome.success,
+                        output=_before_traceback(outcome.output),
+                        error=outcome.error_for_model, metadata=metadata)
+
+
+def policy_context(run: _Run, step: int, outcome: StepOutcome, cfg: RLMConfig) -> PolicyContext:
+    """The :class:`PolicyContext` a termination policy sees after ``step``.
+
+    ``history`` is the run's :class:`~rlm_kernel.repl_types.REPLEntry` list so far
+    (this step last); ``variables`` the REPL namespace; ``metrics``: ``steps`` (steps
+    run), ``llm_calls``, ``prompt_tokens``, ``completion_tokens``, ``cost_usd``
+    (the ledger's totals so far, child runs included), ``seconds`` (float, since the
+    run started), ``last_success`` (bool: this step's), and ``last_reward`` /
+    ``confidence`` (floats) when this step's code reported them; absent otherwise,
+    so a reward policy sums only reported rewards.
+    """
+    metrics: dict[str, Any] = {**run.ledger.totals(), "steps": len(run.result.history),
+                               "seconds": time.perf_counter() - run.start,
+                               "last_success": outcome.success, **outcome.signals}
+    return PolicyContext(task=run.question, step=step, max_steps=cfg.max_iterations,
+                         variables=run.ns, history=list(run.result.history.entries),
+                         metrics=metrics)
+
+
 class RLM:
     """A Recursive Language Model: a root model working in a persistent REPL.
 
@@ -72,6 +152,16 @@ class RLM:
         observer: ``callable(Event)`` told about each step as it happens.
         root_client / sub_client: ready :class:`LanguageModel` objects to use
             instead of building litellm clients (scripted models in tests).
+
+    After every step the termination policy (``config.termination``) is asked with
+    :func:`action_result` (``metadata``: step, seconds, sub-call count, output length,
+    success) and :func:`policy_context` (``history``: the steps so far; ``metrics``:
+    steps, calls, tokens, USD, seconds, last success).  Code reports a reward or a
+    confidence for its step by binding ``RLM_REWARD`` / ``RLM_CONFIDENCE`` to a number
+    (:data:`~rlm_kernel.engine.step.SIGNAL_NAMES`); the host takes them out of the
+    namespace after the step into ``metrics["last_reward"]`` and
+    ``metrics["confidence"]`` / ``metadata["confidence"]``, for the
+    ``reward_threshold`` and ``confidence`` policies.
 
     Example::
 
@@ -147,6 +237,34 @@ class RLM:
     def _run(self, question: str, variables: dict[str, Any], executor: Executor,
              root: LanguageModel, sub: LanguageModel, ledger: UsageLedger,
              guard: BudgetGuard, depth: int) -> RLMResult:
+        """One run (or child run at ``depth``) on ready clients; never raises for
+        errors of the model, its code or the budget: they end the run with a
+        ``stopped_by`` reason (see :meth:`run`)."""
+        run = self._start(question, variables, executor, root, sub, ledger, guard, depth)
+        try:
+            self._loop(run)
+        except BudgetExceeded as exc:
+            run.result.stopped_by, run.result.error = "budget", guard.exceeded or str(exc)
+        except KeyboardInterrupt:
+            run.result.stopped_by, run.result.error = "interrupt", "interrupted by the user"
+        except LLMError as exc:
+            run.result.stopped_by, run.result.error = "error", str(exc)
+        except Exception as exc:  # noqa: BLE001 - a bug must not lose the trajectory
+            run.result.stopped_by = "error"
+            run.result.error = f"internal error: {type(exc).__name__}: {exc}"
+        finally:
+            self._restore(run.ns, run.reserved, None, run.inputs)
+            run.result.calls = list(ledger.calls)
+            run.result.seconds = time.perf_counter() - run.start
+            run.notify("run_finished", {"result": run.result})
+        return run.result
+
+    def _start(self, question: str, variables: dict[str, Any], executor: Executor,
+               root: LanguageModel, sub: LanguageModel, ledger: UsageLedger,
+               guard: BudgetGuard, depth: int) -> _Run:
+        """Set a run up: clients behind the budget guard, the input variables and
+        the run's tools bound in the namespace, the task message, the termination
+        policy; tells the observer ``run_started``."""
         cfg = self.config
         start = time.perf_counter()
         if not isinstance(root, GuardedClient):  # every call asks the guard, whoever makes it
@@ -155,7 +273,6 @@ class RLM:
             root = guarded
         ns = executor.namespace
         ns.update(variables)
-        inputs = dict(variables) if cfg.protect_inputs else {}
         metas = [REPLVariable.from_value(n, v, preview_length=cfg.preview_chars)
                  for n, v in variables.items()]
         tools = RunTools(sub, guard, ns, depth=depth,
@@ -165,106 +282,108 @@ class RLM:
                                         "max_tokens": cfg.max_sub_tokens},
                          data_name="context" if "context" in variables
                          else next(iter(variables), "context"))
-        reserved = tools.functions()
-        ns.update(reserved)
-        result = RLMResult(question=question, variables=metas, depth=depth,
-                           model=getattr(root, "model", ""), sub_model=getattr(sub, "model", ""))
-        first = task_message(question, metas, cfg.max_iterations, variables)
-        turns: list[dict[str, str]] = []
-        history = REPLHistory()
-        def notify(kind: str, data: dict[str, Any]) -> None:
-            if self.observer is None:
+        run = _Run(question=question, executor=executor, root=root, ledger=ledger,
+                   guard=guard, depth=depth, ns=ns, tools=tools,
+                   inputs=dict(variables) if cfg.protect_inputs else {},
+                   reserved=tools.functions(),
+                   result=RLMResult(question=question, variables=metas, depth=depth,
+                                    model=getattr(root, "model", ""),
+                                    sub_model=getattr(sub, "model", "")),
+                   first=task_message(question, metas, cfg.max_iterations, variables),
+                   prompt_chars=self._prompt_chars(root),
+                   policy=PolicyRegistry.get_termination(cfg.termination,
+                                                         config=self._policy_config()),
+                   observer=self.observer, start=start)
+        ns.update(run.reserved)
+        tools.notify = run.notify
+        run.notify("run_started", {"question": question, "variables": metas,
+                                   "max_iterations": cfg.max_iterations,
+                                   "model": run.result.model})
+        return run
+
+    def _loop(self, run: _Run) -> None:
+        """Steps until the policy accepts an answer, too many steps fail in a row, or
+        ``max_iterations`` is reached (then one last "answer now" call)."""
+        cfg = self.config
+        for step in range(1, cfg.max_iterations + 1):
+            outcome = self._step(run, step)
+            if self._after_step(run, step, outcome):
                 return
-            base: dict[str, Any] = {"depth": depth, "elapsed": time.perf_counter() - start}
-            if kind != "step_output":  # frequent; totals cost O(calls)
-                base["totals"] = ledger.totals()
-            emit(self.observer, Event(kind, {**base, **data}))
+        if run.pending is not None:  # the check step did not answer: keep the first answer
+            run.result.answer = run.pending.answer
+            run.result.answer_value = run.pending.answer_value
+            run.result.stopped_by = "final"
+            return
+        run.result.stopped_by = "max_iterations"
+        self._answer_now(run)
 
-        tools.notify = notify
-        notify("run_started", {"question": question, "variables": metas,
-                               "max_iterations": cfg.max_iterations, "model": result.model})
-        consecutive_failures = 0
-        prompt_chars = self._prompt_chars(root)
-        seen_code: dict[str, int] = {}
-        pending: StepOutcome | None = None  # a FINAL awaiting its check step
-        policy = PolicyRegistry.get_termination(cfg.termination, config=self._policy_config())
-        try:
-            for step in range(1, cfg.max_iterations + 1):
-                guard.check()
-                notify("model_call", {"step": step})
-                messages = build_messages(first, turns, cfg.history_window, prompt_chars)
-                reply = _reply_text(root, messages, role="root", stop=cfg.stop_sequences())
-                if cfg.resample_temperature and pending is None and \
-                        self._repeats(reply, seen_code):  # a check step may repeat its FINAL
-                    try:
-                        reply = _reply_text(root, messages, role="root",
-                                            stop=cfg.stop_sequences(),
-                                            temperature=cfg.resample_temperature)
-                    except BudgetExceeded:  # no budget for a second sample: run the first
-                        pass
-                tools.step_calls = []
-                outcome: StepOutcome = run_reply(reply, executor, tools, step, cfg, notify)
-                self._restore(ns, reserved, outcome, inputs)
-                history = history.append(reasoning=outcome.reasoning, code=outcome.code,
-                                         output=outcome.output, execution_time=outcome.seconds,
-                                         llm_calls=list(tools.step_calls))
-                result.history = history
-                notify("step_finished", {"step": step, "outcome": outcome,
-                                         "entry": history.entries[-1]})
-                if guard.exceeded or guard.overspent():
-                    raise BudgetExceeded(guard.exceeded)
-                done, answer = self._check_policy(policy, outcome, question, step, ns)
-                check = (done and outcome.final and pending is None and cfg.verify_answer
-                         and step < cfg.max_iterations)
-                if done and not check:
-                    result.answer_value = outcome.answer_value if outcome.final else answer
-                    result.answer, result.stopped_by = answer, "final"
-                    return result
-                turns.append({"role": "assistant", "content": outcome.reply_for_history})
-                if check:  # one look back before the answer is accepted
-                    pending = outcome
-                    text = self._check_message(question, outcome, history, step)
-                    notify("answer_check", {"step": step, "answer": outcome.answer})
-                else:
-                    text = next_message(outcome.code, outcome.output, outcome.success, step + 1,
-                                        cfg.max_iterations, limit=cfg.max_output_chars,
-                                        repeated_from=seen_code.get(outcome.code),
-                                        error=outcome.error_for_model,
-                                        question=question if cfg.restate_question else None)
-                seen_code.setdefault(outcome.code, step)
-                turns.append({"role": "user", "content": text})
-                consecutive_failures = 0 if outcome.success and outcome.code else \
-                    consecutive_failures + 1
-                if cfg.max_consecutive_errors and consecutive_failures >= cfg.max_consecutive_errors:
-                    result.stopped_by = "error"
-                    result.error = f"{consecutive_failures} steps in a row failed or ran no code"
-                    return result
-            if pending is not None:  # the check step did not answer: keep the first answer
-                result.answer, result.answer_value = pending.answer, pending.answer_value
-                result.stopped_by = "final"
-                return result
-            result.stopped_by = "max_iterations"
-            self._answer_now(result, first, turns, root, executor, tools, guard, notify)
-            return result
-        except BudgetExceeded as exc:
-            result.stopped_by, result.error = "budget", guard.exceeded or str(exc)
-            return result
-        except KeyboardInterrupt:
-            result.stopped_by, result.error = "interrupt", "interrupted by the user"
-            return result
-        except LLMError as exc:
-            result.stopped_by, result.error = "error", str(exc)
-            return result
-        except Exception as exc:  # noqa: BLE001 - a bug must not lose the trajectory
-            result.stopped_by = "error"
-            result.error = f"internal error: {type(exc).__name__}: {exc}"
-            return result
-        finally:
-            self._restore(ns, reserved, None, inputs)
-            result.calls = list(ledger.calls)
-            result.seconds = time.perf_counter() - start
-            notify("run_finished", {"result": result})
+    def _step(self, run: _Run, step: int) -> StepOutcome:
+        """One step: ask the root model (resampling a repeated reply once), run its
+        code, restore reserved names, append the history entry, tell the observer.
 
+        Raises:
+            BudgetExceeded: the budget ran out before or during the step.
+        """
+        cfg = self.config
+        run.guard.check()
+        run.notify("model_call", {"step": step})
+        messages = build_messages(run.first, run.turns, cfg.history_window, run.prompt_chars)
+        reply = _reply_text(run.root, messages, role="root", stop=cfg.stop_sequences())
+        if cfg.resample_temperature and run.pending is None and \
+                self._repeats(reply, run.seen_code):  # a check step may repeat its FINAL
+            try:
+                reply = _reply_text(run.root, messages, role="root", stop=cfg.stop_sequences(),
+                                    temperature=cfg.resample_temperature)
+            except BudgetExceeded:  # no budget for a second sample: run the first
+                pass
+        outcome = run_reply(reply, run.executor, run.tools, step, cfg, run.notify)
+        self._restore(run.ns, run.reserved, outcome, run.inputs)
+        self._record(run, step, outcome)
+        if run.guard.exceeded or run.guard.overspent():
+            raise BudgetExceeded(run.guard.exceeded)
+        return outcome
+
+    def _after_step(self, run: _Run, step: int, outcome: StepOutcome) -> bool:
+        """Judge a step: end the run with its answer (True), hold its ``FINAL`` for
+        the answer check, or add the next user message.  True also when
+        ``max_consecutive_errors`` steps in a row failed or ran no code."""
+        cfg = self.config
+        done, answer = self._check_policy(run, outcome, step)
+        check = (done and outcome.final and run.pending is None and cfg.verify_answer
+                 and step < cfg.max_iterations)
+        if done and not check:
+            run.result.answer_value = outcome.answer_value if outcome.final else answer
+            run.result.answer, run.result.stopped_by = answer, "final"
+            return True
+        run.turns.append({"role": "assistant", "content": outcome.reply_for_history})
+        if check:  # one look back before the answer is accepted
+            run.pending = outcome
+            text = self._check_message(run.question, outcome, run.result.history, step)
+            run.notify("answer_check", {"step": step, "answer": outcome.answer})
+        else:
+            text = next_message(outcome.code, outcome.output, outcome.success, step + 1,
+                                cfg.max_iterations, limit=cfg.max_output_chars,
+                                repeated_from=run.seen_code.get(outcome.code),
+                                error=outcome.error_for_model,
+                                question=run.question if cfg.restate_question else None)
+        run.seen_code.setdefault(outcome.code, step)
+        run.turns.append({"role": "user", "content": text})
+        run.failures = 0 if outcome.success and outcome.code else run.failures + 1
+        if cfg.max_consecutive_errors and run.failures >= cfg.max_consecutive_errors:
+            run.result.stopped_by = "error"
+            run.result.error = f"{run.failures} steps in a row failed or ran no code"
+            return True
+        return False
+
+    @staticmethod
+    def _record(run: _Run, step: int, outcome: StepOutcome) -> None:
+        """Append the step to the run's history (with the sub-calls made while its
+        code ran) and tell the observer ``step_finished``."""
+        run.result.history = run.result.history.append(
+            reasoning=outcome.reasoning, code=outcome.code, output=outcome.output,
+            execution_time=outcome.seconds, llm_calls=outcome.llm_calls)
+        run.notify("step_finished", {"step": step, "outcome": outcome,
+                                     "entry": run.result.history.entries[-1]})
 
     def _check_message(self, question: str, outcome: StepOutcome, history: REPLHistory,
                        step: int) -> str:
@@ -329,36 +448,25 @@ class RLM:
             return {"case_sensitive": True}
         return cfg.termination_config
 
-    def _check_policy(self, policy: Any, outcome: StepOutcome, question: str, step: int,
-                      ns: Any) -> tuple[bool, str | None]:
-        cfg = self.config
-        if outcome.final:
-            action = ActionResult(action_type="final", success=True, output=outcome.answer or "")
-        else:  # a traceback echoes the failed line: a FINAL there is not an answer
-            action = ActionResult(action_type="code", success=outcome.success,
-                                  output=_before_traceback(outcome.output))
-        ctx = PolicyContext(task=question, step=step, max_steps=cfg.max_iterations,
-                            variables=ns)
-        return policy.should_terminate(action, ctx)
+    def _check_policy(self, run: _Run, outcome: StepOutcome,
+                      step: int) -> tuple[bool, str | None]:
+        """Ask the termination policy about a step, with what the engine knows:
+        :func:`action_result` and :func:`policy_context`."""
+        return run.policy.should_terminate(action_result(outcome, step),
+                                           policy_context(run, step, outcome, self.config))
 
-    def _answer_now(self, result: RLMResult, first: str, turns: list[dict[str, str]],
-                    root: LanguageModel, executor: Executor, tools: RunTools,
-                    guard: BudgetGuard, notify: Callable[[str, dict[str, Any]], None]) -> None:
-        cfg = self.config
-        guard.check()
-        messages = build_messages(first, turns, cfg.history_window,
-                                  self._prompt_chars(root))
+    def _answer_now(self, run: _Run) -> None:
+        """After ``max_iterations`` steps: one last call asking for ``FINAL`` now; its
+        code runs only if it calls ``FINAL``/``FINAL_VAR``, else its text is the answer."""
+        cfg, result = self.config, run.result
+        run.guard.check()
+        messages = build_messages(run.first, run.turns, cfg.history_window, run.prompt_chars)
         messages.append({"role": "user", "content": answer_now_message(cfg.max_iterations)})
-        reply = _reply_text(root, messages, role="final", stop=cfg.stop_sequences())
-        tools.step_calls = []
-        outcome = run_reply(reply, executor, tools, cfg.max_iterations + 1, cfg, notify,
-                            final_only=True)
+        reply = _reply_text(run.root, messages, role="final", stop=cfg.stop_sequences())
+        outcome = run_reply(reply, run.executor, run.tools, cfg.max_iterations + 1, cfg,
+                            run.notify, final_only=True)
         if outcome.code:  # the FINAL call ran: it is part of the trajectory
-            result.history = result.history.append(
-                reasoning=outcome.reasoning, code=outcome.code, output=outcome.output,
-                execution_time=outcome.seconds, llm_calls=list(tools.step_calls))
-            notify("step_finished", {"step": cfg.max_iterations + 1, "outcome": outcome,
-                                     "entry": result.history.entries[-1]})
+            self._record(run, cfg.max_iterations + 1, outcome)
         if outcome.final:
             result.answer, result.answer_value = outcome.answer, outcome.answer_value
         else:

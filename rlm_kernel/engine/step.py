@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..executors import Executor, combined_output
+from ..repl_types import REPLResult
 from ..termination import (
     detect_final_in_code,
     detect_final_in_text,
@@ -23,7 +24,15 @@ from ..termination import (
 from .config import RLMConfig
 from .tools import RunTools
 
-__all__ = ["StepOutcome", "run_reply", "split_reply", "step_source"]
+__all__ = ["SIGNAL_NAMES", "StepOutcome", "run_reply", "split_reply", "step_source"]
+
+#: REPL variables through which model code (or code a caller's task asks for) reports
+#: how a step went: their number goes to the termination policy (``RLM_REWARD`` as
+#: ``PolicyContext.metrics["last_reward"]``; ``RLM_CONFIDENCE`` as ``"confidence"`` in
+#: both ``ActionResult.metadata`` and the metrics).  The host takes (removes) them after
+#: every step, so each report counts for the step that made it; a value that is not an
+#: ``int``/``float`` (``bool`` included) is dropped unread.
+SIGNAL_NAMES: dict[str, str] = {"RLM_REWARD": "last_reward", "RLM_CONFIDENCE": "confidence"}
 
 _FENCE_LINE = re.compile(r"^[ \t]*```", re.MULTILINE)  # a line that opens or closes a block
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
@@ -45,6 +54,11 @@ class StepOutcome:
         final: True when the step produced the final answer.
         answer: the answer as text (``format_final_answer``); answer_value raw.
         error_for_model: a message to put before the next step line, if any.
+        llm_calls: the records of the ``llm_query`` calls that returned while the
+            code ran (``prompt``, ``response``, ``model``, ``seconds``); a call a
+            timed-out step left running is not counted.
+        signals: ``{"last_reward": float, "confidence": float}`` as reported through
+            :data:`SIGNAL_NAMES` (either may be absent).
     """
 
     reply: str
@@ -58,6 +72,8 @@ class StepOutcome:
     answer: str | None = None
     answer_value: Any = None
     error_for_model: str | None = None
+    llm_calls: list[dict[str, Any]] = field(default_factory=list)
+    signals: dict[str, float] = field(default_factory=dict)
 
 
 def split_reply(reply: str, cut_after_first_block: bool) -> tuple[str, list[str], str]:
@@ -120,7 +136,8 @@ def run_reply(reply: str, executor: Executor, tools: RunTools, step: int, cfg: R
     Args:
         reply: the model's reply text.
         executor: where the code runs.
-        tools: the run's namespace functions (sub-call records are read by the engine).
+        tools: the run's namespace functions (their sub-call records of this step
+            become ``outcome.llm_calls``).
         step: 1-based step number (for events).
         cfg: the run's settings (timeout, block cutting).
         notify: ``callable(kind, data)`` for ``step_started``/``step_output`` events.
@@ -129,9 +146,8 @@ def run_reply(reply: str, executor: Executor, tools: RunTools, step: int, cfg: R
     """
     reasoning, blocks, kept = split_reply(reply, cfg.cut_after_first_block)
     outcome = StepOutcome(reply=reply, reply_for_history=kept, reasoning=reasoning)
-    ns = executor.namespace
     if not blocks:
-        found, value, error = _final_from_text(reply, ns)
+        found, value, error = _final_from_text(reply, executor.namespace)
         if found:
             outcome.final, outcome.answer_value = True, value
             outcome.answer = tools.redact(format_final_answer(value))
@@ -142,28 +158,56 @@ def run_reply(reply: str, executor: Executor, tools: RunTools, step: int, cfg: R
         return outcome
     outcome.code = code
     notify("step_started", {"step": step, "code": code, "reasoning": reasoning})
+    res = _execute(code, executor, tools, step, cfg, notify)
+    outcome.output, outcome.success, outcome.seconds = (combined_output(res), res.success,
+                                                        res.execution_time)
+    outcome.llm_calls = res.llm_calls
+    outcome.signals = _take_signals(executor.namespace)
+    _judge_final(outcome, res, executor.namespace, tools)
+    return outcome
 
+
+def _execute(code: str, executor: Executor, tools: RunTools, step: int, cfg: RLMConfig,
+             notify: Callable[[str, dict[str, Any]], None]) -> REPLResult:
+    """Run a step's code under its time limit, streaming ``step_output`` events; the
+    result's ``llm_calls`` are the sub-calls that returned while it ran, and its
+    ``final_output`` the step's first ``FINAL`` (even one model code swallowed)."""
     def on_output(stream: str, text: str) -> None:
         notify("step_output", {"step": step, "stream": stream, "text": text})
 
     tools.take_final()  # a FINAL left over from outside this step does not count
+    tools.step_calls = calls = []  # this step's llm_query records
     res = executor.execute(code, timeout=cfg.step_timeout, on_output=on_output)
-    outcome.output, outcome.success, outcome.seconds = (combined_output(res), res.success,
-                                                        res.execution_time)
-    # The first FINAL of the step counts, even when model code swallowed its exception.
+    res.llm_calls = list(calls)
     res.final_output = tools.take_final() or res.final_output
-    if res.final_output is not None:
-        try:
-            if res.final_output.get("type") == "variable":
-                value = resolve_final_var(res.final_output["var"], ns)
-            else:
-                value = res.final_output.get("answer")
-        except KeyError as exc:
-            outcome.success = False
-            outcome.error_for_model = f"FINAL_VAR failed: {exc.args[0]}"
-            return outcome
-        if isinstance(value, str):  # the text answer may hold a secret; other types are data
-            value = tools.redact(value)
-        outcome.final, outcome.answer_value = True, value
-        outcome.answer = tools.redact(format_final_answer(value))
-    return outcome
+    return res
+
+
+def _take_signals(ns: Any) -> dict[str, float]:
+    """Remove the :data:`SIGNAL_NAMES` variables from ``ns``; their numbers by key."""
+    signals: dict[str, float] = {}
+    for name, key in SIGNAL_NAMES.items():
+        value = ns.pop(name, None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            signals[key] = float(value)
+    return signals
+
+
+def _judge_final(outcome: StepOutcome, res: REPLResult, ns: Any, tools: RunTools) -> None:
+    """Turn the step's ``FINAL``/``FINAL_VAR`` (if any) into ``outcome``'s answer;
+    a ``FINAL_VAR`` of a missing name fails the step and tells the model why."""
+    if res.final_output is None:
+        return
+    try:
+        if res.final_output.get("type") == "variable":
+            value = resolve_final_var(res.final_output["var"], ns)
+        else:
+            value = res.final_output.get("answer")
+    except KeyError as exc:
+        outcome.success = False
+        outcome.error_for_model = f"FINAL_VAR failed: {exc.args[0]}"
+        return
+    if isinstance(value, str):  # the text answer may hold a secret; other types are data
+        value = tools.redact(value)
+    outcome.final, outcome.answer_value = True, value
+    outcome.answer = tools.redact(format_final_answer(value))
