@@ -17,14 +17,28 @@ import tempfile
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import nbformat
 from nbformat import v4
 
 from .engine.step import step_source
 
-__all__ = ["export_run", "cli_setup_cells"]
+__all__ = ["CellRLM", "export_run", "cli_setup_cells"]
+
+
+class CellRLM(TypedDict):
+    """A cell's ``metadata.rlm``, in exported notebooks and on live step cells.
+
+    ``role`` is ``task``, ``setup``, ``step`` or ``answer``; ``step`` is the step
+    number (from 1) on step cells, else None; ``task_cell`` (live cells only, see
+    ``docs/protocol.md``) is the id of the task cell that ran the run.
+    """
+
+    run_id: str
+    step: int | None
+    role: str
+    task_cell: NotRequired[str | None]
 
 NOTEBOOK_SUFFIX = ".ipynb"
 
@@ -63,23 +77,10 @@ def export_run(result: Any, path: str | os.PathLike[str] | None = None, *,
     target = _check_path(path) if path is not None else None
     run_id = run_id or uuid.uuid4().hex
     entries = list(result.history)
-
-    def tag(cell: Any, role: str, step: int | None = None) -> Any:
-        cell.metadata["rlm"] = {"run_id": run_id, "step": step, "role": role}
-        return cell
-
-    cells = [tag(v4.new_markdown_cell(_task_markdown(result)), "task")]
-    cells += [tag(v4.new_code_cell(src), "setup") for src in setup_cells]
-    for i, entry in enumerate(entries):
-        cell = v4.new_code_cell(step_source(entry.reasoning, entry.code),
-                                execution_count=_item(execution_counts, i))
-        outputs = _item(step_outputs, i)
-        if outputs is not None:
-            cell.outputs = [nbformat.from_dict(dict(o)) for o in outputs]
-        elif entry.output:
-            cell.outputs = [v4.new_output("stream", name="stdout", text=entry.output)]
-        cells.append(tag(cell, "step", i + 1))
-    cells.append(tag(v4.new_markdown_cell(_answer_markdown(result)), "answer"))
+    cells = [_tag(v4.new_markdown_cell(_task_markdown(result)), run_id, "task")]
+    cells += [_tag(v4.new_code_cell(src), run_id, "setup") for src in setup_cells]
+    cells += _step_cells(entries, run_id, step_outputs, execution_counts)
+    cells.append(_tag(v4.new_markdown_cell(_answer_markdown(result)), run_id, "answer"))
 
     nb = v4.new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": kernel_name, "display_name": display_name,
@@ -159,6 +160,29 @@ def _check_path(path: str | os.PathLike[str]) -> Path:
     if target.suffix != NOTEBOOK_SUFFIX:
         raise ValueError(f"export path must end with {NOTEBOOK_SUFFIX}: {os.fspath(path)!r}")
     return target
+
+
+def _tag(cell: Any, run_id: str, role: str, step: int | None = None) -> Any:
+    """Put ``metadata.rlm = {"run_id", "step", "role"}`` on ``cell``; returns it."""
+    cell.metadata["rlm"] = CellRLM(run_id=run_id, step=step, role=role)
+    return cell
+
+
+def _step_cells(entries: list[Any], run_id: str,
+                step_outputs: Sequence[Sequence[dict[str, Any]] | None] | None,
+                execution_counts: Sequence[int | None] | None) -> list[Any]:
+    """One code cell per history entry (see :func:`export_run` for the fallbacks)."""
+    cells = []
+    for i, entry in enumerate(entries):
+        cell = v4.new_code_cell(step_source(entry.reasoning, entry.code),
+                                execution_count=_item(execution_counts, i))
+        outputs = _item(step_outputs, i)
+        if outputs is not None:
+            cell.outputs = [nbformat.from_dict(dict(o)) for o in outputs]
+        elif entry.output:
+            cell.outputs = [v4.new_output("stream", name="stdout", text=entry.output)]
+        cells.append(_tag(cell, run_id, "step", i + 1))
+    return cells
 
 
 def _item(values: Sequence[Any] | None, i: int) -> Any:

@@ -8,6 +8,11 @@ the model to check (``answer``: the held answer as text); finally ``run_finished
 ``depth`` (0 = top run) and ``elapsed`` (seconds since the run started); all but
 ``step_output`` carry ``totals`` (``llm_calls``, ``prompt_tokens``,
 ``completion_tokens``, ``cost_usd`` so far).
+
+Each kind's data has the keys of one ``TypedDict`` here (:data:`EVENT_DATA` maps kind
+to type): :class:`RunStartedData`, :class:`ModelCallData`, :class:`StepStartedData`,
+:class:`StepOutputData`, :class:`SubCallData`, :class:`StepFinishedData`,
+:class:`AnswerCheckData`, :class:`RunFinishedData`.
 """
 
 from __future__ import annotations
@@ -15,9 +20,104 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
-__all__ = ["Event", "Observer", "emit"]
+from ..repl_types import REPLEntry, REPLVariable
+from .result import RLMResult
+from .step import StepOutcome
+
+__all__ = ["AnswerCheckData", "EVENT_DATA", "Event", "EventData", "ModelCallData",
+           "Observer", "RunFinishedData", "RunStartedData", "StepFinishedData",
+           "StepOutputData", "StepStartedData", "SubCallData", "Totals", "emit"]
+
+
+class Totals(TypedDict):
+    """The run's usage so far (the ledger's sums, child runs included)."""
+
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float  # US dollars
+
+
+class _Base(TypedDict):
+    depth: int  # 0 = the top run, >0 = rlm_query children
+    elapsed: float  # seconds since the run started
+
+
+class _Counted(_Base):
+    totals: Totals
+
+
+class RunStartedData(_Counted):
+    """``run_started``: the task and the variables' metadata the model is shown."""
+
+    question: str
+    variables: list[REPLVariable]
+    max_iterations: int
+    model: str  # the root model's litellm string
+
+
+class ModelCallData(_Counted):
+    """``model_call``: the root model is asked for ``step``'s reply."""
+
+    step: int
+
+
+class StepStartedData(_Counted):
+    """``step_started``: ``step``'s code is about to run."""
+
+    step: int
+    code: str
+    reasoning: str
+
+
+class StepOutputData(_Base):
+    """``step_output``: a chunk of the running code's ``stdout``/``stderr``."""
+
+    step: int
+    stream: str  # "stdout" or "stderr"
+    text: str
+
+
+class SubCallData(_Counted):
+    """``sub_call``: an ``llm_query`` of the running step returned."""
+
+    done: int  # sub-calls of this step returned so far
+    active: int  # sub-calls in flight
+
+
+class StepFinishedData(_Counted):
+    """``step_finished``: the step's outcome and its history entry."""
+
+    step: int
+    outcome: StepOutcome
+    entry: REPLEntry
+
+
+class AnswerCheckData(_Counted):
+    """``answer_check``: ``step``'s ``FINAL`` is held for the model to check."""
+
+    step: int
+    answer: str | None  # the held answer as text
+
+
+class RunFinishedData(_Counted):
+    """``run_finished``: the run's result (also for errors and budget stops)."""
+
+    result: RLMResult
+
+
+EventData = (RunStartedData | ModelCallData | StepStartedData | StepOutputData
+             | SubCallData | StepFinishedData | AnswerCheckData | RunFinishedData)
+
+#: Event kind -> the TypedDict of its data.
+EVENT_DATA: dict[str, type] = {
+    "run_started": RunStartedData, "model_call": ModelCallData,
+    "step_started": StepStartedData, "step_output": StepOutputData,
+    "sub_call": SubCallData, "step_finished": StepFinishedData,
+    "answer_check": AnswerCheckData, "run_finished": RunFinishedData,
+}
 
 
 @dataclass(slots=True)
@@ -25,13 +125,14 @@ class Event:
     """One thing that happened in a run.
 
     Attributes:
-        kind: ``run_started``, ``model_call``, ``step_started``, ``step_output``,
-            ``step_finished`` or ``run_finished``.
-        data: kind-specific fields (``step``, ``code``, ``text``, ``result`` ...).
+        kind: a key of :data:`EVENT_DATA` (``run_started``, ``model_call``,
+            ``step_started``, ``step_output``, ``sub_call``, ``step_finished``,
+            ``answer_check``, ``run_finished``).
+        data: the kind's fields, as typed by ``EVENT_DATA[kind]``.
     """
 
     kind: str
-    data: dict[str, Any] = field(default_factory=dict)
+    data: EventData = field(default_factory=dict)  # type: ignore[assignment]
 
 
 Observer = Callable[[Event], None]

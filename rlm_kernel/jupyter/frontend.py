@@ -18,12 +18,23 @@ from typing import Any
 
 from ..engine.events import Event
 from ..engine.step import step_source
+from ..export import CellRLM
+from .protocol import (
+    FRONTEND_TARGET,
+    RUN_TARGET,
+    Announcement,
+    CellMetadata,
+    RunFinished,
+    RunMessage,
+    RunStarted,
+    StepAdded,
+    StepFinished,
+    StepOutput,
+    VariableInfo,
+)
 from .shell_executor import output_text
 
 __all__ = ["RUN_TARGET", "FRONTEND_TARGET", "FrontendRegistry", "StepRenderer"]
-
-RUN_TARGET = "rlm_kernel.run"
-FRONTEND_TARGET = "rlm_kernel.frontend"
 _UPDATE_INTERVAL = 0.25  # seconds between inline refreshes of a running step
 
 
@@ -31,7 +42,7 @@ class FrontendRegistry:
     """Remembers whether a frontend extension announced itself on this kernel."""
 
     def __init__(self) -> None:
-        self.frontends: dict[str, dict[str, Any]] = {}
+        self.frontends: dict[str, Announcement] = {}
 
     def register(self, kernel: Any) -> None:
         """Accept ``comm_open`` on :data:`FRONTEND_TARGET` from extensions."""
@@ -78,7 +89,7 @@ class StepRenderer:
         self.current: dict[str, Any] | None = None
         self._last_refresh = 0.0
         self._lock = threading.Lock()
-        self.messages: list[dict[str, Any]] = []  # what was sent, for export and tests
+        self.messages: list[RunMessage] = []  # what was sent, for export and tests
 
     # -- engine events ----------------------------------------------------------------
     def __call__(self, event: Event) -> None:
@@ -97,7 +108,8 @@ class StepRenderer:
         with self._lock:
             self.current["outputs"].append(output)
         if self.use_comm:
-            self._send({"type": "step_output", "step": self.current["step"], "output": output})
+            self._send(StepOutput(type="step_output", run_id=self.run_id, cell_id=self.cell_id,
+                                  step=self.current["step"], output=output))
         elif time.monotonic() - self._last_refresh >= _UPDATE_INTERVAL:
             self._render_inline(update=True)
 
@@ -106,21 +118,24 @@ class StepRenderer:
             return
         from comm import create_comm
 
-        self.comm = create_comm(target_name=RUN_TARGET, data=self._msg({
-            "type": "run_started", "question": d["question"], "model": d["model"],
-            "max_iterations": d["max_iterations"],
-            "variables": [{"name": v.name, "type": v.type_name, "length": v.total_length,
-                           "unit": v.length_unit} for v in d["variables"]],
-        }))
+        msg = RunStarted(type="run_started", run_id=self.run_id, cell_id=self.cell_id,
+                         question=d["question"], model=d["model"],
+                         max_iterations=d["max_iterations"],
+                         variables=[VariableInfo(name=v.name, type=v.type_name,
+                                                 length=v.total_length, unit=v.length_unit)
+                                    for v in d["variables"]])
+        self.messages.append(msg)
+        self.comm = create_comm(target_name=RUN_TARGET, data=msg)
 
     def _on_step_started(self, d: dict[str, Any]) -> None:
         self.current = {"step": d["step"], "source": step_source(d["reasoning"], d["code"]),
                         "outputs": [], "started": time.monotonic()}
         if self.use_comm:
-            self._send({"type": "step_added", "step": d["step"],
-                        "source": self.current["source"],
-                        "metadata": {"rlm": {"run_id": self.run_id, "step": d["step"],
-                                             "role": "step", "task_cell": self.cell_id}}})
+            rlm = CellRLM(run_id=self.run_id, step=d["step"], role="step",
+                          task_cell=self.cell_id)
+            self._send(StepAdded(type="step_added", run_id=self.run_id, cell_id=self.cell_id,
+                                 step=d["step"], source=self.current["source"],
+                                 metadata=CellMetadata(rlm=rlm)))
         else:
             self._render_inline(update=False)
 
@@ -133,9 +148,11 @@ class StepRenderer:
         self.step_outputs.append(_merge_streams(cur["outputs"]))
         self.execution_counts.append(count)
         if self.use_comm:
-            self._send({"type": "step_finished", "step": d["step"], "execution_count": count,
-                        "seconds": round(d["outcome"].seconds, 3),
-                        "success": d["outcome"].success})
+            self._send(StepFinished(type="step_finished", run_id=self.run_id,
+                                    cell_id=self.cell_id, step=d["step"],
+                                    execution_count=count,
+                                    seconds=round(d["outcome"].seconds, 3),
+                                    success=d["outcome"].success))
         else:
             self._render_inline(update=True)
         self.current = None
@@ -143,20 +160,17 @@ class StepRenderer:
     def _on_run_finished(self, d: dict[str, Any]) -> None:
         res = d["result"]
         if self.use_comm:
-            self._send({"type": "run_finished", "answer": res.answer,
-                        "stopped_by": res.stopped_by, "error": res.error,
-                        "totals": d.get("totals", {}), "seconds": round(res.seconds, 3)})
+            self._send(RunFinished(type="run_finished", run_id=self.run_id,
+                                   cell_id=self.cell_id, answer=res.answer,
+                                   stopped_by=res.stopped_by, error=res.error,
+                                   totals=d["totals"], seconds=round(res.seconds, 3)))
             if self.comm is not None:
                 self.comm.close()
 
     # -- plumbing ---------------------------------------------------------------------
-    def _msg(self, data: dict[str, Any]) -> dict[str, Any]:
-        msg = {"run_id": self.run_id, "cell_id": self.cell_id, **data}
+    def _send(self, msg: RunMessage) -> None:
+        """Keep ``msg`` in :attr:`messages` and send it on the run's comm."""
         self.messages.append(msg)
-        return msg
-
-    def _send(self, data: dict[str, Any]) -> None:
-        msg = self._msg(data)
         if self.comm is not None:
             self.comm.send(msg)
 

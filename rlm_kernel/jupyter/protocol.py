@@ -1,0 +1,114 @@
+"""The kernel ↔ frontend comm messages of ``docs/protocol.md``, as ``TypedDict``s.
+
+Field names are exactly the document's; the TypeScript mirror
+(``labextension/src/protocol.ts``) is written from the same document.  The frontend
+(:mod:`rlm_kernel.jupyter.frontend`) builds every message through these types.
+
+- :class:`Announcement`: the ``comm_open`` data of :data:`FRONTEND_TARGET`
+  (``rlm_kernel.frontend``), sent by an extension.
+- :class:`RunStarted` (the ``comm_open`` data of :data:`RUN_TARGET`,
+  ``rlm_kernel.run``), :class:`StepAdded`, :class:`StepOutput`,
+  :class:`StepFinished`, :class:`RunFinished`: a run's messages, :data:`RunMessage`
+  their union, :data:`MESSAGE_TYPES` the ``type`` field's value -> its class.
+- :class:`~rlm_kernel.export.CellRLM`: a step cell's ``metadata.rlm``
+  (:class:`CellMetadata` holds it under ``rlm``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+from ..engine.events import Totals
+from ..export import CellRLM
+
+__all__ = ["FRONTEND_TARGET", "RUN_TARGET", "Announcement", "CellMetadata", "CellRLM",
+           "MESSAGE_TYPES", "RunFinished", "RunMessage", "RunStarted", "StepAdded",
+           "StepFinished", "StepOutput", "Totals", "VariableInfo"]
+
+RUN_TARGET = "rlm_kernel.run"
+"""The comm target a run opens (its ``comm_open`` data is :class:`RunStarted`)."""
+FRONTEND_TARGET = "rlm_kernel.frontend"
+"""The comm target an extension opens to announce itself (data: :class:`Announcement`)."""
+
+
+class Announcement(TypedDict, total=False):
+    """An extension's ``comm_open`` data; free-form, the kernel keeps it."""
+
+    version: int
+
+
+class VariableInfo(TypedDict):
+    """One variable's metadata as the model is shown it."""
+
+    name: str
+    type: str  # the value's type name
+    length: int  # in ``unit``
+    unit: str  # "characters", "items", "bytes" or "rows"
+
+
+class CellMetadata(TypedDict):
+    """A step cell's metadata: ``{"rlm": {...}}``."""
+
+    rlm: CellRLM
+
+
+class _Message(TypedDict):
+    run_id: str  # 8 hex digits, unique per run
+    cell_id: str | None  # the task cell's id (execute request's metadata.cellId)
+
+
+class RunStarted(_Message):
+    """``run_started``: the ``comm_open`` data of a run."""
+
+    type: Literal["run_started"]
+    question: str
+    model: str  # litellm model string
+    max_iterations: int
+    variables: list[VariableInfo]
+
+
+class StepAdded(_Message):
+    """``step_added``: insert a code cell with ``source`` below the previous step."""
+
+    type: Literal["step_added"]
+    step: int  # from 1
+    source: str  # reasoning as "#" comment lines, then the code
+    metadata: CellMetadata
+
+
+class StepOutput(_Message):
+    """``step_output``: one nbformat v4 output dict of the running step."""
+
+    type: Literal["step_output"]
+    step: int
+    output: dict[str, Any]
+
+
+class StepFinished(_Message):
+    """``step_finished``: the step's execution count, seconds and success."""
+
+    type: Literal["step_finished"]
+    step: int
+    execution_count: int | None
+    seconds: float
+    success: bool  # false if the code raised or timed out
+
+
+class RunFinished(_Message):
+    """``run_finished``: the answer, why the run stopped, totals; the comm closes."""
+
+    type: Literal["run_finished"]
+    answer: str | None
+    stopped_by: str  # final, max_iterations, budget, interrupt, error
+    error: str | None
+    totals: Totals
+    seconds: float
+
+
+RunMessage = RunStarted | StepAdded | StepOutput | StepFinished | RunFinished
+
+#: The ``type`` field's value -> the message's TypedDict.
+MESSAGE_TYPES: dict[str, type] = {
+    "run_started": RunStarted, "step_added": StepAdded, "step_output": StepOutput,
+    "step_finished": StepFinished, "run_finished": RunFinished,
+}
