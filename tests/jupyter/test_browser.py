@@ -26,6 +26,8 @@ from typing import Any
 
 import nbformat
 import pytest
+
+from evals.questions import defines_function_question
 from tests.lab_harness import (
     EXTENSION_NAME,
     LOAD_JSON_CELL,
@@ -39,8 +41,6 @@ from tests.lab_harness import (
     prompt_count,
     write_notebook,
 )
-
-from evals.questions import defines_function_question
 
 _MISSING = missing_prerequisites()
 pytestmark = pytest.mark.slow
