@@ -173,6 +173,7 @@ class RunTools:
             BudgetExceeded: a budget limit is reached; the run stops.
         """
         self.guard.check()
+        records = self.step_calls  # the step that makes the call owns its record
         client = self._client(model)
         messages = [{"role": "system", "content": SUB_CALL_SYSTEM_PROMPT},
                     {"role": "user", "content": self.redact(str(prompt))}]
@@ -183,14 +184,18 @@ class RunTools:
         finally:
             with self._lock:
                 self.active_subcalls -= 1
-        self.step_calls.append({
+        call = completion.call
+        records.append({
             "prompt": self.redact(str(prompt))[:_RECORD_CHARS],
             "response": self.redact(completion.text)[:_RECORD_CHARS],
-            "model": completion.call.model,
-            "seconds": round(completion.call.seconds, 3),
+            "model": call.model,
+            "seconds": round(call.seconds, 3),
+            "prompt_tokens": call.prompt_tokens,
+            "completion_tokens": call.completion_tokens,
+            "cost_usd": call.cost_usd,
         })
         if self.notify is not None:
-            self.notify("sub_call", {"done": len(self.step_calls),
+            self.notify("sub_call", {"done": len(records),
                                      "active": self.active_subcalls})
         return completion.text
 
