@@ -10,17 +10,16 @@ steps, then one last "answer now" call.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, MutableMapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..executors import Executor, PlainExecutor
 from ..models import LanguageModel, LLMError, UsageLedger, make_client
-from ..policies import ActionResult, PolicyContext, PolicyRegistry, TerminationPolicy
+from ..policies import PolicyRegistry
 from ..repl_types import REPLHistory, REPLVariable
 from .budget import Budget, BudgetExceeded, BudgetGuard, GuardedClient
 from .config import RLMConfig
-from .events import Event, Observer, emit
+from .events import Observer
 from .prompts import (
     answer_now_message,
     build_messages,
@@ -29,116 +28,19 @@ from .prompts import (
     task_message,
 )
 from .result import RLMResult
+from .run_state import (
+    RunState,
+    action_result,
+    policy_config,
+    policy_context,
+    prompt_chars,
+    reply_text,
+    restore_names,
+)
 from .step import StepOutcome, run_reply, split_reply
-from .tools import RESERVED_NAMES, RunTools
+from .tools import RunTools
 
 __all__ = ["RLM"]
-
-_MISSING = object()
-
-
-def _before_traceback(output: str) -> str:
-    """``output`` up to the line that starts a Python or IPython traceback."""
-    at = output.find("Traceback (most recent call last)")
-    return output if at < 0 else output[: output.rfind("\n", 0, at) + 1]
-
-
-def _reply_text(client: LanguageModel, messages: list[dict[str, str]], **kwargs: Any) -> str:
-    """The text of one root-model call.
-
-    Raises:
-        LLMError: the client failed in any way (its own exception type and message
-            are kept in the text) or returned no text.
-    """
-    try:
-        text = client.complete(messages, **kwargs).text
-    except (LLMError, KeyboardInterrupt, BudgetExceeded):
-        raise
-    except Exception as exc:  # noqa: BLE001 - a client is third-party code
-        raise LLMError(f"the model client failed: {type(exc).__name__}: {exc}") from exc
-    if not isinstance(text, str):
-        raise LLMError(f"the model returned no text (got {type(text).__name__})")
-    return text
-
-
-@dataclass
-class _Run:
-    """The state of one run (or child run) while it goes: what ``RLM._run``'s steps share."""
-
-    question: str
-    executor: Executor
-    root: LanguageModel
-    ledger: UsageLedger
-    guard: BudgetGuard
-    depth: int
-    ns: MutableMapping[str, Any]
-    tools: RunTools
-    inputs: dict[str, Any]  # protected input variables (empty when not protected)
-    reserved: dict[str, Any]  # the reserved names and the run's functions for them
-    result: RLMResult
-    first: str  # the task message
-    prompt_chars: int | None
-    policy: TerminationPolicy
-    observer: Observer | None
-    start: float  # time.perf_counter() when the run started
-    turns: list[dict[str, str]] = field(default_factory=list)  # the conversation after `first`
-    seen_code: dict[str, int] = field(default_factory=dict)  # code -> first step that ran it
-    pending: StepOutcome | None = None  # a FINAL awaiting its check step
-    failures: int = 0  # steps in a row that failed or ran no code
-
-    def notify(self, kind: str, data: dict[str, Any]) -> None:
-        """Tell the observer: ``data`` plus ``depth``, ``elapsed`` (seconds) and, but
-        for the frequent ``step_output``, the ledger's ``totals`` (see ``events``)."""
-        if self.observer is None:
-            return
-        base: dict[str, Any] = {"depth": self.depth, "elapsed": time.perf_counter() - self.start}
-        if kind != "step_output":  # frequent; totals cost O(calls)
-            base["totals"] = self.ledger.totals()
-        emit(self.observer, Event(kind, {**base, **data}))
-
-
-def action_result(outcome: StepOutcome, step: int) -> ActionResult:
-    """The :class:`ActionResult` a termination policy sees for one step.
-
-    ``action_type`` is ``"final"`` (output = the answer text) when the step called
-    ``FINAL``/``FINAL_VAR``, else ``"code"`` (output = the step's output up to a
-    traceback, which echoes the failed line: a ``FINAL`` there is not an answer).
-    ``error`` is the message the model is shown about a failed ``FINAL``, if any.
-    ``metadata``: ``step`` (from 1), ``seconds`` (execution time), ``sub_calls``
-    (number of ``llm_query`` calls while the code ran), ``output_chars`` (length of
-    the whole output), ``success``, and ``confidence`` / ``last_reward`` (floats)
-    when the step's code reported them (:data:`~rlm_kernel.engine.step.SIGNAL_NAMES`).
-    """
-    metadata: dict[str, Any] = {"step": step, "seconds": outcome.seconds,
-                                "sub_calls": len(outcome.llm_calls),
-                                "output_chars": len(outcome.output),
-                                "success": outcome.success, **outcome.signals}
-    if outcome.final:
-        return ActionResult(action_type="final", success=True, output=outcome.answer or "",
-                            metadata=metadata)
-    return ActionResult(action_type="code", success=outcome.success,
-                        output=_before_traceback(outcome.output),
-                        error=outcome.error_for_model, metadata=metadata)
-
-
-def policy_context(run: _Run, step: int, outcome: StepOutcome, cfg: RLMConfig) -> PolicyContext:
-    """The :class:`PolicyContext` a termination policy sees after ``step``.
-
-    ``history`` is the run's :class:`~rlm_kernel.repl_types.REPLEntry` list so far
-    (this step last); ``variables`` the REPL namespace; ``metrics``: ``steps`` (steps
-    run), ``llm_calls``, ``prompt_tokens``, ``completion_tokens``, ``cost_usd``
-    (the ledger's totals so far, child runs included), ``seconds`` (float, since the
-    run started), ``last_success`` (bool: this step's), and ``last_reward`` /
-    ``confidence`` (floats) when this step's code reported them; absent otherwise,
-    so a reward policy sums only reported rewards.
-    """
-    metrics: dict[str, Any] = {**run.ledger.totals(), "steps": len(run.result.history),
-                               "seconds": time.perf_counter() - run.start,
-                               "last_success": outcome.success, **outcome.signals}
-    return PolicyContext(task=run.question, step=step, max_steps=cfg.max_iterations,
-                         variables=run.ns, history=list(run.result.history.entries),
-                         metrics=metrics)
-
 
 class RLM:
     """A Recursive Language Model: a root model working in a persistent REPL.
@@ -253,7 +155,7 @@ class RLM:
             run.result.stopped_by = "error"
             run.result.error = f"internal error: {type(exc).__name__}: {exc}"
         finally:
-            self._restore(run.ns, run.reserved, None, run.inputs)
+            restore_names(run.ns, run.reserved, None, run.inputs)
             run.result.calls = list(ledger.calls)
             run.result.seconds = time.perf_counter() - run.start
             run.notify("run_finished", {"result": run.result})
@@ -261,7 +163,7 @@ class RLM:
 
     def _start(self, question: str, variables: dict[str, Any], executor: Executor,
                root: LanguageModel, sub: LanguageModel, ledger: UsageLedger,
-               guard: BudgetGuard, depth: int) -> _Run:
+               guard: BudgetGuard, depth: int) -> RunState:
         """Set a run up: clients behind the budget guard, the input variables and
         the run's tools bound in the namespace, the task message, the termination
         policy; tells the observer ``run_started``."""
@@ -282,7 +184,7 @@ class RLM:
                                         "max_tokens": cfg.max_sub_tokens},
                          data_name="context" if "context" in variables
                          else next(iter(variables), "context"))
-        run = _Run(question=question, executor=executor, root=root, ledger=ledger,
+        run = RunState(question=question, executor=executor, root=root, ledger=ledger,
                    guard=guard, depth=depth, ns=ns, tools=tools,
                    inputs=dict(variables) if cfg.protect_inputs else {},
                    reserved=tools.functions(),
@@ -290,9 +192,9 @@ class RLM:
                                     model=getattr(root, "model", ""),
                                     sub_model=getattr(sub, "model", "")),
                    first=task_message(question, metas, cfg.max_iterations, variables),
-                   prompt_chars=self._prompt_chars(root),
+                   prompt_chars=prompt_chars(cfg, root),
                    policy=PolicyRegistry.get_termination(cfg.termination,
-                                                         config=self._policy_config()),
+                                                         config=policy_config(cfg)),
                    observer=self.observer, start=start)
         ns.update(run.reserved)
         tools.notify = run.notify
@@ -301,7 +203,7 @@ class RLM:
                                    "model": run.result.model})
         return run
 
-    def _loop(self, run: _Run) -> None:
+    def _loop(self, run: RunState) -> None:
         """Steps until the policy accepts an answer, too many steps fail in a row, or
         ``max_iterations`` is reached (then one last "answer now" call)."""
         cfg = self.config
@@ -317,7 +219,7 @@ class RLM:
         run.result.stopped_by = "max_iterations"
         self._answer_now(run)
 
-    def _step(self, run: _Run, step: int) -> StepOutcome:
+    def _step(self, run: RunState, step: int) -> StepOutcome:
         """One step: ask the root model (resampling a repeated reply once), run its
         code, restore reserved names, append the history entry, tell the observer.
 
@@ -328,22 +230,22 @@ class RLM:
         run.guard.check()
         run.notify("model_call", {"step": step})
         messages = build_messages(run.first, run.turns, cfg.history_window, run.prompt_chars)
-        reply = _reply_text(run.root, messages, role="root", stop=cfg.stop_sequences())
+        reply = reply_text(run.root, messages, role="root", stop=cfg.stop_sequences())
         if cfg.resample_temperature and run.pending is None and \
                 self._repeats(reply, run.seen_code):  # a check step may repeat its FINAL
             try:
-                reply = _reply_text(run.root, messages, role="root", stop=cfg.stop_sequences(),
+                reply = reply_text(run.root, messages, role="root", stop=cfg.stop_sequences(),
                                     temperature=cfg.resample_temperature)
             except BudgetExceeded:  # no budget for a second sample: run the first
                 pass
         outcome = run_reply(reply, run.executor, run.tools, step, cfg, run.notify)
-        self._restore(run.ns, run.reserved, outcome, run.inputs)
+        restore_names(run.ns, run.reserved, outcome, run.inputs)
         self._record(run, step, outcome)
         if run.guard.exceeded or run.guard.overspent():
             raise BudgetExceeded(run.guard.exceeded)
         return outcome
 
-    def _after_step(self, run: _Run, step: int, outcome: StepOutcome) -> bool:
+    def _after_step(self, run: RunState, step: int, outcome: StepOutcome) -> bool:
         """Judge a step: end the run with its answer (True), hold its ``FINAL`` for
         the answer check, or add the next user message.  True also when
         ``max_consecutive_errors`` steps in a row failed or ran no code."""
@@ -376,7 +278,7 @@ class RLM:
         return False
 
     @staticmethod
-    def _record(run: _Run, step: int, outcome: StepOutcome) -> None:
+    def _record(run: RunState, step: int, outcome: StepOutcome) -> None:
         """Append the step to the run's history (with the sub-calls made while its
         code ran) and tell the observer ``step_finished``."""
         run.result.history = run.result.history.append(
@@ -404,65 +306,21 @@ class RLM:
         code = "\n\n".join(blocks)
         return bool(code) and code in seen_code
 
-    @staticmethod
-    def _restore(ns: Any, reserved: dict[str, Any], outcome: StepOutcome | None,
-                 inputs: dict[str, Any]) -> None:
-        """Undo rebinding or deletion of reserved names and protected input variables,
-        and tell the model in the step's output."""
-        broken = [n for n in RESERVED_NAMES if ns.get(n) is not reserved[n]]
-        for name in broken:
-            ns[name] = reserved[name]
-        changed = [n for n, v in inputs.items() if ns.get(n, _MISSING) is not v]
-        for name in changed:
-            ns[name] = inputs[name]
-        if outcome is None:
-            return
-        notes = []
-        if broken:
-            notes.append(f"Warning: {', '.join(broken)} {'is' if len(broken) == 1 else 'are'} "
-                         "reserved; the original was restored.")
-        if changed:
-            notes.append(f"Warning: {', '.join(changed)} {'is' if len(changed) == 1 else 'are'} "
-                         "the task's input and read-only; the original was restored. "
-                         "Store results under a new name.")
-        if notes:
-            outcome.output = "\n".join([outcome.output.rstrip(), *notes]).lstrip()
-
-    def _prompt_chars(self, root: LanguageModel) -> int | None:
-        """Characters of prompt that fit the root model's context window, if known.
-
-        Estimated at 3 characters a token (code and output tokenise densely),
-        leaving room for the completion.
-        """
-        window = self.config.context_window or getattr(root, "context_window", None)
-        if not window:
-            return None
-        reply = self.config.max_step_tokens or 1024
-        return max(2000, (window - reply - 128) * 3)
-
-    def _policy_config(self) -> dict[str, Any] | None:
-        """The policy's config.  ``final_pattern`` defaults to case-sensitive matching
-        here: printed data such as ``def final(f):`` must not end a run."""
-        cfg = self.config
-        if cfg.termination_config is None and cfg.termination == "final_pattern":
-            return {"case_sensitive": True}
-        return cfg.termination_config
-
-    def _check_policy(self, run: _Run, outcome: StepOutcome,
+    def _check_policy(self, run: RunState, outcome: StepOutcome,
                       step: int) -> tuple[bool, str | None]:
         """Ask the termination policy about a step, with what the engine knows:
         :func:`action_result` and :func:`policy_context`."""
         return run.policy.should_terminate(action_result(outcome, step),
                                            policy_context(run, step, outcome, self.config))
 
-    def _answer_now(self, run: _Run) -> None:
+    def _answer_now(self, run: RunState) -> None:
         """After ``max_iterations`` steps: one last call asking for ``FINAL`` now; its
         code runs only if it calls ``FINAL``/``FINAL_VAR``, else its text is the answer."""
         cfg, result = self.config, run.result
         run.guard.check()
         messages = build_messages(run.first, run.turns, cfg.history_window, run.prompt_chars)
         messages.append({"role": "user", "content": answer_now_message(cfg.max_iterations)})
-        reply = _reply_text(run.root, messages, role="final", stop=cfg.stop_sequences())
+        reply = reply_text(run.root, messages, role="final", stop=cfg.stop_sequences())
         outcome = run_reply(reply, run.executor, run.tools, cfg.max_iterations + 1, cfg,
                             run.notify, final_only=True)
         if outcome.code:  # the FINAL call ran: it is part of the trajectory
