@@ -17,28 +17,38 @@ import tempfile
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any, TypedDict
 
 import nbformat
 from nbformat import v4
 
+from .engine.recording import output_digest
 from .engine.step import step_source
 
 __all__ = ["CellRLM", "export_run", "cli_setup_cells"]
 
 
-class CellRLM(TypedDict):
+class _CellRLMKeys(TypedDict):
+    run_id: str
+    step: int | None
+    role: str
+
+
+class CellRLM(_CellRLMKeys, total=False):
     """A cell's ``metadata.rlm``, in exported notebooks and on live step cells.
 
     ``role`` is ``task``, ``setup``, ``step`` or ``answer``; ``step`` is the step
     number (from 1) on step cells, else None; ``task_cell`` (live cells only, see
-    ``docs/protocol.md``) is the id of the task cell that ran the run.
+    ``docs/protocol.md``) is the id of the task cell that ran the run.  The record a
+    replay reads: ``exchanges`` (step and answer cells: the model exchanges made
+    during that step, the reply that produced the cell's code among them; see
+    :mod:`rlm_kernel.engine.recording` for their form and size caps) and
+    ``output_sha256`` (step cells: the digest of the step's text output).
     """
 
-    run_id: str
-    step: int | None
-    role: str
-    task_cell: NotRequired[str | None]
+    task_cell: str | None
+    exchanges: list[dict[str, Any]]
+    output_sha256: str
 
 NOTEBOOK_SUFFIX = ".ipynb"
 
@@ -81,6 +91,7 @@ def export_run(result: Any, path: str | os.PathLike[str] | None = None, *,
     cells += [_tag(v4.new_code_cell(src), run_id, "setup") for src in setup_cells]
     cells += _step_cells(entries, run_id, step_outputs, execution_counts)
     cells.append(_tag(v4.new_markdown_cell(_answer_markdown(result)), run_id, "answer"))
+    _attach_record(cells[-len(entries) - 1:], entries, list(getattr(result, "exchanges", [])))
 
     nb = v4.new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": kernel_name, "display_name": display_name,
@@ -183,6 +194,21 @@ def _step_cells(entries: list[Any], run_id: str,
             cell.outputs = [v4.new_output("stream", name="stdout", text=entry.output)]
         cells.append(_tag(cell, run_id, "step", i + 1))
     return cells
+
+
+def _attach_record(cells: list[Any], entries: list[Any],
+                   exchanges: list[dict[str, Any]]) -> None:
+    """Put the replay record on the step cells and the answer cell (``cells``: the
+    step cells then the answer cell): each exchange goes to the cell of its step, or
+    of the next step that has one; the rest to the answer cell."""
+    buckets: list[list[dict[str, Any]]] = [[] for _ in cells]
+    for exchange in exchanges:
+        index = min(max(int(exchange.get("step") or 1), 1), len(cells)) - 1
+        buckets[index].append(exchange)
+    for cell, bucket in zip(cells, buckets, strict=True):
+        cell.metadata["rlm"]["exchanges"] = bucket
+    for cell, entry in zip(cells, entries, strict=False):
+        cell.metadata["rlm"]["output_sha256"] = output_digest(entry.output)
 
 
 def _item(values: Sequence[Any] | None, i: int) -> Any:

@@ -25,7 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlm", description="Recursive Language Models.")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="answer a question about files")
-    run.add_argument("question", type=non_empty, help="the task, in natural language")
+    run.add_argument("question", type=non_empty, nargs="?",
+                     help="the task, in natural language (with --replay: default the "
+                     "recorded one)")
     run.add_argument("--context", action="append", default=[], metavar="PATH",
                      help="a file (its text) or a folder (a dict {path: text} of its text "
                           "files); repeat for several, which makes a dict")
@@ -34,6 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--sub-model", help="model for llm_query (default: $RLM_SUB_MODEL, "
                      "else the root model)")
     add_setting_options(run)  # --max-iterations, budgets ... (from RLMConfig)
+    run.add_argument("--replay", metavar="RECORD",
+                     help="answer from a recorded run (an exported .ipynb, or the JSON of "
+                     "--json --trajectory) instead of any model; reports the first step "
+                     "whose output differs (diverged_at)")
     run.add_argument("--json", action="store_true", help="print one JSON object, nothing else")
     run.add_argument("--trajectory", action="store_true",
                      help="with --json: include every step and call record")
@@ -93,8 +99,13 @@ def _run(args: argparse.Namespace) -> int:
     model = args.model or os.environ.get("RLM_MODEL") or None
     sub_model = args.sub_model or os.environ.get("RLM_SUB_MODEL") or None
     printer = None if args.json else StepPrinter()
-    rlm = RLM(model, sub_model, observer=printer, **config_overrides(args))
-    if model in (None, "local") or str(model).startswith("local/"):
+    recording = _recording(args.replay) if args.replay else None
+    if args.question is None and recording is None:
+        _err("the question is missing")
+        return 2
+    question = args.question or recording.question
+    rlm = RLM(model, sub_model, observer=printer, replay=recording, **config_overrides(args))
+    if recording is None and (model in (None, "local") or str(model).startswith("local/")):
         from .model import prepare_with_progress
 
         try:
@@ -106,7 +117,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:  # stdout carries the JSON object only; stray prints go to stderr
         sys.stdout = sys.stderr
     try:
-        result = rlm.run(args.question, context=context)
+        result = rlm.run(question, context=context)
     except LLMError as exc:
         _err(str(exc))
         return 1
@@ -121,6 +132,9 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(data, default=str))
     else:
         _print_answer(result)
+        if result.diverged_at is not None:
+            _err(f"the replay diverged at step {result.diverged_at}: its output differs "
+                 "from the record's")
         if args.export and export_error is None:
             print(f"Notebook: {args.export}")
     if export_error is not None:
@@ -131,6 +145,19 @@ def _run(args: argparse.Namespace) -> int:
             _err(result.error or "the run failed")
         return 1
     return 0 if result.answer is not None else 1
+
+
+def _recording(path: str) -> Any:
+    """The record ``--replay`` names.
+
+    Raises:
+        ContextError: the file cannot be read or holds no record."""
+    from ..engine.recording import load_recording
+
+    try:
+        return load_recording(path)
+    except (OSError, ValueError) as exc:
+        raise ContextError(f"--replay {path}: {exc}") from None
 
 
 def _export(result: Any, args: argparse.Namespace) -> str | None:

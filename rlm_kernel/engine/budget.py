@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..models import Completion, LanguageModel, UsageLedger
+from .recording import Recorder
 
 __all__ = ["Budget", "BudgetExceeded", "BudgetGuard", "GuardedClient"]
 
@@ -58,6 +59,7 @@ class BudgetGuard:
         self.ledger = ledger
         self.started = started
         self.exceeded: str | None = None
+        self.recorder = Recorder()  # every exchange of the run tree, in call order
         self._in_flight = 0
         self._lock = threading.Lock()
 
@@ -163,7 +165,12 @@ class GuardedClient:
         cap = self._guard.begin_call(max_tokens if max_tokens is not None
                                      else getattr(self._client, "max_tokens", None))
         try:
-            return self._client.complete(messages, role=role, stop=stop, max_tokens=cap,
-                                         temperature=temperature)
+            completion = self._client.complete(messages, role=role, stop=stop,
+                                               max_tokens=cap, temperature=temperature)
         finally:
             self._guard.end_call()
+        text = getattr(completion, "text", None)
+        if isinstance(text, str):
+            self._guard.recorder.record(role, messages, text,
+                                        getattr(self._client, "depth", 0) or 0)
+        return completion

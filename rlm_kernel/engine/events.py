@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from ..repl_types import REPLEntry, REPLVariable
 from .result import RLMResult
@@ -88,11 +88,15 @@ class SubCallData(_Counted):
 
 
 class StepFinishedData(_Counted):
-    """``step_finished``: the step's outcome and its history entry."""
+    """``step_finished``: the step's outcome and its history entry; ``diverged``: in a
+    replay, this step's output differs from the record's; ``exchanges``: the model
+    exchanges made during this step (top-level runs; see ``engine.recording``)."""
 
     step: int
     outcome: StepOutcome
     entry: REPLEntry
+    diverged: bool
+    exchanges: list[dict[str, Any]]
 
 
 class AnswerCheckData(_Counted):

@@ -27,6 +27,7 @@ from .prompts import (
     next_message,
     task_message,
 )
+from .recording import ReplayModel, load_recording
 from .result import RLMResult
 from .run_state import (
     RunState,
@@ -54,6 +55,10 @@ class RLM:
         observer: ``callable(Event)`` told about each step as it happens.
         root_client / sub_client: ready :class:`LanguageModel` objects to use
             instead of building litellm clients (scripted models in tests).
+        replay: a recorded run to answer from instead of any model (an
+            :class:`RLMResult`, its ``to_dict()``, a ``.json`` or ``.ipynb`` path; see
+            :mod:`rlm_kernel.engine.recording`); the result's ``diverged_at`` is the
+            first step whose output differs from the record's.
 
     After every step the termination policy (``config.termination``) is asked with
     :func:`action_result` (``metadata``: step, seconds, sub-call count, output length,
@@ -73,8 +78,10 @@ class RLM:
     def __init__(self, model: str | None = None, sub_model: str | None = None, *,
                  config: RLMConfig | None = None, observer: Observer | None = None,
                  root_client: LanguageModel | None = None,
-                 sub_client: LanguageModel | None = None, **overrides: Any) -> None:
+                 sub_client: LanguageModel | None = None, replay: Any = None,
+                 **overrides: Any) -> None:
         self.config = (config or RLMConfig()).replace(**overrides)
+        self.replay = None if replay is None else load_recording(replay)
         self.model = model
         self.sub_model = sub_model or model
         self.observer = observer
@@ -120,6 +127,8 @@ class RLM:
     # -- internals ----------------------------------------------------------------------
     def _clients(self) -> tuple[LanguageModel, LanguageModel]:
         cfg = self.config
+        if self.replay is not None and self._root_client is None:
+            self._root_client = self._sub_client = ReplayModel(self.replay)
         root = self._root_client or make_client(self.model, temperature=cfg.temperature,
                                                 max_tokens=cfg.max_step_tokens)
         if self._sub_client is not None:
@@ -157,6 +166,7 @@ class RLM:
         finally:
             restore_names(run.ns, run.reserved, None, run.inputs)
             run.result.calls = list(ledger.calls)
+            run.result.exchanges = list(guard.recorder.exchanges)
             run.result.seconds = time.perf_counter() - run.start
             run.notify("run_finished", {"result": run.result})
         return run.result
@@ -228,6 +238,8 @@ class RLM:
         """
         cfg = self.config
         run.guard.check()
+        if run.depth == 0:
+            run.guard.recorder.step = step
         run.notify("model_call", {"step": step})
         messages = build_messages(run.first, run.turns, cfg.history_window, run.prompt_chars)
         reply = reply_text(run.root, messages, role="root", stop=cfg.stop_sequences())
@@ -277,15 +289,23 @@ class RLM:
             return True
         return False
 
-    @staticmethod
-    def _record(run: RunState, step: int, outcome: StepOutcome) -> None:
+    def _record(self, run: RunState, step: int, outcome: StepOutcome) -> None:
         """Append the step to the run's history (with the sub-calls made while its
-        code ran) and tell the observer ``step_finished``."""
-        run.result.history = run.result.history.append(
+        code ran), note a replay's first divergence, tell the observer
+        ``step_finished`` (``diverged``: this step's output differs from the record)."""
+        result = run.result
+        result.history = result.history.append(
             reasoning=outcome.reasoning, code=outcome.code, output=outcome.output,
             execution_time=outcome.seconds, llm_calls=outcome.llm_calls)
-        run.notify("step_finished", {"step": step, "outcome": outcome,
-                                     "entry": run.result.history.entries[-1]})
+        diverged = (self.replay is not None and run.depth == 0
+                    and self.replay.diverges(len(result.history) - 1, outcome.output))
+        if diverged and result.diverged_at is None:
+            result.diverged_at = step
+        exchanges = [e for e in run.guard.recorder.exchanges if e["step"] == step] \
+            if run.depth == 0 else []
+        run.notify("step_finished", {"step": step, "outcome": outcome, "diverged": diverged,
+                                     "exchanges": exchanges,
+                                     "entry": result.history.entries[-1]})
 
     def _check_message(self, question: str, outcome: StepOutcome, history: REPLHistory,
                        step: int) -> str:
@@ -318,6 +338,8 @@ class RLM:
         code runs only if it calls ``FINAL``/``FINAL_VAR``, else its text is the answer."""
         cfg, result = self.config, run.result
         run.guard.check()
+        if run.depth == 0:
+            run.guard.recorder.step = cfg.max_iterations + 1
         messages = build_messages(run.first, run.turns, cfg.history_window, run.prompt_chars)
         messages.append({"role": "user", "content": answer_now_message(cfg.max_iterations)})
         reply = reply_text(run.root, messages, role="final", stop=cfg.stop_sequences())

@@ -30,6 +30,10 @@ class RLMResult:
         error: a readable reason when ``stopped_by`` is ``error`` or ``budget``.
         model / sub_model: the litellm model strings used.
         depth: 0 for a top-level run, >0 for ``rlm_query`` children.
+        exchanges: every model exchange of the run tree in call order, the record
+            a replay feeds back (see :mod:`rlm_kernel.engine.recording`).
+        diverged_at: in a replay, the first step whose output differs from the
+            record's (None: none did, or not a replay).
     """
 
     question: str
@@ -44,6 +48,8 @@ class RLMResult:
     model: str = ""
     sub_model: str = ""
     depth: int = 0
+    exchanges: list[dict[str, Any]] = field(default_factory=list)
+    diverged_at: int | None = None
 
     @property
     def steps(self) -> int:
@@ -75,7 +81,7 @@ class RLMResult:
 
         Keys: ``answer``, ``steps``, ``llm_calls``, ``prompt_tokens``,
         ``completion_tokens``, ``cost_usd``, ``seconds``, ``stopped_by``, plus
-        ``error``, ``model`` and ``sub_model``.
+        ``error``, ``model``, ``sub_model`` and ``diverged_at``.
         """
         return {
             "answer": self.answer,
@@ -89,6 +95,7 @@ class RLMResult:
             "error": self.error,
             "model": self.model,
             "sub_model": self.sub_model,
+            "diverged_at": self.diverged_at,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -98,4 +105,5 @@ class RLMResult:
         data["trajectory"] = self.history.to_list()
         data["calls"] = [c.to_dict() for c in self.calls]
         data["variables"] = [v.to_dict() for v in self.variables]
+        data["exchanges"] = list(self.exchanges)
         return data

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from ..engine.events import Event
+from ..engine.recording import output_digest
 from ..engine.step import step_source
 from ..export import CellRLM
 from .protocol import (
@@ -148,11 +149,16 @@ class StepRenderer:
         self.step_outputs.append(_merge_streams(cur["outputs"]))
         self.execution_counts.append(count)
         if self.use_comm:
+            rlm = CellRLM(run_id=self.run_id, step=d["step"], role="step",
+                          task_cell=self.cell_id, exchanges=list(d.get("exchanges", [])),
+                          output_sha256=output_digest(d["outcome"].output))
             self._send(StepFinished(type="step_finished", run_id=self.run_id,
                                     cell_id=self.cell_id, step=d["step"],
                                     execution_count=count,
                                     seconds=round(d["outcome"].seconds, 3),
-                                    success=d["outcome"].success))
+                                    success=d["outcome"].success,
+                                    metadata=CellMetadata(rlm=rlm),
+                                    diverged=bool(d.get("diverged", False))))
         else:
             self._render_inline(update=True)
         self.current = None

@@ -5,6 +5,7 @@
     %%rlm [options]                    the cell body is the task
     %rlm vars [--context NAME ...]     the variables the model would see
     %rlm export PATH.ipynb [--run ID]  one run as a notebook
+    %rlm replay [PATH] [--run ID]      a recorded run again, without the model
 
 Options: ``--model``, ``--sub-model``, every per-run limit of ``rlm run``
 (``--max-iterations``, ``--max-llm-calls``, ``--step-timeout`` ...: the same flags,
@@ -49,7 +50,7 @@ class RunRecord:
 
 _USAGE = ("usage: %rlm [--model M] [--sub-model M] [--max-iterations N] [--max-llm-calls N] "
           "[...any rlm run limit] [--context NAME ...] QUESTION  |  %rlm vars  |  "
-          "%rlm export PATH.ipynb [--run ID]")
+          "%rlm export PATH.ipynb [--run ID]  |  %rlm replay [PATH] [--run ID]")
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -104,13 +105,17 @@ class RLMMagics(Magics, RLMSettings):
             return self._show_vars(opts.context)
         if cell is None and opts.words[:1] == ["export"]:
             return self._export(opts.words[1:], opts.run)
+        if cell is None and opts.words[:1] == ["replay"]:
+            return self._replay(opts.words[1:], opts)
         question = cell.strip() if cell is not None else " ".join(opts.words)
         if not question:
             raise UsageError("%rlm: no task given (write it after %rlm, or below %%rlm)")
         return self.run_task(question, opts)
 
-    def run_task(self, question: str, opts: argparse.Namespace) -> Any:
+    def run_task(self, question: str, opts: argparse.Namespace, replay: Any = None) -> Any:
         """Run one task in the shell's namespace; returns the answer value (or None).
+        With ``replay`` (a :class:`~rlm_kernel.engine.recording.Recording`) the
+        recorded replies answer instead of any model.
 
         Raises:
             UsageError: a ``--context`` name is not in the namespace, or an option
@@ -137,7 +142,7 @@ class RLMMagics(Magics, RLMSettings):
                 view.on_event(event)
 
         rlm = RLM(opts.model or self.model or None, opts.sub_model or self.sub_model or None,
-                  config=config, observer=observer)
+                  config=config, observer=observer, replay=replay)
         self.running = True
         try:
             result = rlm.run(question, executor=executor, variables=variables)
@@ -194,6 +199,9 @@ class RLMMagics(Magics, RLMSettings):
         ns = self.shell.user_ns
         ns["rlm_answer"] = value
         ns.setdefault("rlm_answers", []).append(value)
+        if result.diverged_at is not None:
+            print(f"RLM replay of run {record.run_id}: step {result.diverged_at} printed "
+                  "other output than the record (diverged_at)", file=sys.stderr)
         if result.stopped_by != "final":
             reason = f": {result.error}" if result.error else ""
             print(f"RLM run {record.run_id} stopped by {result.stopped_by}{reason} "
@@ -239,6 +247,28 @@ class RLMMagics(Magics, RLMSettings):
         view = VariablesView()
         view.update(variables_from_namespace(self.shell.user_ns, names))
         display(view.widget)
+
+    def _replay(self, args: list[str], opts: argparse.Namespace) -> Any:
+        """``%rlm replay [PATH.ipynb|PATH.json] [--run ID]``: run a recorded task again
+        on the current variables, the record answering instead of any model."""
+        from ..engine.recording import load_recording
+
+        if len(args) > 1:
+            raise UsageError("usage: %rlm replay [PATH.ipynb | PATH.json] [--run ID]")
+        if args:
+            source: Any = args[0]
+        else:
+            if not self.runs:
+                raise UsageError("%rlm replay: no run yet in this session (or give a path)")
+            rec = self.runs.get(opts.run) if opts.run else list(self.runs.values())[-1]
+            if rec is None:
+                raise UsageError(f"%rlm replay: no run {opts.run!r}; runs: {', '.join(self.runs)}")
+            source = rec.result
+        try:
+            recording = load_recording(source)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"%rlm replay: {exc}") from None
+        return self.run_task(recording.question, opts, replay=recording)
 
     def _export(self, args: list[str], run_id: str | None) -> None:
         from ..export import export_run

@@ -85,13 +85,17 @@ class StepOutput(_Message):
 
 
 class StepFinished(_Message):
-    """``step_finished``: the step's execution count, seconds and success."""
+    """``step_finished``: the step's execution count, seconds and success; the cell's
+    whole ``metadata`` now (with the replay record: ``exchanges``, ``output_sha256``)
+    and ``diverged`` (a replay's step whose output differs from the record)."""
 
     type: Literal["step_finished"]
     step: int
     execution_count: int | None
     seconds: float
     success: bool  # false if the code raised or timed out
+    metadata: CellMetadata
+    diverged: bool
 
 
 class RunFinished(_Message):

@@ -97,6 +97,11 @@ def test_each_message_of_a_run_matches_its_typeddict(ip, monkeypatch):
     added = [m for m in messages if m["type"] == "step_added"]
     assert added[0]["source"] == "# Measure first.\n#\n# Then print.\nn = len(context)\nprint(n)"
     assert added[0]["metadata"]["rlm"]["role"] == "step"
+    finished = [m for m in messages if m["type"] == "step_finished"]
+    record = finished[0]["metadata"]["rlm"]
+    assert record["exchanges"][0]["role"] == "root" and "n = len(context)" in \
+        record["exchanges"][0]["response"]
+    assert len(record["output_sha256"]) == 64 and finished[0]["diverged"] is False
 
 
 def test_typeddict_fields_are_the_documents():
@@ -107,8 +112,9 @@ def test_typeddict_fields_are_the_documents():
         named = set(re.findall(r"`(\w+)`", section))
         own = set(typing.get_type_hints(td)) - {"type", "run_id", "cell_id"}
         assert own <= named, (kind, own - named)
-    assert set(typing.get_type_hints(protocol.CellRLM)) == {"run_id", "step", "role",
-                                                            "task_cell"}
+    assert set(typing.get_type_hints(protocol.CellRLM)) == {
+        "run_id", "step", "role", "task_cell", "exchanges", "output_sha256"}
+    assert protocol.CellRLM.__required_keys__ == {"run_id", "step", "role"}
     assert set(typing.get_type_hints(protocol.VariableInfo)) == {"name", "type", "length",
                                                                  "unit"}
     totals = {"llm_calls", "prompt_tokens", "completion_tokens", "cost_usd"}

@@ -1,0 +1,49 @@
+"""``rlm run --replay``: a recorded run answered again without any model."""
+
+from __future__ import annotations
+
+import json
+
+from rlm_kernel.cli import main
+from rlm_kernel.engine import RLM
+from rlm_kernel.export import export_run
+from rlm_kernel.models.scripted import ScriptedModel
+
+
+def recorded(tmp_path, text: str):
+    ctx = tmp_path / "notes.txt"
+    ctx.write_text(text)
+    lm = ScriptedModel(["```repl\nn = len(context.split())\nprint(n)\n```",
+                        "```repl\nFINAL(n)\n```"])
+    from rlm_kernel.context.files import load_contexts
+
+    result = RLM(root_client=lm, sub_client=lm, verify_answer=False).run(
+        "How many words?", context=load_contexts([str(ctx)]))
+    return ctx, result
+
+
+def test_replay_of_a_json_record_needs_no_model(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("RLM_MODEL", "openai/no-such-model")  # would fail if called
+    ctx, result = recorded(tmp_path, "one two three")
+    record = tmp_path / "run.json"
+    record.write_text(json.dumps(result.to_dict()))
+    code = main(["run", "--replay", str(record), "--context", str(ctx), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["answer"] == "3" and out["diverged_at"] is None
+    assert out["model"].startswith("replay/")
+
+
+def test_replay_of_an_exported_notebook_reports_divergence(tmp_path, capsys):
+    ctx, result = recorded(tmp_path, "one two three")
+    notebook = tmp_path / "run.ipynb"
+    export_run(result, notebook)
+    ctx.write_text("one two three four")
+    code = main(["run", "--replay", str(notebook), "--context", str(ctx)])
+    captured = capsys.readouterr()
+    assert code == 0 and "Answer: 4" in captured.out
+    assert "diverged at step 1" in captured.err
+
+
+def test_a_missing_record_is_one_usage_error(tmp_path, capsys):
+    code = main(["run", "--replay", str(tmp_path / "none.ipynb"), "q"])
+    assert code == 2 and "--replay" in capsys.readouterr().err
