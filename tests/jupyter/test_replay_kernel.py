@@ -1,0 +1,66 @@
+"""Replay in a real kernel: a run of the real embedded model is exported, then replayed
+in a second kernel whose only model is unreachable (so any model call would fail): the
+same answer and step outputs; with a changed context the replay reports ``diverged_at``."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+from evals.questions import stdlib_dir
+from tests.kernel_client import execute, stop, text_of
+
+pytestmark = pytest.mark.slow
+
+CONTEXT = (f"context = open({str(stdlib_dir() / 'json' / '__init__.py')!r}).read()\n"
+           "question = 'How many lines of the text in context start with the word import?'")
+REPORT = ("import json\n"
+          "_m = get_ipython().magics_manager.registry['RLMMagics']\n"
+          "_r = list(_m.runs.values())[-1].result\n"
+          "print(json.dumps({'answer': _r.answer, 'diverged_at': _r.diverged_at, "
+          "'stopped_by': _r.stopped_by, 'outputs': [e.output for e in _r.history], "
+          "'models': sorted({c.model for c in _r.calls})}))")
+
+
+def report(kc) -> dict:
+    reply, messages = execute(kc, REPORT, timeout=60)
+    assert reply["content"]["status"] == "ok", text_of(messages)
+    return json.loads(text_of(messages).strip().splitlines()[-1])
+
+
+def test_an_exported_real_run_replays_with_no_model(local_server, tmp_path):
+    km, kc = start_new_kernel(kernel_name="rlm", startup_timeout=60)
+    try:
+        execute(kc, CONTEXT + "\n%config RLM.max_iterations = 6", timeout=60)
+        reply, messages = execute(kc, "%rlm {question}", timeout=900)
+        assert reply["content"]["status"] == "ok", text_of(messages)
+        original = report(kc)
+        execute(kc, f"%rlm export {tmp_path / 'run.ipynb'}", timeout=60)
+    finally:
+        stop(km, kc)
+    assert original["outputs"], original
+
+    unreachable = {**os.environ, "RLM_MODEL": "openai/unreachable-model",
+                   "RLM_SUB_MODEL": "openai/unreachable-model",
+                   "OPENAI_API_BASE": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "none"}
+    km, kc = start_new_kernel(kernel_name="rlm", startup_timeout=60, env=unreachable)
+    try:
+        execute(kc, CONTEXT + "\n%config RLM.max_iterations = 6", timeout=60)
+        reply, messages = execute(kc, f"%rlm replay {tmp_path / 'run.ipynb'}", timeout=300)
+        assert reply["content"]["status"] == "ok", text_of(messages)
+        replayed = report(kc)
+        assert replayed["answer"] == original["answer"]
+        assert replayed["outputs"] == original["outputs"]
+        assert replayed["diverged_at"] is None and replayed["stopped_by"] == original["stopped_by"]
+        assert all(m.startswith("replay/") for m in replayed["models"]), replayed["models"]
+
+        execute(kc, "context = context.replace('import', 'IMPORT')", timeout=60)
+        reply, messages = execute(kc, f"%rlm replay {tmp_path / 'run.ipynb'}", timeout=300)
+        changed = report(kc)
+        assert changed["diverged_at"] is not None, changed
+        assert "diverged_at" in text_of(messages)
+    finally:
+        stop(km, kc)
