@@ -1,7 +1,9 @@
 """Trajectory export: one RLM run as a valid nbformat v4 notebook.
 
 The notebook holds, in order: a markdown cell with the task and the run's totals,
-the setup cells that re-create the inputs (e.g. ``context = ...``), one code cell per
+the setup cells that re-create the inputs (e.g. ``context = ...``), a ``%%rlm recorded``
+cell with the replies to the steps' ``llm_query`` calls (so the notebook re-runs with
+no model; delete it to ask the model again), one code cell per
 step (the model's reasoning as leading ``# `` comments, then its code, with its
 outputs), and a markdown cell with the answer.  Every cell is tagged
 ``metadata.rlm = {"run_id", "step", "role"}`` and the notebook's ``metadata.rlm``
@@ -12,6 +14,7 @@ holds the run's totals and per-call records.  The kernelspec is ``rlm``, in whic
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 import uuid
@@ -22,7 +25,7 @@ from typing import Any, TypedDict
 import nbformat
 from nbformat import v4
 
-from .engine.recording import output_digest
+from .engine.recording import output_digest, step_exchanges
 from .engine.step import step_source
 
 __all__ = ["CellRLM", "export_run", "cli_setup_cells"]
@@ -89,6 +92,7 @@ def export_run(result: Any, path: str | os.PathLike[str] | None = None, *,
     entries = list(result.history)
     cells = [_tag(v4.new_markdown_cell(_task_markdown(result)), run_id, "task")]
     cells += [_tag(v4.new_code_cell(src), run_id, "setup") for src in setup_cells]
+    cells += _recorded_cells(result, run_id)
     cells += _step_cells(entries, run_id, step_outputs, execution_counts)
     cells.append(_tag(v4.new_markdown_cell(_answer_markdown(result)), run_id, "answer"))
     _attach_record(cells[-len(entries) - 1:], entries, list(getattr(result, "exchanges", [])))
@@ -194,6 +198,21 @@ def _step_cells(entries: list[Any], run_id: str,
             cell.outputs = [v4.new_output("stream", name="stdout", text=entry.output)]
         cells.append(_tag(cell, run_id, "step", i + 1))
     return cells
+
+
+def _recorded_cells(result: Any, run_id: str) -> list[Any]:
+    """The ``%%rlm recorded`` cell (role ``recorded``): the sub-calls and child runs the
+    steps' code made, so that re-running the notebook answers them without a model.
+    None when the steps asked no model."""
+    calls = step_exchanges(list(getattr(result, "exchanges", [])))
+    if not calls:
+        return []
+    body = ",\n".join(json.dumps(c, ensure_ascii=False) for c in calls)
+    source = ("%%rlm recorded\n"
+              f"[{body}]")
+    cell = v4.new_code_cell(source)
+    cell.metadata["jupyter"] = {"source_hidden": True}
+    return [_tag(cell, run_id, "recorded")]
 
 
 def _attach_record(cells: list[Any], entries: list[Any],

@@ -31,8 +31,8 @@ from ..executors.redaction import Redactor
 from ..models import LLMCall, LLMError, UsageLedger
 from ..models.usage import Completion
 
-__all__ = ["PROMPT_CHARS", "RESPONSE_CHARS", "Recorder", "Recording", "ReplayModel",
-           "load_recording", "output_digest"]
+__all__ = ["PROMPT_CHARS", "RESPONSE_CHARS", "RecordedFirst", "Recorder", "Recording",
+           "ReplayModel", "load_recording", "output_digest", "step_exchanges"]
 
 RESPONSE_CHARS = 50_000  # characters of a recorded reply
 PROMPT_CHARS = 10_000  # characters of a recorded sub-call prompt
@@ -146,6 +146,43 @@ class ReplayModel:
                 self._used.add(i)
                 return str(entry["response"])
         raise LLMError(f"replay: no recorded sub-call for the prompt {prompt[:80]!r}")
+
+
+class RecordedFirst:
+    """A sub model for cells run outside any run (a re-run exported notebook): a call
+    the record holds is answered from it; any other goes to the live model, built on
+    first need by ``live()``.  So an unedited notebook re-runs with no model at all."""
+
+    context_window: int | None = None
+    max_tokens: int | None = None
+
+    def __init__(self, exchanges: list[dict[str, Any]], live: Any) -> None:
+        self._replay = ReplayModel(Recording(exchanges=list(exchanges)))
+        self._live_factory = live
+        self._live: Any = None
+        self.model = self._replay.model
+        self.ledger: UsageLedger | None = None
+        self.depth = 0
+
+    def check(self) -> None:
+        """Nothing to check before the first call."""
+
+    def complete(self, messages: list[dict[str, str]], **kwargs: Any) -> Completion:
+        """The recorded reply if there is one, else the live model's."""
+        self._replay.ledger = self.ledger
+        try:
+            return self._replay.complete(messages, **kwargs)
+        except LLMError:
+            if self._live is None:
+                self._live = self._live_factory()
+            self._live.ledger, self._live.depth = self.ledger, self.depth
+            return self._live.complete(messages, **kwargs)
+
+
+def step_exchanges(exchanges: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The exchanges made by step code (sub-calls and child runs): what cells re-run
+    outside a run ask for."""
+    return [e for e in exchanges if e.get("role") not in _ROOT_ROLES or e.get("depth", 0) > 0]
 
 
 def load_recording(source: Any) -> Recording:

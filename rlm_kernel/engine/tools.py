@@ -294,16 +294,22 @@ class RunTools:
 
 
 def session_tools(sub_model: str | None, namespace: MutableMapping[str, Any],
-                  max_concurrency: int = 16) -> RunTools:
+                  max_concurrency: int = 16,
+                  recorded: list[dict[str, Any]] | None = None) -> RunTools:
     """The REPL tools for use outside any run (a re-run exported notebook, a cell of
     the user's): ``llm_query`` & co. on ``sub_model`` (a litellm model string; None =
-    the embedded model), with a fresh usage ledger and no budget.
+    the embedded model), with a fresh usage ledger and no budget.  With ``recorded``
+    (a run's exchanges, see :mod:`rlm_kernel.engine.recording`), calls the record holds
+    are answered from it and only others reach the model.
 
     Raises:
         LocalModelError: ``sub_model`` names no embedded model.
     """
+    from .recording import RecordedFirst
+
     ledger = UsageLedger()
-    sub = make_client(sub_model)
+    sub = RecordedFirst(recorded, lambda: make_client(sub_model)) if recorded \
+        else make_client(sub_model)
     sub.ledger = ledger
     guard = BudgetGuard(Budget(), ledger, time.monotonic())
     return RunTools(sub, guard, namespace, depth=0, max_concurrency=max_concurrency)

@@ -107,6 +107,8 @@ class RLMMagics(Magics, RLMSettings):
             return self._export(opts.words[1:], opts.run)
         if cell is None and opts.words[:1] == ["replay"]:
             return self._replay(opts.words[1:], opts)
+        if cell is not None and opts.words[:1] == ["recorded"]:
+            return self._use_recorded(cell)
         question = cell.strip() if cell is not None else " ".join(opts.words)
         if not question:
             raise UsageError("%rlm: no task given (write it after %rlm, or below %%rlm)")
@@ -247,6 +249,19 @@ class RLMMagics(Magics, RLMSettings):
         view = VariablesView()
         view.update(variables_from_namespace(self.shell.user_ns, names))
         display(view.widget)
+
+    def _use_recorded(self, body: str) -> None:
+        """``%%rlm recorded`` + a JSON list of exchanges (an exported notebook's first
+        cell): ``llm_query`` & co. outside runs answer from them first."""
+        import json
+
+        try:
+            exchanges = json.loads(body)
+            assert isinstance(exchanges, list)
+        except (ValueError, AssertionError):
+            raise UsageError("%%rlm recorded: the cell must hold a JSON list of recorded "
+                             "exchanges") from None
+        bind_session_tools(self.shell, self.sub_model or self.model or None, exchanges)
 
     def _replay(self, args: list[str], opts: argparse.Namespace) -> Any:
         """``%rlm replay [PATH.ipynb|PATH.json] [--run ID]``: run a recorded task again

@@ -14,16 +14,18 @@ __all__ = ["bind_session_tools", "final_outside_run", "keep_task_count",
            "protect_question_mark"]
 
 
-def bind_session_tools(shell: Any, sub_model: str | None) -> None:
+def bind_session_tools(shell: Any, sub_model: str | None,
+                       recorded: list[dict[str, Any]] | None = None) -> None:
     """Bind ``llm_query`` & co. for use outside runs (re-running an exported notebook).
 
     Args:
         shell: the IPython shell whose namespace gets the functions.
         sub_model: litellm model string of ``llm_query`` (None: the embedded model).
+        recorded: a run's recorded exchanges to answer from first (``%%rlm recorded``).
     """
     from ..engine.tools import session_tools
 
-    tools = session_tools(sub_model, shell.user_ns)
+    tools = session_tools(sub_model, shell.user_ns, recorded=recorded)
     functions = tools.functions()
 
     def final(answer: Any) -> None:

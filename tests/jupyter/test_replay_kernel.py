@@ -64,3 +64,44 @@ def test_an_exported_real_run_replays_with_no_model(local_server, tmp_path):
         assert "diverged_at" in text_of(messages)
     finally:
         stop(km, kc)
+
+
+@pytest.mark.slow
+def test_an_exported_notebook_reruns_offline_from_its_recorded_sub_calls(tmp_path):
+    """The exported notebook's ``%%rlm recorded`` cell answers the steps' ``llm_query``
+    calls: re-run top to bottom in an rlm kernel whose model is unreachable, every
+    step's output is the recorded one (scripted replies stand in for the model here:
+    what is tested is the notebook's re-run, not an answer)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from rlm_kernel.engine import RLM
+    from rlm_kernel.export import export_run
+    from rlm_kernel.models.scripted import ScriptedModel
+
+    lm = ScriptedModel(["```repl\nparts = llm_query_batched([w + '!' for w in "
+                        "context.split()])\nprint(parts)\n```",
+                        "```repl\nprint(llm_query('and?'))\nFINAL(len(parts))\n```"],
+                       sub_replies=["ONE", "TWO", "THREE"])
+    result = RLM(root_client=lm, sub_client=lm, verify_answer=False).run(
+        "Shout", context="one two")
+    path = tmp_path / "run.ipynb"
+    nb = export_run(result, path, setup_cells=["context = 'one two'"])
+    roles = [c.metadata.rlm["role"] for c in nb.cells]
+    assert roles == ["task", "setup", "recorded", "step", "step", "answer"]
+    unreachable = {"RLM_MODEL": "openai/unreachable-model",
+                   "RLM_SUB_MODEL": "openai/unreachable-model",
+                   "OPENAI_API_BASE": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "none"}
+    old = {k: os.environ.get(k) for k in unreachable}
+    os.environ.update(unreachable)
+    try:
+        rerun = nbformat.read(path, as_version=4)
+        NotebookClient(rerun, timeout=120, kernel_name="rlm").execute()
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    steps = [c for c in rerun.cells if c.metadata.rlm["role"] == "step"]
+    printed = ["".join(o.get("text", "") for o in c.outputs if o.output_type == "stream")
+               for c in steps]
+    assert printed[0] == "".join(o.get("text", "") for o in nb.cells[3].outputs)
+    assert sorted(eval(printed[0])) == ["ONE", "TWO"] and printed[1].startswith("THREE")
