@@ -49,10 +49,13 @@ def test_cells_in_order_with_roles_sources_and_outputs():
     nb = export_run(res, run_id="r1", setup_cells=["context = 'hello world'"])
     nbformat.validate(nb)
     assert nb.nbformat == 4
-    assert roles(nb) == ["task", "setup", "step", "step", "step", "answer"]
+    assert roles(nb) == ["task", "setup", "recorded", "step", "step", "step", "answer"]
     assert all(c.metadata["rlm"]["run_id"] == "r1" for c in nb.cells)
-    assert [c.metadata["rlm"]["step"] for c in nb.cells] == [None, None, 1, 2, 3, None]
-    task, setup, s1, s2, s3, answer = nb.cells
+    assert [c.metadata["rlm"]["step"] for c in nb.cells] == [None, None, None, 1, 2, 3, None]
+    task, setup, recorded, s1, s2, s3, answer = nb.cells
+    assert recorded.source.startswith("%%rlm recorded\n")
+    assert [e["prompt"] for e in json.loads(recorded.source.split("\n", 1)[1])] == \
+        ["sum up hello"]
     assert "How long?" in task.source and "| Steps | 3 |" in task.source
     assert "| LLM calls | 4 |" in task.source and f"| Model | `{res.model}` |" in task.source
     assert setup.source == "context = 'hello world'" and setup.execution_count is None
@@ -170,7 +173,7 @@ def test_exported_notebook_reruns_in_order(tmp_path):
     res = run(context=data.read_text())
     nb = export_run(res, setup_cells=cli_setup_cells([str(data)]))
     ns = _tools_namespace(ScriptedModel([]))
-    code = [c for c in nb.cells if c.cell_type == "code"]
+    code = [c for c in nb.cells if c.cell_type == "code" and c.metadata.rlm["role"] != "recorded"]
     for cell in code[:-1]:
         exec(compile(cell.source, "<cell>", "exec"), ns)
     assert ns["context"] == "hello world" and ns["n"] == 11
@@ -203,7 +206,7 @@ def test_cli_export_writes_a_rerunnable_notebook(tmp_path, monkeypatch, capsys, 
     assert "Notebook: out/run.ipynb" in capsys.readouterr().out
     nb = nbformat.read(tmp_path / "out" / "run.ipynb", as_version=4)
     nbformat.validate(nb)
-    assert roles(nb) == ["task", "setup", "step", "step", "step", "answer"]
+    assert roles(nb) == ["task", "setup", "recorded", "step", "step", "step", "answer"]
     assert repr(str(tmp_path / "book.txt")) in nb.cells[1].source
     assert nb.metadata.rlm.model == "scripted/m" and nb.metadata.kernelspec.name == "rlm"
     assert nb.metadata.rlm.answer == "11 chars: sub:sum up hello"
