@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--trajectory", action="store_true",
                      help="with --json: include every step and call record")
     run.add_argument("--export", metavar="PATH.ipynb",
-                     help="write the run as a notebook (kernel rlm) that re-runs top to bottom")
+                     help="write the run as a notebook (kernel rlm) that re-runs top to "
+                     "bottom; PATH.jsonl: as alexzhang13/rlm's trajectory log")
     model = sub.add_parser("model", help="the embedded local model")
     model.add_argument("action", choices=["status", "prepare", "serve"])
     model.add_argument("--name", help="embedded model (default qwen2.5-coder-1.5b)")
@@ -92,8 +93,8 @@ def _run(args: argparse.Namespace) -> int:
     from ..engine import RLM
     from ..models import LLMError
 
-    if args.export and not args.export.endswith(".ipynb"):
-        _err(f"--export needs a path ending in .ipynb, got {args.export}")
+    if args.export and not args.export.endswith((".ipynb", ".jsonl")):
+        _err(f"--export needs a path ending in .ipynb or .jsonl, got {args.export}")
         return 2
     context: Any = load_contexts(args.context) if args.context else None
     model = args.model or os.environ.get("RLM_MODEL") or None
@@ -136,7 +137,7 @@ def _run(args: argparse.Namespace) -> int:
             _err(f"the replay diverged at step {result.diverged_at}: its output differs "
                  "from the record's")
         if args.export and export_error is None:
-            print(f"Notebook: {args.export}")
+            print(f"{'Log' if args.export.endswith('.jsonl') else 'Notebook'}: {args.export}")
     if export_error is not None:
         _err(export_error)
         return 1
@@ -161,11 +162,16 @@ def _recording(path: str) -> Any:
 
 
 def _export(result: Any, args: argparse.Namespace) -> str | None:
-    """Write ``--export``'s notebook; returns an error message, or None when written."""
-    from ..export import cli_setup_cells, export_run
+    """Write ``--export``'s notebook (or rlm log, for ``.jsonl``); returns an error
+    message, or None when written."""
+    from ..export import cli_setup_cells, export_rlm_log, export_run
 
     try:
-        export_run(result, args.export, setup_cells=cli_setup_cells(args.context))
+        if args.export.endswith(".jsonl"):
+            export_rlm_log(result, args.export, max_iterations=args.max_iterations,
+                           max_depth=args.max_depth)
+        else:
+            export_run(result, args.export, setup_cells=cli_setup_cells(args.context))
     except OSError as exc:
         return f"cannot write {args.export}: {exc.strerror or exc}"
     return None

@@ -167,6 +167,7 @@ class RLM:
             restore_names(run.ns, run.reserved, None, run.inputs)
             run.result.calls = list(ledger.calls)
             run.result.exchanges = list(guard.recorder.exchanges)
+            run.result.root_prompts = list(guard.recorder.root_prompts)
             run.result.seconds = time.perf_counter() - run.start
             run.notify("run_finished", {"result": run.result})
         return run.result

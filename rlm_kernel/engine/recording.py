@@ -57,6 +57,7 @@ class Recorder:
 
     def __init__(self) -> None:
         self.exchanges: list[dict[str, Any]] = []
+        self.root_prompts: list[list[dict[str, str]]] = []  # top-level root calls' messages
         self.step = 0  # the top-level step in progress (set by the loop)
         self._redact = Redactor()
         self._lock = threading.Lock()
@@ -70,6 +71,8 @@ class Recorder:
             entry["prompt"] = self._redact(_request_text(messages))[:PROMPT_CHARS]
         with self._lock:
             self.exchanges.append(entry)
+            if role in _ROOT_ROLES and depth == 0:
+                self.root_prompts.append(list(messages))
 
 
 @dataclass

@@ -34,6 +34,8 @@ class RLMResult:
             a replay feeds back (see :mod:`rlm_kernel.engine.recording`).
         diverged_at: in a replay, the first step whose output differs from the
             record's (None: none did, or not a replay).
+        root_prompts: the chat messages of each top-level root-model call, in order
+            (in memory only, not in :meth:`to_dict`; the rlm-format log needs them).
     """
 
     question: str
@@ -50,6 +52,7 @@ class RLMResult:
     depth: int = 0
     exchanges: list[dict[str, Any]] = field(default_factory=list)
     diverged_at: int | None = None
+    root_prompts: list[list[dict[str, str]]] = field(default_factory=list, repr=False)
 
     @property
     def steps(self) -> int:

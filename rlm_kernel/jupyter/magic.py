@@ -5,6 +5,7 @@
     %%rlm [options]                    the cell body is the task
     %rlm vars [--context NAME ...]     the variables the model would see
     %rlm export PATH.ipynb [--run ID]  one run as a notebook
+    %rlm export PATH.jsonl --format rlm  one run as alexzhang13/rlm's log (its visualizer)
     %rlm replay [PATH] [--run ID]      a recorded run again, without the model
 
 Options: ``--model``, ``--sub-model``, every per-run limit of ``rlm run``
@@ -62,6 +63,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     add_setting_options(parser, with_help=False)
     parser.add_argument("--context", action="append")
     parser.add_argument("--run")
+    parser.add_argument("--format", choices=["notebook", "rlm"])
     parser.add_argument("words", nargs="*")
     return parser
 
@@ -104,7 +106,7 @@ class RLMMagics(Magics, RLMSettings):
         if cell is None and opts.words[:1] == ["vars"]:
             return self._show_vars(opts.context)
         if cell is None and opts.words[:1] == ["export"]:
-            return self._export(opts.words[1:], opts.run)
+            return self._export(opts.words[1:], opts.run, opts.format)
         if cell is None and opts.words[:1] == ["replay"]:
             return self._replay(opts.words[1:], opts)
         if cell is not None and opts.words[:1] == ["recorded"]:
@@ -285,19 +287,28 @@ class RLMMagics(Magics, RLMSettings):
             raise UsageError(f"%rlm replay: {exc}") from None
         return self.run_task(recording.question, opts, replay=recording)
 
-    def _export(self, args: list[str], run_id: str | None) -> None:
-        from ..export import export_run
+    def _export(self, args: list[str], run_id: str | None, fmt: str | None = None) -> None:
+        """``%rlm export PATH.ipynb`` (a notebook that re-runs) or ``%rlm export
+        PATH.jsonl --format rlm`` (alexzhang13/rlm's log, for its visualizer)."""
+        from ..export import export_rlm_log, export_run
 
         if len(args) != 1:
-            raise UsageError("usage: %rlm export PATH.ipynb [--run ID]")
+            raise UsageError("usage: %rlm export PATH.ipynb [--run ID]  |  "
+                             "%rlm export PATH.jsonl --format rlm [--run ID]")
         if not self.runs:
             raise UsageError("%rlm export: no run yet in this session")
         rec = self.runs.get(run_id) if run_id else list(self.runs.values())[-1]
         if rec is None:
             raise UsageError(f"%rlm export: no run {run_id!r}; runs: {', '.join(self.runs)}")
         try:
-            export_run(rec.result, args[0], run_id=rec.run_id, setup_cells=rec.setup_cells,
-                       step_outputs=rec.step_outputs, execution_counts=rec.execution_counts)
+            if fmt == "rlm" or (fmt is None and args[0].endswith(".jsonl")):
+                cfg = self.run_config()
+                export_rlm_log(rec.result, args[0], max_iterations=cfg.max_iterations,
+                               max_depth=cfg.max_depth)
+            else:
+                export_run(rec.result, args[0], run_id=rec.run_id,
+                           setup_cells=rec.setup_cells, step_outputs=rec.step_outputs,
+                           execution_counts=rec.execution_counts)
         except (OSError, ValueError) as exc:
             raise UsageError(f"%rlm export: {exc}") from None
         print(f"exported run {rec.run_id} to {args[0]}")

@@ -25,8 +25,8 @@ from typing import Any, TypedDict
 import nbformat
 from nbformat import v4
 
-from .engine.recording import output_digest, step_exchanges
-from .engine.step import step_source
+from ..engine.recording import output_digest, step_exchanges
+from ..engine.step import step_source
 
 __all__ = ["CellRLM", "export_run", "cli_setup_cells"]
 

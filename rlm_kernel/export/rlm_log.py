@@ -1,0 +1,102 @@
+"""A run as alexzhang13/rlm's trajectory log (JSON lines), which its visualizer opens.
+
+The format is the one of that project's ``rlm/logger/rlm_logger.py`` and its
+visualizer's ``src/lib/types.ts``: a first line ``{"type": "metadata", ...}``
+(``RLMConfigMetadata``: ``root_model``, ``max_depth``, ``max_iterations``, ``backend``,
+``backend_kwargs``, ``environment_type``, ``environment_kwargs``, ``other_backends``),
+then one ``{"type": "iteration", ...}`` line per root-model call (``RLMIteration``:
+``iteration`` from 1, ``timestamp``, ``prompt`` (the chat messages sent), ``response``,
+``code_blocks`` = ``[{code, result: {stdout, stderr, locals, execution_time,
+rlm_calls}}]``, ``final_answer``, ``iteration_time``).  ``rlm_calls`` are the step's
+sub-calls (``RLMChatCompletion``: ``prompt``, ``response``, ``prompt_tokens``,
+``completion_tokens``, ``execution_time``).
+
+A root call whose reply ran no code (a reply without a code block, or the first of a
+resampled pair) is an iteration with no code blocks.  ``stderr`` holds the output
+from a traceback on; ``locals`` is empty (the values live in the kernel).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .notebook import write_atomic
+
+__all__ = ["export_rlm_log", "rlm_log_lines"]
+
+_TRACEBACK = "Traceback (most recent call last)"
+
+
+def rlm_log_lines(result: Any, *, max_iterations: int | None = None,
+                  max_depth: int | None = None) -> list[dict[str, Any]]:
+    """The log's lines (dicts, in file order) of one run.
+
+    Args:
+        result: an :class:`~rlm_kernel.engine.result.RLMResult` of this session (its
+            ``root_prompts`` hold the messages of each root call).
+        max_iterations / max_depth: the run's limits, for the metadata line.
+    """
+    meta = {"type": "metadata", "timestamp": _now(), "root_model": result.model or None,
+            "max_depth": max_depth, "max_iterations": max_iterations,
+            "backend": "litellm", "backend_kwargs": {"model_name": result.model},
+            "environment_type": "rlm-kernel", "environment_kwargs": {},
+            "other_backends": [result.sub_model] if result.sub_model and
+            result.sub_model != result.model else None}
+    lines: list[dict[str, Any]] = [meta]
+    roots = [(i, e) for i, e in enumerate(result.exchanges)
+             if e.get("role") in ("root", "final") and not e.get("depth")]
+    prompts = list(getattr(result, "root_prompts", []))
+    entries = list(result.history)
+    for n, (_, exchange) in enumerate(roots):
+        step = int(exchange.get("step") or 0)
+        last_of_step = n + 1 == len(roots) or roots[n + 1][1].get("step") != step
+        entry = entries[step - 1] if last_of_step and 0 < step <= len(entries) else None
+        lines.append({
+            "type": "iteration", "iteration": n + 1,
+            "timestamp": entry.timestamp if entry is not None else _now(),
+            "prompt": prompts[n] if n < len(prompts) else [],
+            "response": exchange.get("response", ""),
+            "code_blocks": [_code_block(entry)] if entry is not None and entry.code else [],
+            "final_answer": None,
+            "iteration_time": entry.execution_time if entry is not None else None,
+        })
+    if len(lines) > 1 and result.answer is not None:
+        lines[-1]["final_answer"] = str(result.answer)
+    return lines
+
+
+def _code_block(entry: Any) -> dict[str, Any]:
+    at = entry.output.find(_TRACEBACK)
+    stdout, stderr = (entry.output, "") if at < 0 else (entry.output[:at], entry.output[at:])
+    calls = [{"prompt": c.get("prompt", ""), "response": c.get("response", ""),
+              "prompt_tokens": int(c.get("prompt_tokens", 0) or 0),
+              "completion_tokens": int(c.get("completion_tokens", 0) or 0),
+              "execution_time": float(c.get("seconds", 0.0) or 0.0)}
+             for c in entry.llm_calls]
+    return {"code": entry.code, "result": {"stdout": stdout, "stderr": stderr, "locals": {},
+                                           "execution_time": entry.execution_time,
+                                           "rlm_calls": calls}}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def export_rlm_log(result: Any, path: str | os.PathLike[str], **limits: Any) -> Path:
+    """Write :func:`rlm_log_lines` to ``path`` (one JSON object a line, atomically).
+
+    Raises:
+        ValueError: ``path`` does not end with ``.jsonl``.
+        OSError: the file cannot be written.
+    """
+    target = Path(path).expanduser()
+    if target.suffix != ".jsonl":
+        raise ValueError(f"an rlm log path must end with .jsonl: {os.fspath(path)!r}")
+    text = "".join(json.dumps(line, default=str) + "\n"
+                   for line in rlm_log_lines(result, **limits))
+    write_atomic(target, text)
+    return target
