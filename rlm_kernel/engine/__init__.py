@@ -19,5 +19,6 @@ from .config import RLMConfig
 from .events import Event, Observer
 from .loop import RLM
 from .result import RLMResult
+from .resume import Continuation
 
-__all__ = ["RLM", "RLMConfig", "RLMResult", "Event", "Observer"]
+__all__ = ["RLM", "RLMConfig", "RLMResult", "Continuation", "Event", "Observer"]

@@ -29,6 +29,7 @@ from .prompts import (
 )
 from .recording import ReplayModel, load_recording
 from .result import RLMResult
+from .resume import Continuation, seed_run
 from .run_state import (
     RunState,
     action_result,
@@ -90,7 +91,8 @@ class RLM:
 
     # -- public -------------------------------------------------------------------------
     def run(self, question: str, context: Any = None, *, executor: Executor | None = None,
-            variables: Mapping[str, Any] | None = None, **more: Any) -> RLMResult:
+            variables: Mapping[str, Any] | None = None,
+            continuation: Continuation | None = None, **more: Any) -> RLMResult:
         """Answer ``question`` by letting the model work on the given variables.
 
         Args:
@@ -101,6 +103,9 @@ class RLM:
                 an existing namespace keeps its variables.
             variables: further REPL variables the model is told about, by name
                 (for names that clash with this method's parameters).
+            continuation: continue an earlier run from one of its steps, with that
+                step's code edited or not (see :mod:`rlm_kernel.engine.resume`); the
+                earlier steps are not run again.
             **more: further REPL variables, as keywords.
 
         Returns:
@@ -122,7 +127,7 @@ class RLM:
         started = time.monotonic()
         guard = BudgetGuard(self._budget(), ledger, started)
         return self._run(question, variables, executor or PlainExecutor(), root, sub,
-                         ledger, guard, depth=0)
+                         ledger, guard, depth=0, continuation=continuation)
 
     # -- internals ----------------------------------------------------------------------
     def _clients(self) -> tuple[LanguageModel, LanguageModel]:
@@ -147,11 +152,15 @@ class RLM:
 
     def _run(self, question: str, variables: dict[str, Any], executor: Executor,
              root: LanguageModel, sub: LanguageModel, ledger: UsageLedger,
-             guard: BudgetGuard, depth: int) -> RLMResult:
+             guard: BudgetGuard, depth: int,
+             continuation: Continuation | None = None) -> RLMResult:
         """One run (or child run at ``depth``) on ready clients; never raises for
         errors of the model, its code or the budget: they end the run with a
         ``stopped_by`` reason (see :meth:`run`)."""
         run = self._start(question, variables, executor, root, sub, ledger, guard, depth)
+        if continuation is not None:
+            run.forced_reply = seed_run(run, continuation, self.config)
+            run.first_step = continuation.from_step
         try:
             self._loop(run)
         except BudgetExceeded as exc:
@@ -218,7 +227,7 @@ class RLM:
         """Steps until the policy accepts an answer, too many steps fail in a row, or
         ``max_iterations`` is reached (then one last "answer now" call)."""
         cfg = self.config
-        for step in range(1, cfg.max_iterations + 1):
+        for step in range(run.first_step, cfg.max_iterations + 1):
             outcome = self._step(run, step)
             if self._after_step(run, step, outcome):
                 return
@@ -243,8 +252,11 @@ class RLM:
             run.guard.recorder.step = step
         run.notify("model_call", {"step": step})
         messages = build_messages(run.first, run.turns, cfg.history_window, run.prompt_chars)
-        reply = reply_text(run.root, messages, role="root", stop=cfg.stop_sequences())
-        if cfg.resample_temperature and run.pending is None and \
+        if run.forced_reply is not None:  # a continued run's edited step: no model call
+            reply, run.forced_reply = run.forced_reply, None
+        else:
+            reply = reply_text(run.root, messages, role="root", stop=cfg.stop_sequences())
+        if cfg.resample_temperature and run.pending is None and run.first_step != step and \
                 self._repeats(reply, run.seen_code):  # a check step may repeat its FINAL
             try:
                 reply = reply_text(run.root, messages, role="root", stop=cfg.stop_sequences(),

@@ -72,6 +72,8 @@ class RunState:
     seen_code: dict[str, int] = field(default_factory=dict)  # code -> first step that ran it
     pending: StepOutcome | None = None  # a FINAL awaiting its check step
     failures: int = 0  # steps in a row that failed or ran no code
+    first_step: int = 1  # > 1 when continuing a run (engine.resume)
+    forced_reply: str | None = None  # the next step's reply given, not asked for
 
     def notify(self, kind: str, data: dict[str, Any]) -> None:
         """Tell the observer: ``data`` plus ``depth``, ``elapsed`` (seconds) and, but

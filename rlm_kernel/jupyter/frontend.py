@@ -25,6 +25,7 @@ from .protocol import (
     RUN_TARGET,
     Announcement,
     CellMetadata,
+    Continues,
     RunFinished,
     RunMessage,
     RunStarted,
@@ -81,6 +82,7 @@ class StepRenderer:
     def __init__(self, run_id: str, cell_id: str | None, publish: Any, *, use_comm: bool,
                  executor: Any) -> None:
         self.run_id, self.cell_id = run_id, cell_id
+        self.continues: dict[str, Any] | None = None  # {run_id, from_step} of a continued run
         self.publish = publish
         self.use_comm = use_comm
         self.executor = executor
@@ -125,6 +127,9 @@ class StepRenderer:
                          variables=[VariableInfo(name=v.name, type=v.type_name,
                                                  length=v.total_length, unit=v.length_unit)
                                     for v in d["variables"]])
+        if self.continues is not None:
+            msg["continues"] = Continues(run_id=self.continues["run_id"],
+                                         from_step=self.continues["from_step"])
         self.messages.append(msg)
         self.comm = create_comm(target_name=RUN_TARGET, data=msg)
 

@@ -28,7 +28,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from ..engine.options import add_setting_options, config_overrides
+from ..engine.options import add_setting_options, config_overrides, positive_int
 from .frontend import FrontendRegistry, StepRenderer
 from .session import bind_session_tools
 from .settings import RLMSettings
@@ -64,6 +64,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--context", action="append")
     parser.add_argument("--run")
     parser.add_argument("--format", choices=["notebook", "rlm"])
+    parser.add_argument("--from", dest="from_step", type=positive_int)
     parser.add_argument("words", nargs="*")
     return parser
 
@@ -109,6 +110,8 @@ class RLMMagics(Magics, RLMSettings):
             return self._export(opts.words[1:], opts.run, opts.format)
         if cell is None and opts.words[:1] == ["replay"]:
             return self._replay(opts.words[1:], opts)
+        if opts.words[:1] == ["continue"]:
+            return self._continue(opts, cell)
         if cell is not None and opts.words[:1] == ["recorded"]:
             return self._use_recorded(cell)
         question = cell.strip() if cell is not None else " ".join(opts.words)
@@ -116,10 +119,13 @@ class RLMMagics(Magics, RLMSettings):
             raise UsageError("%rlm: no task given (write it after %rlm, or below %%rlm)")
         return self.run_task(question, opts)
 
-    def run_task(self, question: str, opts: argparse.Namespace, replay: Any = None) -> Any:
+    def run_task(self, question: str, opts: argparse.Namespace, replay: Any = None,
+                 continuation: Any = None, continues: str | None = None) -> Any:
         """Run one task in the shell's namespace; returns the answer value (or None).
         With ``replay`` (a :class:`~rlm_kernel.engine.recording.Recording`) the
-        recorded replies answer instead of any model.
+        recorded replies answer instead of any model; with ``continuation`` (an
+        :class:`~rlm_kernel.engine.resume.Continuation` of run ``continues``) the run
+        goes on from one of that run's steps.
 
         Raises:
             UsageError: a ``--context`` name is not in the namespace, or an option
@@ -138,6 +144,8 @@ class RLMMagics(Magics, RLMSettings):
         setup = self._setup_cells()
         executor = ShellExecutor(self.shell)
         renderer = self._renderer(run_id, cell_id, executor)
+        if continuation is not None:
+            renderer.continues = {"run_id": continues, "from_step": continuation.from_step}
         view = self._view(cell_id, config.max_iterations, list(variables))
 
         def observer(event: Any) -> None:
@@ -149,7 +157,8 @@ class RLMMagics(Magics, RLMSettings):
                   config=config, observer=observer, replay=replay)
         self.running = True
         try:
-            result = rlm.run(question, executor=executor, variables=variables)
+            result = rlm.run(question, executor=executor, variables=variables,
+                             continuation=continuation)
         except LLMError as exc:
             print(f"RLM: {exc}", file=sys.stderr)
             return None
@@ -251,6 +260,39 @@ class RLMMagics(Magics, RLMSettings):
         view = VariablesView()
         view.update(variables_from_namespace(self.shell.user_ns, names))
         display(view.widget)
+
+    def _continue(self, opts: argparse.Namespace, cell: str | None) -> Any:
+        """``%rlm continue --from STEP [--run ID]`` (the step's recorded code) or
+        ``%%rlm continue --from STEP`` with the step's edited code as the cell body:
+        the run goes on from that step; the earlier steps are not run again."""
+        from ..engine.resume import Continuation
+
+        if not opts.from_step:
+            raise UsageError("usage: %rlm continue --from STEP [--run ID]  (%%rlm continue "
+                             "--from STEP: the cell body is the step's new code)")
+        rec = self._record(opts.run, "continue")
+        try:
+            cont = Continuation(rec.result, opts.from_step,
+                                code=None if cell is None else cell.strip("\n"))
+        except ValueError as exc:
+            raise UsageError(f"%rlm continue: {exc}") from None
+        if opts.context is None:
+            opts.context = [v.name for v in rec.result.variables
+                            if v.name in self.shell.user_ns]
+        return self.run_task(rec.result.question, opts, continuation=cont,
+                             continues=rec.run_id)
+
+    def _record(self, run_id: str | None, verb: str) -> RunRecord:
+        """The run ``run_id`` of this session (default the last).
+
+        Raises:
+            UsageError: no run yet, or no such run."""
+        if not self.runs:
+            raise UsageError(f"%rlm {verb}: no run yet in this session")
+        rec = self.runs.get(run_id) if run_id else list(self.runs.values())[-1]
+        if rec is None:
+            raise UsageError(f"%rlm {verb}: no run {run_id!r}; runs: {', '.join(self.runs)}")
+        return rec
 
     def _use_recorded(self, body: str) -> None:
         """``%%rlm recorded`` + a JSON list of exchanges (an exported notebook's first

@@ -21,7 +21,7 @@ from typing import Any, Literal, TypedDict
 from ..engine.events import Totals
 from ..export import CellRLM
 
-__all__ = ["FRONTEND_TARGET", "RUN_TARGET", "Announcement", "CellMetadata", "CellRLM",
+__all__ = ["FRONTEND_TARGET", "RUN_TARGET", "Announcement", "CellMetadata", "CellRLM", "Continues",
            "MESSAGE_TYPES", "RunFinished", "RunMessage", "RunStarted", "StepAdded",
            "StepFinished", "StepOutput", "Totals", "VariableInfo"]
 
@@ -57,14 +57,26 @@ class _Message(TypedDict):
     cell_id: str | None  # the task cell's id (execute request's metadata.cellId)
 
 
-class RunStarted(_Message):
-    """``run_started``: the ``comm_open`` data of a run."""
+class Continues(TypedDict):
+    """A continued run's origin: the run and the first step run again."""
 
+    run_id: str
+    from_step: int
+
+
+class _RunStartedKeys(_Message):
     type: Literal["run_started"]
     question: str
     model: str  # litellm model string
     max_iterations: int
     variables: list[VariableInfo]
+
+
+class RunStarted(_RunStartedKeys, total=False):
+    """``run_started``: the ``comm_open`` data of a run; ``continues`` when the run
+    goes on from a step of an earlier run (``%rlm continue``)."""
+
+    continues: Continues
 
 
 class StepAdded(_Message):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import rlm_kernel.export as export
+import rlm_kernel.export.notebook as export
 import rlm_kernel.jupyter.frontend as frontend
 from rlm_kernel import termination
 from rlm_kernel.engine import step
