@@ -42,7 +42,10 @@ def execute(kc, code: str, *, timeout: float = 600, cell_id: str | None = None,
             on_message(m)
         if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
             break
-    return kc.get_shell_msg(timeout=30), messages
+    while True:  # the reply to this request (not, say, a late kernel_info_reply)
+        reply = kc.get_shell_msg(timeout=30)
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return reply, messages
 
 
 def text_of(messages: list[dict]) -> str:

@@ -30,6 +30,19 @@ def test_importing_the_engine_loads_no_jupyter_and_no_provider_sdk():
     assert not loaded & set(JUPYTER_AND_PROVIDERS), sorted(loaded & set(JUPYTER_AND_PROVIDERS))
 
 
+def test_the_kernel_extension_loads_no_nbformat_at_start():
+    """The RLM kernel loads the extension when it starts: nbformat (a second of
+    jsonschema) waits for the first export, or jupyter_client's readiness check
+    times out and queues extra kernel_info replies."""
+    code = ("import json, sys\nimport rlm_kernel.jupyter.extension\n"
+            "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    loaded = set(json.loads(proc.stdout))
+    assert not loaded & {"nbformat", "jsonschema", "litellm"}, sorted(loaded)
+
+
 def test_importing_the_engine_runs_the_loop_with_a_scripted_model_and_still_no_jupyter():
     """A whole run (scripted replies, plain executor) loads no Jupyter module either."""
     code = ("import json, sys\nfrom rlm_kernel.engine import RLM\n"

@@ -20,38 +20,18 @@ import tempfile
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import nbformat
 from nbformat import v4
 
 from ..engine.recording import output_digest, step_exchanges
 from ..engine.step import step_source
+from .cells import CellRLM
 
 __all__ = ["CellRLM", "export_run", "cli_setup_cells"]
 
 
-class _CellRLMKeys(TypedDict):
-    run_id: str
-    step: int | None
-    role: str
-
-
-class CellRLM(_CellRLMKeys, total=False):
-    """A cell's ``metadata.rlm``, in exported notebooks and on live step cells.
-
-    ``role`` is ``task``, ``setup``, ``step`` or ``answer``; ``step`` is the step
-    number (from 1) on step cells, else None; ``task_cell`` (live cells only, see
-    ``docs/protocol.md``) is the id of the task cell that ran the run.  The record a
-    replay reads: ``exchanges`` (step and answer cells: the model exchanges made
-    during that step, the reply that produced the cell's code among them; see
-    :mod:`rlm_kernel.engine.recording` for their form and size caps) and
-    ``output_sha256`` (step cells: the digest of the step's text output).
-    """
-
-    task_cell: str | None
-    exchanges: list[dict[str, Any]]
-    output_sha256: str
 
 NOTEBOOK_SUFFIX = ".ipynb"
 
