@@ -125,6 +125,11 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         sys.stdout = real_stdout
         filter_streams()  # threads model code left running stay muted
+    return _report(result, args)
+
+
+def _report(result: Any, args: argparse.Namespace) -> int:
+    """Write ``--export``, print the answer (or the JSON object); the exit code."""
     export_error = _export(result, args) if args.export else None
     if args.json:
         data = result.to_dict() if args.trajectory else result.summary()

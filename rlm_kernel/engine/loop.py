@@ -10,20 +10,20 @@ steps, then one last "answer now" call.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..executors import Executor, PlainExecutor
 from ..models import LanguageModel, LLMError, UsageLedger, make_client
 from ..policies import PolicyRegistry
-from ..repl_types import REPLHistory, REPLVariable
+from ..repl_types import REPLVariable
 from .budget import Budget, BudgetExceeded, BudgetGuard, GuardedClient
+from .children import child_runner
 from .config import RLMConfig
 from .events import Observer
 from .prompts import (
     answer_now_message,
     build_messages,
-    check_answer_message,
     next_message,
     task_message,
 )
@@ -33,13 +33,15 @@ from .resume import Continuation, seed_run
 from .run_state import (
     RunState,
     action_result,
+    check_message,
     policy_config,
     policy_context,
     prompt_chars,
+    repeats,
     reply_text,
     restore_names,
 )
-from .step import StepOutcome, run_reply, split_reply
+from .step import StepOutcome, run_reply
 from .tools import RunTools
 
 __all__ = ["RLM"]
@@ -199,7 +201,7 @@ class RLM:
                  for n, v in variables.items()]
         tools = RunTools(sub, guard, ns, depth=depth,
                          max_concurrency=cfg.max_concurrency,
-                         child_runner=self._child_runner(root, sub, ledger, guard, depth),
+                         child_runner=child_runner(self, root, sub, ledger, guard, depth),
                          client_kwargs={"temperature": cfg.temperature,
                                         "max_tokens": cfg.max_sub_tokens},
                          data_name="context" if "context" in variables
@@ -257,7 +259,7 @@ class RLM:
         else:
             reply = reply_text(run.root, messages, role="root", stop=cfg.stop_sequences())
         if cfg.resample_temperature and run.pending is None and run.first_step != step and \
-                self._repeats(reply, run.seen_code):  # a check step may repeat its FINAL
+                repeats(cfg, reply, run.seen_code):  # a check step may repeat its FINAL
             try:
                 reply = reply_text(run.root, messages, role="root", stop=cfg.stop_sequences(),
                                     temperature=cfg.resample_temperature)
@@ -285,7 +287,7 @@ class RLM:
         run.turns.append({"role": "assistant", "content": outcome.reply_for_history})
         if check:  # one look back before the answer is accepted
             run.pending = outcome
-            text = self._check_message(run.question, outcome, run.result.history, step)
+            text = check_message(cfg, run.question, outcome, run.result.history, step)
             run.notify("answer_check", {"step": step, "answer": outcome.answer})
         else:
             text = next_message(outcome.code, outcome.output, outcome.success, step + 1,
@@ -320,25 +322,6 @@ class RLM:
                                      "exchanges": exchanges,
                                      "entry": result.history.entries[-1]})
 
-    def _check_message(self, question: str, outcome: StepOutcome, history: REPLHistory,
-                       step: int) -> str:
-        """The answer check's message: the held FINAL value beside the question and the
-        output it came from (this step's, or the previous step's when this one
-        printed nothing)."""
-        evidence = outcome.output
-        if not evidence.strip() and len(history) >= 2:
-            evidence = history.entries[-2].output
-        return check_answer_message(question, outcome.answer_value, evidence, step + 1,
-                                    self.config.max_iterations)
-
-    def _repeats(self, reply: str, seen_code: dict[str, int]) -> bool:
-        """True when ``reply``'s code is exactly the code of an earlier step (which
-        did not end the run): at temperature 0 a small model that repeats itself
-        once usually loops until the step limit."""
-        _, blocks, _ = split_reply(reply, self.config.cut_after_first_block)
-        code = "\n\n".join(blocks)
-        return bool(code) and code in seen_code
-
     def _check_policy(self, run: RunState, outcome: StepOutcome,
                       step: int) -> tuple[bool, str | None]:
         """Ask the termination policy about a step, with what the engine knows:
@@ -365,28 +348,3 @@ class RLM:
         else:
             result.answer = outcome.reasoning.strip() or reply.strip() or None
             result.answer_value = result.answer
-
-    def _child_runner(self, root: LanguageModel, sub: LanguageModel, ledger: UsageLedger,
-                      guard: BudgetGuard, depth: int) -> Callable[[str, Any], str | None]:
-        """``run_child(prompt, context)``: a child run one level below ``depth``, or
-        None when that is deeper than the config's ``max_depth``.  The depth comes
-        from the host (this closure and the frozen config), never from the caller."""
-        max_depth = self.config.max_depth
-        depth += 1
-
-        def run_child(prompt: str, context: Any) -> str | None:
-            if depth > max_depth:
-                return None
-            child = RLM(self.model, self.sub_model, config=self.config.replace(
-                max_iterations=self.config.child_max_iterations), observer=self.observer,
-                root_client=root, sub_client=sub)
-            variables = {} if context is None else {"context": context}
-            res = child._run(prompt, variables, PlainExecutor(), root, sub, ledger, guard,
-                             depth=depth)
-            if res.stopped_by == "budget":
-                raise BudgetExceeded(res.error or "budget used up")
-            if res.answer is None:
-                return f"Error: the sub-run ended without an answer ({res.stopped_by}: {res.error})"
-            return res.answer
-
-        return run_child

@@ -11,14 +11,16 @@ from typing import Any
 from ..executors import Executor
 from ..models import LanguageModel, LLMError, UsageLedger
 from ..policies import ActionResult, PolicyContext, TerminationPolicy
+from ..repl_types import REPLHistory
 from .budget import BudgetExceeded, BudgetGuard
 from .config import RLMConfig
 from .events import Event, Observer, emit
+from .prompts import check_answer_message
 from .result import RLMResult
-from .step import StepOutcome
+from .step import StepOutcome, split_reply
 from .tools import RESERVED_NAMES, RunTools
 
-__all__ = ["RunState", "action_result", "before_traceback", "policy_config", "policy_context",
+__all__ = ["RunState", "action_result", "check_message", "repeats", "before_traceback", "policy_config", "policy_context",
            "prompt_chars", "reply_text", "restore_names"]
 
 _MISSING = object()
@@ -172,3 +174,24 @@ def policy_config(cfg: RLMConfig) -> dict[str, Any] | None:
     if not cfg.termination_config and cfg.termination == "final_pattern":
         return {"case_sensitive": True}
     return cfg.termination_config
+
+
+def check_message(cfg: RLMConfig, question: str, outcome: StepOutcome,
+                  history: REPLHistory, step: int) -> str:
+    """The answer check's message: the held FINAL value beside the question and the
+    output it came from (this step's, or the previous step's when this one
+    printed nothing)."""
+    evidence = outcome.output
+    if not evidence.strip() and len(history) >= 2:
+        evidence = history.entries[-2].output
+    return check_answer_message(question, outcome.answer_value, evidence, step + 1,
+                                cfg.max_iterations)
+
+
+def repeats(cfg: RLMConfig, reply: str, seen_code: dict[str, int]) -> bool:
+    """True when ``reply``'s code is exactly the code of an earlier step (which
+    did not end the run): at temperature 0 a small model that repeats itself
+    once usually loops until the step limit."""
+    _, blocks, _ = split_reply(reply, cfg.cut_after_first_block)
+    code = "\n\n".join(blocks)
+    return bool(code) and code in seen_code

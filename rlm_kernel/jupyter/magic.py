@@ -22,7 +22,6 @@ import argparse
 import shlex
 import sys
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -30,23 +29,11 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 
 from ..engine.options import add_setting_options, config_overrides, positive_int
 from .frontend import FrontendRegistry, StepRenderer
+from .run_commands import RunCommands, RunRecord
 from .session import bind_session_tools
 from .settings import RLMSettings
 
 __all__ = ["RLMMagics", "RunRecord"]
-
-
-@dataclass
-class RunRecord:
-    """One finished run, kept for ``%rlm export``."""
-
-    run_id: str
-    result: Any
-    cell_id: str | None
-    setup_cells: list[str]
-    step_outputs: list[list[dict[str, Any]]] = field(default_factory=list)
-    execution_counts: list[int | None] = field(default_factory=list)
-    messages: list[dict[str, Any]] = field(default_factory=list)
 
 
 _USAGE = ("usage: %rlm [--model M] [--sub-model M] [--max-iterations N] [--max-llm-calls N] "
@@ -70,7 +57,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 
 @magics_class
-class RLMMagics(Magics, RLMSettings):
+class RLMMagics(Magics, RLMSettings, RunCommands):
     """``%rlm`` / ``%%rlm``.  Settings come from the ``RLM`` config section: every run
     setting of :class:`~rlm_kernel.engine.config.RLMConfig`, the models and the
     widgets switch, all inherited from :class:`~rlm_kernel.jupyter.settings.RLMSettings`."""
@@ -260,100 +247,6 @@ class RLMMagics(Magics, RLMSettings):
         view = VariablesView()
         view.update(variables_from_namespace(self.shell.user_ns, names))
         display(view.widget)
-
-    def _continue(self, opts: argparse.Namespace, cell: str | None) -> Any:
-        """``%rlm continue --from STEP [--run ID]`` (the step's recorded code) or
-        ``%%rlm continue --from STEP`` with the step's edited code as the cell body:
-        the run goes on from that step; the earlier steps are not run again."""
-        from ..engine.resume import Continuation
-
-        if not opts.from_step:
-            raise UsageError("usage: %rlm continue --from STEP [--run ID]  (%%rlm continue "
-                             "--from STEP: the cell body is the step's new code)")
-        rec = self._record(opts.run, "continue")
-        try:
-            cont = Continuation(rec.result, opts.from_step,
-                                code=None if cell is None else cell.strip("\n"))
-        except ValueError as exc:
-            raise UsageError(f"%rlm continue: {exc}") from None
-        if opts.context is None:
-            opts.context = [v.name for v in rec.result.variables
-                            if v.name in self.shell.user_ns]
-        return self.run_task(rec.result.question, opts, continuation=cont,
-                             continues=rec.run_id)
-
-    def _record(self, run_id: str | None, verb: str) -> RunRecord:
-        """The run ``run_id`` of this session (default the last).
-
-        Raises:
-            UsageError: no run yet, or no such run."""
-        if not self.runs:
-            raise UsageError(f"%rlm {verb}: no run yet in this session")
-        rec = self.runs.get(run_id) if run_id else list(self.runs.values())[-1]
-        if rec is None:
-            raise UsageError(f"%rlm {verb}: no run {run_id!r}; runs: {', '.join(self.runs)}")
-        return rec
-
-    def _use_recorded(self, body: str) -> None:
-        """``%%rlm recorded`` + a JSON list of exchanges (an exported notebook's first
-        cell): ``llm_query`` & co. outside runs answer from them first."""
-        import json
-
-        try:
-            exchanges = json.loads(body)
-            assert isinstance(exchanges, list)
-        except (ValueError, AssertionError):
-            raise UsageError("%%rlm recorded: the cell must hold a JSON list of recorded "
-                             "exchanges") from None
-        bind_session_tools(self.shell, self.sub_model or self.model or None, exchanges)
-
-    def _replay(self, args: list[str], opts: argparse.Namespace) -> Any:
-        """``%rlm replay [PATH.ipynb|PATH.json] [--run ID]``: run a recorded task again
-        on the current variables, the record answering instead of any model."""
-        from ..engine.recording import load_recording
-
-        if len(args) > 1:
-            raise UsageError("usage: %rlm replay [PATH.ipynb | PATH.json] [--run ID]")
-        if args:
-            source: Any = args[0]
-        else:
-            if not self.runs:
-                raise UsageError("%rlm replay: no run yet in this session (or give a path)")
-            rec = self.runs.get(opts.run) if opts.run else list(self.runs.values())[-1]
-            if rec is None:
-                raise UsageError(f"%rlm replay: no run {opts.run!r}; runs: {', '.join(self.runs)}")
-            source = rec.result
-        try:
-            recording = load_recording(source)
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"%rlm replay: {exc}") from None
-        return self.run_task(recording.question, opts, replay=recording)
-
-    def _export(self, args: list[str], run_id: str | None, fmt: str | None = None) -> None:
-        """``%rlm export PATH.ipynb`` (a notebook that re-runs) or ``%rlm export
-        PATH.jsonl --format rlm`` (alexzhang13/rlm's log, for its visualizer)."""
-        from ..export import export_rlm_log, export_run
-
-        if len(args) != 1:
-            raise UsageError("usage: %rlm export PATH.ipynb [--run ID]  |  "
-                             "%rlm export PATH.jsonl --format rlm [--run ID]")
-        if not self.runs:
-            raise UsageError("%rlm export: no run yet in this session")
-        rec = self.runs.get(run_id) if run_id else list(self.runs.values())[-1]
-        if rec is None:
-            raise UsageError(f"%rlm export: no run {run_id!r}; runs: {', '.join(self.runs)}")
-        try:
-            if fmt == "rlm" or (fmt is None and args[0].endswith(".jsonl")):
-                cfg = self.run_config()
-                export_rlm_log(rec.result, args[0], max_iterations=cfg.max_iterations,
-                               max_depth=cfg.max_depth)
-            else:
-                export_run(rec.result, args[0], run_id=rec.run_id,
-                           setup_cells=rec.setup_cells, step_outputs=rec.step_outputs,
-                           execution_counts=rec.execution_counts)
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"%rlm export: {exc}") from None
-        print(f"exported run {rec.run_id} to {args[0]}")
 
 
 def _cell_id(shell: Any) -> str | None:
