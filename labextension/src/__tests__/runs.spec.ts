@@ -1,0 +1,163 @@
+/**
+ * runs.ts over a plain notebook model: where step cells go, what re-running and
+ * continuing a run replace, what step_finished writes on the cell.
+ */
+
+import {
+  ICellLike,
+  INotebookLike,
+  answerText,
+  handleRunMessage,
+  latestRunId,
+  stepCode
+} from '../runs';
+import { RunMessage, isRunMessage } from '../protocol';
+
+let next = 0;
+
+class FakeCell implements ICellLike {
+  constructor(init: Record<string, any>) {
+    this.id = init.id ?? `c${next++}`;
+    this.type = init.cell_type ?? 'code';
+    this.source = init.source ?? '';
+    this.metadata = { ...(init.metadata ?? {}) };
+    if (this.type === 'code') {
+      this.outputs = { add: (o: any) => this.out.push(o) };
+    }
+  }
+  readonly id: string;
+  readonly type: string;
+  source: string;
+  metadata: Record<string, unknown>;
+  out: any[] = [];
+  trusted = false;
+  executionCount: number | null = null;
+  outputs?: { add(o: any): number };
+  getMetadata(key: string): unknown {
+    return this.metadata[key];
+  }
+  setMetadata(key: string, value: unknown): void {
+    this.metadata[key] = value;
+  }
+}
+
+class FakeNotebook implements INotebookLike {
+  list: FakeCell[] = [];
+  readonly cells = {
+    get: (i: number) => this.list[i],
+    get length() {
+      return 0;
+    }
+  };
+  constructor(ids: string[]) {
+    this.list = ids.map(id => new FakeCell({ id, source: id }));
+    Object.defineProperty(this.cells, 'length', { get: () => this.list.length });
+  }
+  readonly sharedModel = {
+    transact: (f: () => void) => f(),
+    insertCell: (i: number, cell: Record<string, unknown>) => {
+      this.list.splice(i, 0, new FakeCell(cell));
+    },
+    deleteCell: (i: number) => {
+      this.list.splice(i, 1);
+    }
+  };
+  roles(): string[] {
+    return this.list.map(c => {
+      const m = c.metadata.rlm as any;
+      return m ? `${m.run_id}:${m.role}${m.step ? m.step : ''}` : c.id;
+    });
+  }
+}
+
+const base = (run: string) => ({ run_id: run, cell_id: 'task' });
+
+function run(nb: FakeNotebook, id: string, steps: number, extra: Partial<any> = {}): void {
+  const msgs: RunMessage[] = [
+    { ...base(id), type: 'run_started', question: 'q', model: 'm', max_iterations: 9,
+      variables: [], ...extra } as RunMessage
+  ];
+  const first = extra.continues ? extra.continues.from_step : 1;
+  for (let s = first; s < first + steps; s++) {
+    msgs.push({ ...base(id), type: 'step_added', step: s, source: `# why\nx = ${s}`,
+                metadata: { rlm: { run_id: id, step: s, role: 'step', task_cell: 'task' } } });
+    msgs.push({ ...base(id), type: 'step_output', step: s,
+                output: { output_type: 'stream', name: 'stdout', text: `${s}\n` } });
+    msgs.push({ ...base(id), type: 'step_finished', step: s, execution_count: 10 + s,
+                seconds: 0.1, success: true,
+                metadata: { rlm: { run_id: id, step: s, role: 'step', task_cell: 'task',
+                                   exchanges: [{ step: s, role: 'root', depth: 0,
+                                                 response: `reply ${s}` }],
+                                   output_sha256: 'ab' } },
+                diverged: s === 2 });
+  }
+  msgs.push({ ...base(id), type: 'run_finished', answer: '42', stopped_by: 'final',
+              error: null, seconds: 1,
+              totals: { llm_calls: 1, prompt_tokens: 1, completion_tokens: 1, cost_usd: 0 } });
+  for (const m of msgs) {
+    expect(isRunMessage(m)).toBe(true);
+    handleRunMessage(nb, m);
+  }
+}
+
+test('steps go below the task cell in order, then the answer', () => {
+  const nb = new FakeNotebook(['setup', 'task', 'after']);
+  run(nb, 'r1', 3);
+  expect(nb.roles()).toEqual(['setup', 'task', 'r1:step1', 'r1:step2', 'r1:step3',
+                              'r1:answer', 'after']);
+  const step1 = nb.list[2];
+  expect(step1.out).toEqual([{ output_type: 'stream', name: 'stdout', text: '1\n' }]);
+  expect(step1.executionCount).toBe(11);
+  expect(step1.trusted).toBe(true);
+});
+
+test('step_finished writes the replay record and marks a diverged step', () => {
+  const nb = new FakeNotebook(['task']);
+  run(nb, 'r1', 2);
+  const meta1 = nb.list[1].metadata.rlm as any;
+  const meta2 = nb.list[2].metadata.rlm as any;
+  expect(meta1.exchanges[0].response).toBe('reply 1');
+  expect(meta1.output_sha256).toBe('ab');
+  expect(meta1.diverged).toBeUndefined();
+  expect(meta2.diverged).toBe(true);
+});
+
+test('re-running the task replaces its previous run', () => {
+  const nb = new FakeNotebook(['task', 'after']);
+  run(nb, 'r1', 3);
+  run(nb, 'r2', 1);
+  expect(nb.roles()).toEqual(['task', 'r2:step1', 'r2:answer', 'after']);
+});
+
+test('continuing from a step replaces that step and later ones, keeps the earlier', () => {
+  const nb = new FakeNotebook(['task', 'after']);
+  run(nb, 'r1', 3);
+  run(nb, 'r2', 2, { continues: { run_id: 'r1', from_step: 2 } });
+  expect(nb.roles()).toEqual(['task', 'r1:step1', 'r2:step2', 'r2:step3', 'r2:answer',
+                              'after']);
+  // a later re-run of the task replaces both runs' cells
+  run(nb, 'r3', 1);
+  expect(nb.roles()).toEqual(['task', 'r3:step1', 'r3:answer', 'after']);
+});
+
+test('messages of a run this notebook does not hold are ignored', () => {
+  const nb = new FakeNotebook(['task']);
+  const changed = handleRunMessage(nb, {
+    ...base('zz'), type: 'step_added', step: 1, source: 'x',
+    metadata: { rlm: { run_id: 'zz', step: 1, role: 'step' } }
+  });
+  expect(changed).toBe(false);
+  expect(nb.roles()).toEqual(['task']);
+  expect(isRunMessage({ type: 'other', run_id: 'x' })).toBe(false);
+});
+
+test('answer text, latest run, step code', () => {
+  expect(answerText({ answer: '3', stopped_by: 'final' })).toBe('**Answer:** 3');
+  expect(answerText({ answer: null, stopped_by: 'error', error: 'boom' }))
+    .toBe('**No answer** (stopped by error): boom');
+  const nb = new FakeNotebook(['task']);
+  run(nb, 'r1', 1);
+  expect(latestRunId(nb.list, ['r0', 'r1'])).toBe('r1');
+  expect(latestRunId(nb.list, [])).toBe('r1');
+  expect(stepCode('# why\n#\n# more\nx = 1\nprint(x)')).toBe('x = 1\nprint(x)');
+});

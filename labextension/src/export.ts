@@ -1,0 +1,143 @@
+/**
+ * Commands that run `%rlm` in the kernel for a notebook: export the latest run
+ * (`rlm:export-run`) and continue a run from a step cell, with its edited code
+ * (`rlm:continue-from-step`).
+ */
+
+import { Notification } from '@jupyterlab/apputils';
+import type { NotebookPanel } from '@jupyterlab/notebook';
+import { KernelMessage } from '@jupyterlab/services';
+
+import { rlmMeta } from './protocol';
+import { latestRunId, runOrderOf, stepCode } from './runs';
+
+export const COMMAND_EXPORT = 'rlm:export-run';
+export const COMMAND_CONTINUE = 'rlm:continue-from-step';
+
+/** Quote a word for the magic's shlex parser. */
+function shellQuote(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word)
+    ? word
+    : `'${word.replace(/'/g, `'"'"'`)}'`;
+}
+
+/** `%rlm export <notebook>-rlm-<run>.ipynb --run <run>`, silently, in the kernel. */
+export async function exportRun(panel: NotebookPanel): Promise<void> {
+  const model = panel.content.model;
+  const kernel = panel.sessionContext.session?.kernel;
+  if (!model) {
+    return;
+  }
+  const runId = latestRunId(model.cells, runOrderOf(model));
+  if (!runId) {
+    Notification.warning('No RLM run in this notebook to export.', {
+      autoClose: 5000
+    });
+    return;
+  }
+  if (!kernel) {
+    Notification.error('Export RLM run: the notebook has no kernel.', {
+      autoClose: 5000
+    });
+    return;
+  }
+  const path = panel.context.path;
+  const slash = path.lastIndexOf('/');
+  const folder = slash >= 0 ? path.slice(0, slash) : '';
+  const name = slash >= 0 ? path.slice(slash + 1) : path;
+  const stem = name.replace(/\.ipynb$/i, '');
+  const file = `${stem}-rlm-${runId}.ipynb`;
+  const shown = folder ? `${folder}/${file}` : file;
+  // The kernel's cwd is the notebook's folder.
+  const code = `%rlm export ${shellQuote(file)} --run ${runId}`;
+  let errorText = '';
+  const future = kernel.requestExecute({
+    code,
+    silent: true,
+    store_history: false
+  });
+  future.onIOPub = msg => {
+    if (KernelMessage.isErrorMsg(msg)) {
+      errorText = `${msg.content.ename}: ${msg.content.evalue}`;
+    }
+  };
+  try {
+    const reply = await future.done;
+    const content = reply.content as {
+      status: string;
+      ename?: string;
+      evalue?: string;
+    };
+    if (content.status === 'ok' && !errorText) {
+      Notification.success(`Exported RLM run ${runId} to ${shown}`, {
+        autoClose: 5000
+      });
+    } else {
+      const reason =
+        errorText ||
+        (content.status === 'error'
+          ? `${content.ename}: ${content.evalue}`
+          : content.status);
+      Notification.error(`Export of RLM run ${runId} failed: ${reason}`, {
+        autoClose: false
+      });
+    }
+  } catch (err) {
+    Notification.error(`Export of RLM run ${runId} failed: ${err}`, {
+      autoClose: false
+    });
+  }
+}
+
+/** The active cell's run and step, when it is a step cell of a run. */
+export function activeStep(
+  panel: NotebookPanel | null
+): { runId: string; step: number; taskCell: string | null; code: string } | null {
+  const cell = panel?.content.activeCell;
+  const meta = cell ? rlmMeta(cell.model) : null;
+  if (!cell || !meta || meta.role !== 'step' || !meta.run_id || !meta.step) {
+    return null;
+  }
+  return {
+    runId: meta.run_id,
+    step: Number(meta.step),
+    taskCell: meta.task_cell ?? null,
+    code: stepCode(cell.model.sharedModel.getSource())
+  };
+}
+
+/**
+ * `%%rlm continue --from STEP --run RUN` with the step cell's current code as the
+ * body, sent as if from the task cell (its id in `metadata.cellId`), so the run's
+ * messages replace the steps from STEP on (docs/protocol.md, `continues`).
+ */
+export async function continueFromStep(panel: NotebookPanel): Promise<void> {
+  const target = activeStep(panel);
+  const kernel = panel.sessionContext.session?.kernel;
+  if (!target || !kernel) {
+    Notification.warning('Select a step cell of an RLM run to continue from.', {
+      autoClose: 5000
+    });
+    return;
+  }
+  const code = `%%rlm continue --from ${target.step} --run ${target.runId}\n${target.code}`;
+  const future = kernel.requestExecute(
+    { code, silent: false, store_history: false },
+    true,
+    { cellId: target.taskCell ?? '' }
+  );
+  let errorText = '';
+  future.onIOPub = msg => {
+    if (KernelMessage.isErrorMsg(msg)) {
+      errorText = `${msg.content.ename}: ${msg.content.evalue}`;
+    }
+  };
+  await future.done.catch(err => {
+    errorText = String(err);
+  });
+  if (errorText) {
+    Notification.error(`Continue RLM run ${target.runId}: ${errorText}`, {
+      autoClose: false
+    });
+  }
+}

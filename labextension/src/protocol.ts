@@ -1,0 +1,145 @@
+/**
+ * The kernel <-> frontend protocol of docs/protocol.md, as types.
+ * (The Python side: rlm_kernel/jupyter/protocol.py.)
+ */
+
+import type * as nbformat from '@jupyterlab/nbformat';
+
+/** Comm target the extension opens to announce itself. */
+export const FRONTEND_TARGET = 'rlm_kernel.frontend';
+/** Comm target the kernel opens for each run. */
+export const RUN_TARGET = 'rlm_kernel.run';
+/** Protocol version sent in the announcement. */
+export const PROTOCOL_VERSION = 1;
+
+/** The announcement's `comm_open` data. */
+export interface IAnnouncement {
+  version: number;
+}
+
+/** One recorded model exchange (rlm_kernel/engine/recording.py). */
+export interface IExchange {
+  step: number;
+  role: 'root' | 'final' | 'sub' | string;
+  depth: number;
+  response: string;
+  prompt?: string;
+}
+
+/** A cell's `metadata.rlm`. */
+export interface IRlmMetadata {
+  run_id?: string;
+  step?: number | null;
+  role?: 'task' | 'setup' | 'recorded' | 'step' | 'answer' | string;
+  task_cell?: string | null;
+  exchanges?: IExchange[];
+  output_sha256?: string;
+  /** Set by the extension on a replayed step whose output differs from the record. */
+  diverged?: boolean;
+}
+
+/** A step cell's metadata: `{rlm: {...}}`. */
+export interface ICellMetadata {
+  rlm: IRlmMetadata;
+}
+
+/** What every message of a run carries. */
+interface IMessageBase {
+  run_id: string;
+  cell_id: string | null;
+}
+
+export interface IVariableInfo {
+  name: string;
+  type: string;
+  length: number;
+  unit: string;
+}
+
+export interface IRunStarted extends IMessageBase {
+  type: 'run_started';
+  question: string;
+  model: string;
+  max_iterations: number;
+  variables: IVariableInfo[];
+  /** A run continuing an earlier one from a step (`%rlm continue`). */
+  continues?: { run_id: string; from_step: number };
+}
+
+export interface IStepAdded extends IMessageBase {
+  type: 'step_added';
+  step: number;
+  source: string;
+  metadata: ICellMetadata;
+}
+
+export interface IStepOutput extends IMessageBase {
+  type: 'step_output';
+  step: number;
+  output: nbformat.IOutput;
+}
+
+export interface IStepFinished extends IMessageBase {
+  type: 'step_finished';
+  step: number;
+  execution_count: number | null;
+  seconds: number;
+  success: boolean;
+  /** The cell's whole metadata now (with the replay record). */
+  metadata?: ICellMetadata;
+  /** A replay's step whose output differs from the record. */
+  diverged?: boolean;
+}
+
+export interface ITotals {
+  llm_calls: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  cost_usd: number;
+}
+
+export interface IRunFinished extends IMessageBase {
+  type: 'run_finished';
+  answer: string | null;
+  stopped_by: string;
+  error: string | null;
+  totals: ITotals;
+  seconds: number;
+}
+
+/** Any message of a run, told apart by `type`. */
+export type RunMessage =
+  | IRunStarted
+  | IStepAdded
+  | IStepOutput
+  | IStepFinished
+  | IRunFinished;
+
+/** Something with cell metadata (a cell model). */
+export interface IHasMetadata {
+  getMetadata(key: string): unknown;
+}
+
+/** A cell's `metadata.rlm`, or null. */
+export function rlmMeta(cell: IHasMetadata): IRlmMetadata | null {
+  const meta = cell.getMetadata('rlm');
+  return meta && typeof meta === 'object' ? (meta as IRlmMetadata) : null;
+}
+
+/** True for data that looks like a run message (has a known `type` and a run id). */
+export function isRunMessage(data: unknown): data is RunMessage {
+  if (!data || typeof data !== 'object') {
+    return false;
+  }
+  const d = data as { type?: unknown; run_id?: unknown };
+  return (
+    typeof d.run_id === 'string' &&
+    [
+      'run_started',
+      'step_added',
+      'step_output',
+      'step_finished',
+      'run_finished'
+    ].includes(String(d.type))
+  );
+}

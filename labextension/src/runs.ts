@@ -1,0 +1,331 @@
+/**
+ * Run state and cell insertion over a notebook model: each step of a run becomes a
+ * code cell below the previous one (below the task cell for the first), then an
+ * answer cell.  Works on the shared model only (never the active cell), so it is
+ * unit-tested with plain objects (src/__tests__/runs.spec.ts).
+ */
+
+import type * as nbformat from '@jupyterlab/nbformat';
+
+import {
+  IRunFinished,
+  IRunStarted,
+  IStepAdded,
+  IStepFinished,
+  IStepOutput,
+  RunMessage,
+  rlmMeta
+} from './protocol';
+
+/** What runs.ts needs of a cell model (JupyterLab's ICellModel has it). */
+export interface ICellLike {
+  readonly id: string;
+  readonly type: string;
+  getMetadata(key: string): unknown;
+  setMetadata(key: string, value: unknown): void;
+  trusted?: boolean;
+  /** Code cells: their outputs and count. */
+  outputs?: { add(output: nbformat.IOutput): number };
+  executionCount?: number | null;
+}
+
+/** What runs.ts needs of a notebook model (JupyterLab's INotebookModel has it). */
+export interface INotebookLike {
+  readonly cells: { readonly length: number; get(index: number): ICellLike };
+  readonly sharedModel: {
+    transact(f: () => void): void;
+    insertCell(index: number, cell: Record<string, unknown>): unknown;
+    deleteCell(index: number): void;
+  };
+}
+
+/** The state of one run in one notebook model. */
+export interface IRunState {
+  runId: string;
+  taskCellId: string;
+  /** The cell the next step goes below: the last step cell, or the task cell. */
+  lastCellId: string;
+  /** step number -> cell id */
+  steps: Map<number, string>;
+  finished: boolean;
+}
+
+/** Runs per notebook model (shared by every view of that notebook). */
+const runsByModel = new WeakMap<object, Map<string, IRunState>>();
+/** Run ids in the order they started in this browser session, per model. */
+const runOrderByModel = new WeakMap<object, string[]>();
+
+/** The runs of a model, by run id. */
+export function runsOf(model: INotebookLike): Map<string, IRunState> {
+  let runs = runsByModel.get(model);
+  if (!runs) {
+    runs = new Map();
+    runsByModel.set(model, runs);
+  }
+  return runs;
+}
+
+/** Run ids of a model in the order they started in this session. */
+export function runOrderOf(model: INotebookLike): string[] {
+  let order = runOrderByModel.get(model);
+  if (!order) {
+    order = [];
+    runOrderByModel.set(model, order);
+  }
+  return order;
+}
+
+/** Index of the cell with this id in the model, or -1. */
+export function indexOfCell(model: INotebookLike, id: string | null): number {
+  if (!id) {
+    return -1;
+  }
+  for (let i = 0; i < model.cells.length; i++) {
+    if (model.cells.get(i).id === id) {
+      return i;
+    }
+  }
+  return -1;
+}
+
+/**
+ * Apply one protocol message of a run to a notebook model.
+ * Returns true when cells were added or changed (the caller re-marks them).
+ */
+export function handleRunMessage(model: INotebookLike, data: RunMessage): boolean {
+  const runs = runsOf(model);
+  if (data.type === 'run_started') {
+    return startRun(model, runs, data);
+  }
+  const run = runs.get(data.run_id);
+  if (!run) {
+    return false; // not ours (another notebook on this kernel), or another view took it
+  }
+  switch (data.type) {
+    case 'step_added':
+      addStep(model, run, data);
+      return true;
+    case 'step_output':
+      addOutput(model, run, data);
+      return false;
+    case 'step_finished':
+      finishStep(model, run, data);
+      return true;
+    case 'run_finished':
+      finishRun(model, run, data);
+      return true;
+  }
+  return false;
+}
+
+/** Delete the cells for which `drop(meta)` holds, last first, in one transaction. */
+function deleteCells(
+  model: INotebookLike,
+  drop: (meta: ReturnType<typeof rlmMeta>) => boolean
+): void {
+  model.sharedModel.transact(() => {
+    for (let i = model.cells.length - 1; i >= 0; i--) {
+      if (drop(rlmMeta(model.cells.get(i)))) {
+        model.sharedModel.deleteCell(i);
+      }
+    }
+  });
+}
+
+function startRun(
+  model: INotebookLike,
+  runs: Map<string, IRunState>,
+  data: IRunStarted
+): boolean {
+  if (runs.has(data.run_id)) {
+    return false; // another view of this notebook already took it
+  }
+  let taskId = data.cell_id;
+  let lastCellId = taskId;
+  if (data.continues) {
+    // Continuing run C from step N: its steps N.. and its answer go; this run's
+    // steps follow C's step N-1 (or C's task cell).
+    const { run_id: old, from_step: from } = data.continues;
+    let before: string | null = null;
+    for (let i = 0; i < model.cells.length; i++) {
+      const meta = rlmMeta(model.cells.get(i));
+      if (meta && meta.run_id === old) {
+        taskId = meta.task_cell ?? taskId;
+        if (meta.role === 'step' && Number(meta.step) < from) {
+          before = model.cells.get(i).id;
+        }
+      }
+    }
+    deleteCells(
+      model,
+      meta =>
+        !!meta &&
+        meta.run_id === old &&
+        (meta.role === 'answer' || (meta.role === 'step' && Number(meta.step) >= from))
+    );
+    lastCellId = before ?? taskId;
+  } else if (taskId && indexOfCell(model, taskId) >= 0) {
+    // Re-running a task replaces the cells of its previous run(s).
+    const task = taskId;
+    deleteCells(model, meta => !!meta && meta.task_cell === task);
+  }
+  if (!taskId || !lastCellId || indexOfCell(model, lastCellId) < 0) {
+    return false; // the task cell is not in this notebook
+  }
+  runs.set(data.run_id, {
+    runId: data.run_id,
+    taskCellId: taskId,
+    lastCellId,
+    steps: new Map(),
+    finished: false
+  });
+  runOrderOf(model).push(data.run_id);
+  return true;
+}
+
+/** Where the next cell of a run goes: below its last cell still present. */
+export function insertIndex(model: INotebookLike, run: IRunState): number {
+  let index = indexOfCell(model, run.lastCellId);
+  if (index < 0) {
+    // The last step cell was deleted by the user: use the lowest remaining
+    // cell of the run, else the task cell, else the end.
+    for (let i = 0; i < model.cells.length; i++) {
+      const meta = rlmMeta(model.cells.get(i));
+      if (meta && meta.run_id === run.runId) {
+        index = i;
+      }
+    }
+    if (index < 0) {
+      index = indexOfCell(model, run.taskCellId);
+    }
+    if (index < 0) {
+      return model.cells.length;
+    }
+  }
+  return index + 1;
+}
+
+function addStep(model: INotebookLike, run: IRunState, data: IStepAdded): void {
+  const step = Number(data.step);
+  const metadata = {
+    ...(data.metadata ?? {}),
+    rlm: {
+      run_id: run.runId,
+      step,
+      role: 'step',
+      task_cell: run.taskCellId,
+      ...(data.metadata?.rlm ?? {})
+    }
+  };
+  const index = insertIndex(model, run);
+  model.sharedModel.insertCell(index, {
+    cell_type: 'code',
+    source: data.source ?? '',
+    metadata,
+    outputs: [],
+    execution_count: null
+  });
+  const cell = model.cells.get(index);
+  // Outputs come live from the kernel, as for a cell the user ran.
+  cell.trusted = true;
+  run.steps.set(step, cell.id);
+  run.lastCellId = cell.id;
+}
+
+function stepCell(model: INotebookLike, run: IRunState, step: number): ICellLike | null {
+  const index = indexOfCell(model, run.steps.get(Number(step)) ?? null);
+  if (index < 0) {
+    return null;
+  }
+  const cell = model.cells.get(index);
+  return cell.type === 'code' ? cell : null;
+}
+
+function addOutput(model: INotebookLike, run: IRunState, data: IStepOutput): void {
+  const cell = stepCell(model, run, data.step);
+  if (cell && cell.outputs && data.output) {
+    // OutputAreaModel merges consecutive stream outputs of the same name.
+    cell.outputs.add(data.output);
+  }
+}
+
+function finishStep(model: INotebookLike, run: IRunState, data: IStepFinished): void {
+  const cell = stepCell(model, run, data.step);
+  if (!cell) {
+    return;
+  }
+  if (typeof data.execution_count === 'number') {
+    cell.executionCount = data.execution_count;
+  }
+  const rlm = { ...(rlmMeta(cell) ?? {}), ...(data.metadata?.rlm ?? {}) };
+  if (data.diverged) {
+    rlm.diverged = true;
+  }
+  cell.setMetadata('rlm', rlm);
+}
+
+/** The answer cell's markdown. */
+export function answerText(data: {
+  answer?: string | null;
+  stopped_by?: string;
+  error?: string | null;
+}): string {
+  const stopped = data.stopped_by ?? 'unknown';
+  const answer = data.answer;
+  if (answer !== null && answer !== undefined) {
+    if (stopped === 'final') {
+      return `**Answer:** ${answer}`;
+    }
+    return `**Answer** (stopped by ${stopped}): ${answer}`;
+  }
+  const error = data.error ? `: ${data.error}` : '';
+  return `**No answer** (stopped by ${stopped})${error}`;
+}
+
+function finishRun(model: INotebookLike, run: IRunState, data: IRunFinished): void {
+  if (run.finished) {
+    return;
+  }
+  run.finished = true;
+  const index = insertIndex(model, run);
+  model.sharedModel.insertCell(index, {
+    cell_type: 'markdown',
+    source: answerText(data),
+    metadata: {
+      rlm: { run_id: run.runId, role: 'answer', task_cell: run.taskCellId }
+    }
+  });
+  run.lastCellId = model.cells.get(index).id;
+}
+
+/** The run to export: the latest one started in this session, else the last in the notebook. */
+export function latestRunId(
+  cells: Iterable<{ getMetadata(key: string): unknown }>,
+  startedOrder: string[] = []
+): string | null {
+  const present = new Set<string>();
+  let last: string | null = null;
+  for (const cell of cells) {
+    const meta = rlmMeta(cell);
+    if (meta && meta.run_id) {
+      present.add(meta.run_id);
+      last = meta.run_id;
+    }
+  }
+  for (let i = startedOrder.length - 1; i >= 0; i--) {
+    if (present.has(startedOrder[i])) {
+      return startedOrder[i];
+    }
+  }
+  return last;
+}
+
+/** The code of a step cell without its leading `#` reasoning lines. */
+export function stepCode(source: string): string {
+  const lines = source.split('\n');
+  let i = 0;
+  while (i < lines.length && lines[i].startsWith('#')) {
+    i++;
+  }
+  return lines.slice(i).join('\n');
+}

@@ -1,0 +1,28 @@
+"""The JupyterLab extension's unit tests (jest, labextension/src/__tests__): run state
+and cell insertion over a notebook model, without a browser."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+LAB = Path(__file__).resolve().parents[2] / "labextension"
+
+
+def test_the_extensions_jest_suite_passes():
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "CI": "true"}
+    jlpm = shutil.which("jlpm", path=env["PATH"])
+    assert jlpm, "jlpm (from jupyterlab) is not installed in this environment"
+    assert (LAB / "node_modules" / "jest").is_dir(), (
+        "jest is not installed: run `jlpm install` in labextension/ (pip install -e . does)")
+    proc = subprocess.run([jlpm, "test"], cwd=LAB, env=env, capture_output=True, text=True,
+                          timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    passed = re.search(r"Tests:\s+(\d+) passed", out)
+    assert passed and int(passed.group(1)) > 0, out[-3000:]
