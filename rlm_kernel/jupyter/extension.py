@@ -6,7 +6,13 @@ from typing import Any
 
 from ..termination import FinalOutput
 from .magic import RLMMagics
-from .session import bind_session_tools, final_outside_run, keep_task_count, protect_question_mark
+from .session import (
+    bind_session_tools,
+    final_outside_run,
+    keep_busy_status,
+    keep_task_count,
+    protect_question_mark,
+)
 
 __all__ = ["load_ipython_extension"]
 
@@ -18,6 +24,7 @@ def load_ipython_extension(shell: Any) -> None:
         shell.input_transformers_cleanup.append(protect_question_mark)
     magics = RLMMagics(shell=shell, parent=shell)
     shell.register_magics(magics)
+    keep_busy_status(getattr(shell, "kernel", None), lambda: magics.running)
     shell.configurables.append(magics)
     bind_session_tools(shell, magics.sub_model or magics.model or None)
     shell.set_custom_exc((FinalOutput,), final_outside_run)

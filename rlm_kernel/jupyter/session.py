@@ -10,7 +10,7 @@ from typing import Any
 
 from ..termination import format_final_answer, resolve_final_var
 
-__all__ = ["bind_session_tools", "final_outside_run", "keep_task_count",
+__all__ = ["bind_session_tools", "final_outside_run", "keep_busy_status", "keep_task_count",
            "protect_question_mark"]
 
 
@@ -104,3 +104,30 @@ def keep_task_count(kernel: Any) -> None:
 
     kernel.do_execute = do_execute
     kernel._rlm_keeps_task_count = True
+
+
+def keep_busy_status(kernel: Any, running: Any) -> None:
+    """Keep the frontend's kernel status "busy" for the whole of a run.
+
+    While a task cell runs, JupyterLab's widget manager sends control-channel requests
+    (``create_subshell_request`` when a run's widgets appear, with ipykernel 7's
+    subshells); ipykernel answers each with ``busy`` then ``idle`` status messages on
+    IOPub, and JupyterLab takes that ``idle`` as the kernel's state: the status bar read
+    "Idle" for the rest of the run.  While ``running()`` is true, status messages of
+    channels other than the shell are not published (the kernel is busy with the run).
+
+    Args:
+        kernel: the ipykernel ``Kernel`` (None outside a kernel: nothing to do).
+        running: ``callable() -> bool``, true while a run is in progress.
+    """
+    if kernel is None or getattr(kernel, "_rlm_keeps_busy", False):
+        return
+    original = kernel._publish_status
+
+    def publish_status(status: str, channel: str, *args: Any, **kwargs: Any) -> Any:
+        if channel != "shell" and running():
+            return None
+        return original(status, channel, *args, **kwargs)
+
+    kernel._publish_status = publish_status
+    kernel._rlm_keeps_busy = True
