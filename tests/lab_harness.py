@@ -343,6 +343,28 @@ class NotebookPage:
         palette.fill("Run All Cells")
         self.page.locator(".lm-CommandPalette-item", has_text="Run All Cells").first.click()
 
+    def status_text(self) -> str:
+        """The status bar's text (it names the kernel's state: "Busy", "Idle")."""
+        return self.page.evaluate(
+            "() => (document.querySelector('#jp-main-statusbar') || {}).innerText || ''")
+
+    def edit_cell(self, index: int, source: str) -> None:
+        """Replace cell ``index``'s source and make it the active cell."""
+        self.page.evaluate("([i, src]) => {" + _JS_PRELUDE + """
+          const p = panel();
+          p.content.widgets[i].model.sharedModel.setSource(src);
+          p.content.activeCellIndex = i;
+        }""", [index, source])
+
+    def palette(self, command_label: str) -> None:
+        """Run a command through the command palette, as a user would."""
+        self.page.keyboard.press("Escape")
+        self.page.keyboard.press("Control+Shift+C")
+        box = self.page.locator(".lm-CommandPalette-input")
+        box.wait_for(state="visible", timeout=10_000)
+        box.fill(command_label)
+        self.page.locator(".lm-CommandPalette-item", has_text=command_label).first.click()
+
     def watch_rlm_cells(self, task_cell_id: str) -> None:
         """Start recording, in the page, when each RLM cell first exists."""
         self.page.evaluate(_JS_WATCH, task_cell_id)

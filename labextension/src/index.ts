@@ -27,6 +27,7 @@ import {
   exportRun
 } from './export';
 import { scheduleMark } from './marks';
+import { supersedeSteps } from './runs';
 
 export { FRONTEND_TARGET, PROTOCOL_VERSION, RUN_TARGET } from './protocol';
 export { answerText, latestRunId } from './runs';
@@ -91,8 +92,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
     // python3 kernel before `%load_ext rlm_kernel`), re-open it now: this
     // comm_open reaches the kernel on the shell channel before the cell's
     // execute_request.
-    NotebookActions.executionScheduled.connect((_, { notebook }) => {
+    // The rule for "Run All": a task cell's re-run owns its previous run's step
+    // cells; they are emptied as the task is scheduled, so step cells queued after
+    // it run nothing (the new run replaces them).
+    NotebookActions.executionScheduled.connect((_, { notebook, cell }) => {
       connections.get(notebook)?.ensureAnnounced();
+      const model = notebook.model;
+      if (model && cell.model.type === 'code') {
+        supersedeSteps(model, cell.model.id);
+      }
     });
   }
 };

@@ -27,6 +27,8 @@ export interface ICellLike {
   /** Code cells: their outputs and count. */
   outputs?: { add(output: nbformat.IOutput): number };
   executionCount?: number | null;
+  /** The cell's shared model, whose source can be replaced. */
+  readonly sharedModel?: { setSource(source: string): void };
 }
 
 /** What runs.ts needs of a notebook model (JupyterLab's INotebookModel has it). */
@@ -328,4 +330,25 @@ export function stepCode(source: string): string {
     i++;
   }
   return lines.slice(i).join('\n');
+}
+
+/**
+ * A task cell is about to run again: empty the code of its previous run's step
+ * cells now, so that a "Run All" that already queued them does not execute old
+ * steps as plain code (the run replaces those cells when it starts).  Returns how
+ * many cells were emptied.
+ */
+export function supersedeSteps(model: INotebookLike, taskCellId: string): number {
+  let emptied = 0;
+  model.sharedModel.transact(() => {
+    for (let i = 0; i < model.cells.length; i++) {
+      const cell = model.cells.get(i);
+      const meta = rlmMeta(cell);
+      if (meta && meta.role === 'step' && meta.task_cell === taskCellId && cell.sharedModel) {
+        cell.sharedModel.setSource('');
+        emptied++;
+      }
+    }
+  });
+  return emptied;
 }

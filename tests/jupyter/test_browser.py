@@ -263,3 +263,70 @@ def test_python3_magic_task(lab, page, extension, question):
                       cells=["%load_ext rlm_kernel", LOAD_JSON_CELL,
                              f"%%rlm --context context\n{question.text}"],
                       label="magic")
+
+
+def _sample_status(nb: NotebookPage, done: Any, timeout: float, what: str) -> list[str]:
+    """The status bar's kernel state, every 0.3 s, until ``done()``."""
+    states, deadline = [], time.monotonic() + timeout
+    while not done():
+        text = nb.status_text()
+        states.append("Busy" if "Busy" in text else "Idle" if "Idle" in text else text[:40])
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}: {nb.summary()}")
+        nb.page.wait_for_timeout(300)
+    return states
+
+
+EDIT = "\nedits = globals().get('edits', 0) + 1\nprint('edited step')"
+COUNT_EDITS = "print('edits', globals().get('edits', 0))"
+
+
+def test_continue_from_an_edited_step_then_run_all(lab, page, extension, question):
+    """The status bar reads Busy while a run goes; a step cell edited and continued
+    from ("Continue RLM run from this step") replaces the steps from there and the
+    answer cell; "Run All" afterwards re-runs the task without executing the old
+    step cells as plain code (the edit's counter stays at 1)."""
+    if not extension:
+        pytest.fail(f"{EXTENSION_NAME} is not installed")
+    write_notebook(lab.root / "continue.ipynb", "rlm", "RLM (Python)",
+                   [LOAD_JSON_CELL, question.text, COUNT_EDITS])
+    nb = NotebookPage(page, lab, "continue.ipynb").open()
+    task_id = nb.cells()[1]["id"]
+
+    def answers() -> list[dict[str, Any]]:
+        return [c for c in nb.cells() if (c["rlm"] or {}).get("role") == "answer"]
+
+    nb.run_all()
+    nb.wait_for(lambda: is_running(nb.cells()[1]["prompt"]), 60, "the task to start")
+    states = _sample_status(nb, lambda: prompt_count(nb.cells()[1]["prompt"]) is not None,
+                            RUN_TIMEOUT, "the first run")
+    assert states and states[:-1].count("Idle") == 0, f"status during the run: {states}"
+    nb.wait_for(answers, ANSWER_TIMEOUT, "the first answer cell")
+    first = answers()[0]["rlm"]["run_id"]
+    step1 = next(c for c in nb.cells() if (c["rlm"] or {}).get("role") == "step")
+    assert step1["rlm"]["exchanges"][0]["role"] == "root", step1["rlm"]  # the record
+    nb.edit_cell(step1["index"], step1["source"] + EDIT)
+    nb.palette("Continue RLM run from this step")
+
+    def continued() -> bool:
+        return any(c["rlm"]["run_id"] != first for c in answers())
+
+    states = _sample_status(nb, continued, RUN_TIMEOUT, "the continued run's answer")
+    assert states.count("Busy") >= max(1, len(states) - 2), f"status while continuing: {states}"
+    cells = nb.cells()
+    runs = {(c["rlm"] or {}).get("run_id") for c in cells if (c["rlm"] or {}).get("role")}
+    assert first not in runs, "the old run's steps and answer were not replaced"
+    steps = [c for c in cells if (c["rlm"] or {}).get("role") == "step"]
+    assert steps[0]["index"] == 2 and steps[0]["rlm"]["task_cell"] == task_id
+    assert "edited step" in "".join(str(o.get("text", "")) for o in steps[0]["outputs"])
+    assert len(answers()) == 1
+
+    nb.run_all()
+    nb.wait_for(lambda: is_running(nb.cells()[1]["prompt"]), 60, "the re-run to start")
+    nb.wait_for(lambda: prompt_count(nb.cells()[1]["prompt"]) is not None, RUN_TIMEOUT,
+                "the re-run")
+    nb.wait_for(lambda: any("edits" in str(o.get("text", "")) for o in nb.cells()[-1]["outputs"])
+                and prompt_count(nb.cells()[-1]["prompt"]) is not None, 120, "the last cell")
+    printed = "".join(str(o.get("text", "")) for o in nb.cells()[-1]["outputs"])
+    assert "edits 1" in printed, f"old step cells ran again as plain code: {printed!r}"
+    assert len(answers()) == 1

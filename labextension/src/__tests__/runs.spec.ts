@@ -9,7 +9,8 @@ import {
   answerText,
   handleRunMessage,
   latestRunId,
-  stepCode
+  stepCode,
+  supersedeSteps
 } from '../runs';
 import { RunMessage, isRunMessage } from '../protocol';
 
@@ -33,6 +34,7 @@ class FakeCell implements ICellLike {
   trusted = false;
   executionCount: number | null = null;
   outputs?: { add(o: any): number };
+  readonly sharedModel = { setSource: (source: string) => { this.source = source; } };
   getMetadata(key: string): unknown {
     return this.metadata[key];
   }
@@ -160,4 +162,17 @@ test('answer text, latest run, step code', () => {
   expect(latestRunId(nb.list, ['r0', 'r1'])).toBe('r1');
   expect(latestRunId(nb.list, [])).toBe('r1');
   expect(stepCode('# why\n#\n# more\nx = 1\nprint(x)')).toBe('x = 1\nprint(x)');
+});
+
+test('scheduling a task cell empties its old step cells (Run All runs nothing old)', () => {
+  const nb = new FakeNotebook(['task', 'other']);
+  run(nb, 'r1', 2);
+  nb.list.push(new FakeCell({ id: 'foreign', source: 'y = 1',
+                              metadata: { rlm: { run_id: 'r9', step: 1, role: 'step',
+                                                 task_cell: 'elsewhere' } } }));
+  expect(supersedeSteps(nb, 'task')).toBe(2);
+  expect(nb.list.filter(c => (c.metadata.rlm as any)?.task_cell === 'task' &&
+                        (c.metadata.rlm as any)?.role === 'step').map(c => c.source))
+    .toEqual(['', '']);
+  expect(nb.list[nb.list.length - 1].source).toBe('y = 1');
 });
