@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..models import Completion, LanguageModel, UsageLedger
+from ..models import Completion, LanguageModel, UsageLedger, tracing
 from .recording import Recorder
 
 __all__ = ["Budget", "BudgetExceeded", "BudgetGuard", "GuardedClient"]
@@ -164,13 +164,17 @@ class GuardedClient:
         """
         cap = self._guard.begin_call(max_tokens if max_tokens is not None
                                      else getattr(self._client, "max_tokens", None))
+        depth = getattr(self._client, "depth", 0) or 0
         try:
-            completion = self._client.complete(messages, role=role, stop=stop,
-                                               max_tokens=cap, temperature=temperature)
+            with tracing.span("chat", self.model, {"gen_ai.request.model": self.model,
+                                                   "rlm.role": role, "rlm.depth": depth}) as sp:
+                completion = self._client.complete(messages, role=role, stop=stop,
+                                                   max_tokens=cap, temperature=temperature)
+                if sp is not None:
+                    sp.set_attributes(tracing.usage_attributes(completion.call))
         finally:
             self._guard.end_call()
         text = getattr(completion, "text", None)
         if isinstance(text, str):
-            self._guard.recorder.record(role, messages, text,
-                                        getattr(self._client, "depth", 0) or 0)
+            self._guard.recorder.record(role, messages, text, depth)
         return completion

@@ -95,6 +95,10 @@ class RLMConfig:
         False, "Before a run's first FINAL is accepted, show the model the question "
         "beside its answer to confirm or correct it (one extra step).",
         flag="--verify-answer")
+    callbacks: str | None = _opt(
+        None, "Tracing: comma-separated callback names; 'otel' records OpenTelemetry spans "
+        "of the run, its steps and calls (GenAI conventions); other names turn on litellm's "
+        "callbacks of that name (e.g. 'langfuse').")
     resample_temperature: float | None = _opt(
         0.7, "When a reply repeats an earlier step's code, ask once more at this "
         "temperature (None or 0: never).", low=0)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..executors import Executor, PlainExecutor
-from ..models import LanguageModel, LLMError, UsageLedger, make_client
+from ..models import LanguageModel, LLMError, UsageLedger, make_client, tracing
 from ..policies import PolicyRegistry
 from ..repl_types import REPLVariable
 from .budget import Budget, BudgetExceeded, BudgetGuard, GuardedClient
@@ -120,6 +120,8 @@ class RLM:
         variables = {**(variables or {}), **more}
         if context is not None:
             variables = {"context": context, **variables}
+        if self.config.callbacks:
+            tracing.enable(self.config.callbacks.split(","))
         root, sub = self._clients()
         root.check()
         if sub is not root:
@@ -159,6 +161,22 @@ class RLM:
         """One run (or child run at ``depth``) on ready clients; never raises for
         errors of the model, its code or the budget: they end the run with a
         ``stopped_by`` reason (see :meth:`run`)."""
+        with tracing.span("invoke_agent", "rlm", {"gen_ai.agent.name": "rlm",
+                                                  "gen_ai.request.model": getattr(root, "model", ""),
+                                                  "rlm.depth": depth}) as sp:
+            result = self._run_traced(question, variables, executor, root, sub, ledger, guard,
+                                      depth, continuation)
+            if sp is not None:
+                sp.set_attributes({**tracing.usage_attributes(_Totals(result)),
+                                   "rlm.stopped_by": result.stopped_by,
+                                   "rlm.steps": result.steps})
+        return result
+
+    def _run_traced(self, question: str, variables: dict[str, Any], executor: Executor,
+                    root: LanguageModel, sub: LanguageModel, ledger: UsageLedger,
+                    guard: BudgetGuard, depth: int,
+                    continuation: Continuation | None) -> RLMResult:
+        """:meth:`_run`'s body, inside its ``invoke_agent`` span."""
         run = self._start(question, variables, executor, root, sub, ledger, guard, depth)
         if continuation is not None:
             run.forced_reply = seed_run(run, continuation, self.config)
@@ -265,7 +283,9 @@ class RLM:
                                     temperature=cfg.resample_temperature)
             except BudgetExceeded:  # no budget for a second sample: run the first
                 pass
-        outcome = run_reply(reply, run.executor, run.tools, step, cfg, run.notify)
+        with tracing.span("execute_tool", "repl", {"gen_ai.tool.name": "repl", "rlm.step": step,
+                                                   "rlm.depth": run.depth}):
+            outcome = run_reply(reply, run.executor, run.tools, step, cfg, run.notify)
         restore_names(run.ns, run.reserved, outcome, run.inputs)
         self._record(run, step, outcome)
         if run.guard.exceeded or run.guard.overspent():
@@ -348,3 +368,12 @@ class RLM:
         else:
             result.answer = outcome.reasoning.strip() or reply.strip() or None
             result.answer_value = result.answer
+
+
+class _Totals:
+    """A result's token and USD totals in a call record's shape (for span attributes)."""
+
+    def __init__(self, result: RLMResult) -> None:
+        self.prompt_tokens = result.prompt_tokens
+        self.completion_tokens = result.completion_tokens
+        self.cost_usd = result.cost_usd
