@@ -145,26 +145,34 @@ function startRun(
   let taskId = data.cell_id;
   let lastCellId = taskId;
   if (data.continues) {
-    // Continuing run C from step N: its steps N.. and its answer go; this run's
-    // steps follow C's step N-1 (or C's task cell).
+    // Continuing run C from step N: the steps N.. and the answer shown under C's
+    // task cell go (C's, and those of any run that continued C or that C
+    // continued: they share the task cell); this run's steps follow the step N-1
+    // cell left (or the task cell).
     const { run_id: old, from_step: from } = data.continues;
-    let before: string | null = null;
     for (let i = 0; i < model.cells.length; i++) {
       const meta = rlmMeta(model.cells.get(i));
-      if (meta && meta.run_id === old) {
-        taskId = meta.task_cell ?? taskId;
-        if (meta.role === 'step' && Number(meta.step) < from) {
-          before = model.cells.get(i).id;
-        }
+      if (meta && meta.run_id === old && meta.task_cell) {
+        taskId = meta.task_cell;
+        break;
       }
     }
+    const task = taskId;
+    const chain = (meta: ReturnType<typeof rlmMeta>) =>
+      !!meta && (meta.run_id === old || (!!task && meta.task_cell === task));
     deleteCells(
       model,
       meta =>
-        !!meta &&
-        meta.run_id === old &&
-        (meta.role === 'answer' || (meta.role === 'step' && Number(meta.step) >= from))
+        chain(meta) &&
+        (meta!.role === 'answer' || (meta!.role === 'step' && Number(meta!.step) >= from))
     );
+    let before: string | null = null;
+    for (let i = 0; i < model.cells.length; i++) {
+      const meta = rlmMeta(model.cells.get(i));
+      if (chain(meta) && meta!.role === 'step' && Number(meta!.step) < from) {
+        before = model.cells.get(i).id;
+      }
+    }
     lastCellId = before ?? taskId;
   } else if (taskId && indexOfCell(model, taskId) >= 0) {
     // Re-running a task replaces the cells of its previous run(s).

@@ -72,28 +72,29 @@ class FakeNotebook implements INotebookLike {
   }
 }
 
-const base = (run: string) => ({ run_id: run, cell_id: 'task' });
+const base = (run: string, task = 'task') => ({ run_id: run, cell_id: task });
 
 function run(nb: FakeNotebook, id: string, steps: number, extra: Partial<any> = {}): void {
+  const task: string = extra.cell_id ?? 'task';
   const msgs: RunMessage[] = [
-    { ...base(id), type: 'run_started', question: 'q', model: 'm', max_iterations: 9,
+    { ...base(id, task), type: 'run_started', question: 'q', model: 'm', max_iterations: 9,
       variables: [], ...extra } as RunMessage
   ];
   const first = extra.continues ? extra.continues.from_step : 1;
   for (let s = first; s < first + steps; s++) {
-    msgs.push({ ...base(id), type: 'step_added', step: s, source: `# why\nx = ${s}`,
-                metadata: { rlm: { run_id: id, step: s, role: 'step', task_cell: 'task' } } });
-    msgs.push({ ...base(id), type: 'step_output', step: s,
+    msgs.push({ ...base(id, task), type: 'step_added', step: s, source: `# why\nx = ${s}`,
+                metadata: { rlm: { run_id: id, step: s, role: 'step', task_cell: task } } });
+    msgs.push({ ...base(id, task), type: 'step_output', step: s,
                 output: { output_type: 'stream', name: 'stdout', text: `${s}\n` } });
-    msgs.push({ ...base(id), type: 'step_finished', step: s, execution_count: 10 + s,
+    msgs.push({ ...base(id, task), type: 'step_finished', step: s, execution_count: 10 + s,
                 seconds: 0.1, success: true,
-                metadata: { rlm: { run_id: id, step: s, role: 'step', task_cell: 'task',
+                metadata: { rlm: { run_id: id, step: s, role: 'step', task_cell: task,
                                    exchanges: [{ step: s, role: 'root', depth: 0,
                                                  response: `reply ${s}` }],
                                    output_sha256: 'ab' } },
                 diverged: s === 2 });
   }
-  msgs.push({ ...base(id), type: 'run_finished', answer: '42', stopped_by: 'final',
+  msgs.push({ ...base(id, task), type: 'run_finished', answer: '42', stopped_by: 'final',
               error: null, seconds: 1,
               totals: { llm_calls: 1, prompt_tokens: 1, completion_tokens: 1, cost_usd: 0 } });
   for (const m of msgs) {
@@ -140,6 +141,35 @@ test('continuing from a step replaces that step and later ones, keeps the earlie
   // a later re-run of the task replaces both runs' cells
   run(nb, 'r3', 1);
   expect(nb.roles()).toEqual(['task', 'r3:step1', 'r3:answer', 'after']);
+});
+
+test('continuing from step 1 puts the new steps right below the task cell', () => {
+  const nb = new FakeNotebook(['task', 'after']);
+  run(nb, 'r1', 2);
+  run(nb, 'r2', 3, { continues: { run_id: 'r1', from_step: 1 } });
+  expect(nb.roles()).toEqual(['task', 'r2:step1', 'r2:step2', 'r2:step3', 'r2:answer',
+                              'after']);
+});
+
+test('continuing a continuation keeps the steps it inherited, in order', () => {
+  const nb = new FakeNotebook(['task', 'after']);
+  run(nb, 'r1', 3);
+  run(nb, 'r2', 2, { continues: { run_id: 'r1', from_step: 2 } });
+  // r2 from its step 2: r1's step 1 stays, the new step 2 goes below it
+  run(nb, 'r3', 1, { continues: { run_id: 'r2', from_step: 2 } });
+  expect(nb.roles()).toEqual(['task', 'r1:step1', 'r3:step2', 'r3:answer', 'after']);
+  // the older run r1 from step 1: every later step and answer of the task goes
+  run(nb, 'r4', 1, { continues: { run_id: 'r1', from_step: 1 } });
+  expect(nb.roles()).toEqual(['task', 'r4:step1', 'r4:answer', 'after']);
+});
+
+test('a continuation leaves the runs of other task cells alone', () => {
+  const nb = new FakeNotebook(['task', 'task2']);
+  run(nb, 'r1', 2);
+  run(nb, 'q1', 2, { cell_id: 'task2' });
+  run(nb, 'r2', 1, { continues: { run_id: 'r1', from_step: 2 } });
+  expect(nb.roles()).toEqual(['task', 'r1:step1', 'r2:step2', 'r2:answer', 'task2',
+                              'q1:step1', 'q1:step2', 'q1:answer']);
 });
 
 test('messages of a run this notebook does not hold are ignored', () => {
