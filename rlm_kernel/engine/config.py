@@ -95,6 +95,10 @@ class RLMConfig:
         False, "Before a run's first FINAL is accepted, show the model the question "
         "beside its answer to confirm or correct it (one extra step).",
         flag="--verify-answer")
+    cache: str | None = _opt(
+        "memory", "Sub-call cache (litellm's): 'memory' (this process), 'disk' (kept "
+        "across sessions) or None (off); identical llm_query calls are answered from it "
+        "at no cost; the root model's turns never are.")
     callbacks: str | None = _opt(
         None, "Tracing: comma-separated callback names; 'otel' records OpenTelemetry spans "
         "of the run, its steps and calls (GenAI conventions); other names turn on litellm's "

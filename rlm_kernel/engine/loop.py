@@ -15,6 +15,7 @@ from typing import Any
 
 from ..executors import Executor, PlainExecutor
 from ..models import LanguageModel, LLMError, UsageLedger, make_client, tracing
+from ..models.cache import configure_cache
 from ..policies import PolicyRegistry
 from ..repl_types import REPLVariable
 from .budget import Budget, BudgetExceeded, BudgetGuard, GuardedClient
@@ -138,15 +139,18 @@ class RLM:
         cfg = self.config
         if self.replay is not None and self._root_client is None:
             self._root_client = self._sub_client = ReplayModel(self.replay)
+        if self._root_client is None or self._sub_client is None:
+            configure_cache(cfg.cache)  # before any client of ours calls litellm
+        cache = bool(cfg.cache)
         root = self._root_client or make_client(self.model, temperature=cfg.temperature,
-                                                max_tokens=cfg.max_step_tokens)
+                                                max_tokens=cfg.max_step_tokens, cache=cache)
         if self._sub_client is not None:
             sub = self._sub_client
         elif self._root_client is None and self.sub_model == self.model:
             sub = root
         else:
             sub = make_client(self.sub_model, temperature=cfg.temperature,
-                              max_tokens=cfg.max_sub_tokens)
+                              max_tokens=cfg.max_sub_tokens, cache=cache)
         self._root_client, self._sub_client = root, sub
         return root, sub
 
@@ -221,7 +225,8 @@ class RLM:
                          max_concurrency=cfg.max_concurrency,
                          child_runner=child_runner(self, root, sub, ledger, guard, depth),
                          client_kwargs={"temperature": cfg.temperature,
-                                        "max_tokens": cfg.max_sub_tokens},
+                                        "max_tokens": cfg.max_sub_tokens,
+                                        "cache": bool(cfg.cache)},
                          data_name="context" if "context" in variables
                          else next(iter(variables), "context"))
         run = RunState(question=question, executor=executor, root=root, ledger=ledger,

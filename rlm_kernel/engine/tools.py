@@ -193,6 +193,7 @@ class RunTools:
             "prompt_tokens": call.prompt_tokens,
             "completion_tokens": call.completion_tokens,
             "cost_usd": call.cost_usd,
+            "cached": bool(getattr(call, "cached", False)),
         })
         if self.notify is not None:
             self.notify("sub_call", {"done": len(records),

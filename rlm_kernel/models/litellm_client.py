@@ -84,6 +84,8 @@ class LiteLLMClient:
         max_tokens: default completion cap in tokens (None = provider default).
         priced: False for models that cost nothing (skips the cost lookup).
         extra: further keyword arguments passed to ``litellm.completion``.
+        cache: answer sub-calls (``role="sub"``) from litellm's cache when the same
+            request was made before (see :mod:`rlm_kernel.models.cache`).
     """
 
     def __init__(
@@ -98,8 +100,10 @@ class LiteLLMClient:
         max_tokens: int | None = None,
         priced: bool = True,
         extra: dict[str, Any] | None = None,
+        cache: bool = False,
     ) -> None:
         self.model = model
+        self.cache = cache
         self.api_base = api_base
         self.api_key = api_key
         self.temperature = temperature
@@ -169,6 +173,8 @@ class LiteLLMClient:
         """
         litellm = import_litellm()
         kwargs = self._request_kwargs(stop, max_tokens, temperature)
+        if self.cache and role == "sub":  # sub-calls only: never the root model's turns
+            kwargs["cache"] = {"use-cache": True}
         start = time.perf_counter()
         call = LLMCall(model=self.model, role=role, depth=self.depth)
         try:
@@ -206,11 +212,13 @@ class LiteLLMClient:
 
     def _count_usage(self, call: LLMCall, response: Any) -> None:
         """Tokens from the response's ``usage``; cost (USD) from litellm's price map
-        (0 for an unpriced model)."""
+        (0 for an unpriced model, and for a reply from the cache)."""
         usage = getattr(response, "usage", None)
         call.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         call.completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-        if self.priced:
+        hidden = getattr(response, "_hidden_params", None) or {}
+        call.cached = bool(hidden.get("cache_hit"))
+        if self.priced and not call.cached:
             try:
                 call.cost_usd = float(import_litellm().completion_cost(
                     completion_response=response))

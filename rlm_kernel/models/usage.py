@@ -23,6 +23,8 @@ class LLMCall:
         seconds: wall-clock duration of the request.
         depth: recursion depth of the run that made the call (0 = top level).
         error: the error message if the call failed, else ``None``.
+        cached: answered from litellm's cache (``c.RLM.cache``): no request was
+            sent, and ``cost_usd`` is 0.
     """
 
     model: str
@@ -33,6 +35,7 @@ class LLMCall:
     seconds: float = 0.0
     depth: int = 0
     error: str | None = None
+    cached: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form for JSON output."""
