@@ -5,6 +5,7 @@
  */
 
 import { Notification } from '@jupyterlab/apputils';
+import type { ICodeCellModel } from '@jupyterlab/cells';
 import type { NotebookPanel } from '@jupyterlab/notebook';
 import { KernelMessage } from '@jupyterlab/services';
 
@@ -106,6 +107,24 @@ export function activeStep(
   };
 }
 
+/** The code cell model with this id in the panel's notebook, or null. */
+function taskCellModel(
+  panel: NotebookPanel,
+  id: string | null
+): ICodeCellModel | null {
+  const cells = panel.content.model?.cells;
+  if (!id || !cells) {
+    return null;
+  }
+  for (let i = 0; i < cells.length; i++) {
+    const cell = cells.get(i);
+    if (cell.id === id) {
+      return cell.type === 'code' ? (cell as ICodeCellModel) : null;
+    }
+  }
+  return null;
+}
+
 /**
  * `%%rlm continue --from STEP --run RUN` with the step cell's current code as the
  * body, sent as if from the task cell (its id in `metadata.cellId`), so the run's
@@ -126,6 +145,12 @@ export async function continueFromStep(panel: NotebookPanel): Promise<void> {
     true,
     { cellId: target.taskCell ?? '' }
   );
+  // The task cell shows as running ([*]) while the continuation goes, as it
+  // would if it ran itself; its count and outputs are left as they were.
+  const task = taskCellModel(panel, target.taskCell);
+  if (task) {
+    task.executionState = 'running';
+  }
   let errorText = '';
   future.onIOPub = msg => {
     if (KernelMessage.isErrorMsg(msg)) {
@@ -135,6 +160,9 @@ export async function continueFromStep(panel: NotebookPanel): Promise<void> {
   await future.done.catch(err => {
     errorText = String(err);
   });
+  if (task && !task.isDisposed) {
+    task.executionState = 'idle';
+  }
   if (errorText) {
     Notification.error(`Continue RLM run ${target.runId}: ${errorText}`, {
       autoClose: false
