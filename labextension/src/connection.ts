@@ -5,6 +5,7 @@
  * `rlm_kernel.run` comm target whose messages become cells (runs.ts).
  */
 
+import { PageConfig } from '@jupyterlab/coreutils';
 import type { Notebook, NotebookPanel } from '@jupyterlab/notebook';
 import type { Kernel, KernelMessage } from '@jupyterlab/services';
 
@@ -169,3 +170,36 @@ export class PanelConnection {
 
 /** The connection of each notebook widget. */
 export const connections = new WeakMap<Notebook, PanelConnection>();
+
+/** Control-channel requests of ipykernel 7's subshells (JupyterLab's widget manager
+ * sends them when a run's widgets appear). */
+export const SUBSHELL_REQUESTS = [
+  'create_subshell_request',
+  'delete_subshell_request',
+  'list_subshell_request'
+];
+
+/**
+ * Keep the status bar "Busy" for a whole run: JupyterLab sets the kernel's status
+ * from every IOPub status message except those whose parent's type is in the page
+ * option `untracked_message_types` (the server's list: comm_info, kernel_info,
+ * debug requests, ...).  That list predates subshells, so the `idle` status that
+ * ends a `create_subshell_request` sent mid-run read as the kernel being idle for
+ * the rest of the run.  Adds the subshell requests to the option.
+ */
+export function untrackSubshellStatus(): string[] {
+  let types: unknown = [];
+  try {
+    types = JSON.parse(PageConfig.getOption('untracked_message_types') || '[]');
+  } catch {
+    types = [];
+  }
+  const list = Array.isArray(types) ? types.map(String) : [];
+  for (const type of SUBSHELL_REQUESTS) {
+    if (!list.includes(type)) {
+      list.push(type);
+    }
+  }
+  PageConfig.setOption('untracked_message_types', JSON.stringify(list));
+  return list;
+}

@@ -18,7 +18,7 @@ import {
 import { ICommandPalette } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookActions } from '@jupyterlab/notebook';
 
-import { PanelConnection, connections } from './connection';
+import { PanelConnection, connections, untrackSubshellStatus } from './connection';
 import {
   COMMAND_CONTINUE,
   COMMAND_EXPORT,
@@ -44,6 +44,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     tracker: INotebookTracker,
     palette: ICommandPalette | null
   ) => {
+    untrackSubshellStatus();
     app.commands.addCommand(COMMAND_EXPORT, {
       label: 'RLM export',
       caption:
