@@ -133,17 +133,23 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         renderer = self._renderer(run_id, cell_id, executor)
         if continuation is not None:
             renderer.continues = {"run_id": continues, "from_step": continuation.from_step}
-        view = self._view(cell_id, config.max_iterations, list(variables))
+        # Running from before the widgets appear: the subshell request they make the
+        # frontend send must not turn its status to idle (session.keep_busy_status).
+        self.running = True
+        try:
+            view = self._view(cell_id, config.max_iterations, list(variables))
+        except BaseException:
+            self.running = False
+            raise
 
         def observer(event: Any) -> None:
             renderer(event)
             if view is not None:
                 view.on_event(event)
 
-        rlm = RLM(opts.model or self.model or None, opts.sub_model or self.sub_model or None,
-                  config=config, observer=observer, replay=replay)
-        self.running = True
         try:
+            rlm = RLM(opts.model or self.model or None, opts.sub_model or self.sub_model or None,
+                      config=config, observer=observer, replay=replay)
             result = rlm.run(question, executor=executor, variables=variables,
                              continuation=continuation)
         except LLMError as exc:
