@@ -22,10 +22,9 @@ from .budget import Budget, BudgetExceeded, BudgetGuard, GuardedClient
 from .children import child_runner
 from .config import RLMConfig
 from .events import Observer
+from .judge import after_step, answer_now, record_step
 from .prompts import (
-    answer_now_message,
     build_messages,
-    next_message,
     task_message,
 )
 from .recording import ReplayModel, load_recording
@@ -33,10 +32,7 @@ from .result import RLMResult
 from .resume import Continuation, seed_run
 from .run_state import (
     RunState,
-    action_result,
-    check_message,
     policy_config,
-    policy_context,
     prompt_chars,
     repeats,
     reply_text,
@@ -254,7 +250,7 @@ class RLM:
         cfg = self.config
         for step in range(run.first_step, cfg.max_iterations + 1):
             outcome = self._step(run, step)
-            if self._after_step(run, step, outcome):
+            if after_step(self.config, run, step, outcome):
                 return
         if run.pending is not None:  # the check step did not answer: keep the first answer
             run.result.answer = run.pending.answer
@@ -262,7 +258,7 @@ class RLM:
             run.result.stopped_by = "final"
             return
         run.result.stopped_by = "max_iterations"
-        self._answer_now(run)
+        answer_now(self.config, run, self.replay)
 
     def _step(self, run: RunState, step: int) -> StepOutcome:
         """One step: ask the root model (resampling a repeated reply once), run its
@@ -292,88 +288,10 @@ class RLM:
                                                    "rlm.depth": run.depth}):
             outcome = run_reply(reply, run.executor, run.tools, step, cfg, run.notify)
         restore_names(run.ns, run.reserved, outcome, run.inputs)
-        self._record(run, step, outcome)
+        record_step(self.replay, run, step, outcome)
         if run.guard.exceeded or run.guard.overspent():
             raise BudgetExceeded(run.guard.exceeded)
         return outcome
-
-    def _after_step(self, run: RunState, step: int, outcome: StepOutcome) -> bool:
-        """Judge a step: end the run with its answer (True), hold its ``FINAL`` for
-        the answer check, or add the next user message.  True also when
-        ``max_consecutive_errors`` steps in a row failed or ran no code."""
-        cfg = self.config
-        done, answer = self._check_policy(run, outcome, step)
-        check = (done and outcome.final and run.pending is None and cfg.verify_answer
-                 and step < cfg.max_iterations)
-        if done and not check:
-            run.result.answer_value = outcome.answer_value if outcome.final else answer
-            run.result.answer, run.result.stopped_by = answer, "final"
-            return True
-        run.turns.append({"role": "assistant", "content": outcome.reply_for_history})
-        if check:  # one look back before the answer is accepted
-            run.pending = outcome
-            text = check_message(cfg, run.question, outcome, run.result.history, step)
-            run.notify("answer_check", {"step": step, "answer": outcome.answer})
-        else:
-            text = next_message(outcome.code, outcome.output, outcome.success, step + 1,
-                                cfg.max_iterations, limit=cfg.max_output_chars,
-                                repeated_from=run.seen_code.get(outcome.code),
-                                error=outcome.error_for_model,
-                                question=run.question if cfg.restate_question else None)
-        run.seen_code.setdefault(outcome.code, step)
-        run.turns.append({"role": "user", "content": text})
-        run.failures = 0 if outcome.success and outcome.code else run.failures + 1
-        if cfg.max_consecutive_errors and run.failures >= cfg.max_consecutive_errors:
-            run.result.stopped_by = "error"
-            run.result.error = f"{run.failures} steps in a row failed or ran no code"
-            return True
-        return False
-
-    def _record(self, run: RunState, step: int, outcome: StepOutcome) -> None:
-        """Append the step to the run's history (with the sub-calls made while its
-        code ran), note a replay's first divergence, tell the observer
-        ``step_finished`` (``diverged``: this step's output differs from the record)."""
-        result = run.result
-        result.history = result.history.append(
-            reasoning=outcome.reasoning, code=outcome.code, output=outcome.output,
-            execution_time=outcome.seconds, llm_calls=outcome.llm_calls)
-        diverged = (self.replay is not None and run.depth == 0
-                    and self.replay.diverges(len(result.history) - 1, outcome.output))
-        if diverged and result.diverged_at is None:
-            result.diverged_at = step
-        exchanges = [e for e in run.guard.recorder.exchanges if e["step"] == step] \
-            if run.depth == 0 else []
-        run.notify("step_finished", {"step": step, "outcome": outcome, "diverged": diverged,
-                                     "exchanges": exchanges,
-                                     "entry": result.history.entries[-1]})
-
-    def _check_policy(self, run: RunState, outcome: StepOutcome,
-                      step: int) -> tuple[bool, str | None]:
-        """Ask the termination policy about a step, with what the engine knows:
-        :func:`action_result` and :func:`policy_context`."""
-        return run.policy.should_terminate(action_result(outcome, step),
-                                           policy_context(run, step, outcome, self.config))
-
-    def _answer_now(self, run: RunState) -> None:
-        """After ``max_iterations`` steps: one last call asking for ``FINAL`` now; its
-        code runs only if it calls ``FINAL``/``FINAL_VAR``, else its text is the answer."""
-        cfg, result = self.config, run.result
-        run.guard.check()
-        if run.depth == 0:
-            run.guard.recorder.step = cfg.max_iterations + 1
-        messages = build_messages(run.first, run.turns, cfg.history_window, run.prompt_chars)
-        messages.append({"role": "user", "content": answer_now_message(cfg.max_iterations)})
-        reply = reply_text(run.root, messages, role="final", stop=cfg.stop_sequences())
-        outcome = run_reply(reply, run.executor, run.tools, cfg.max_iterations + 1, cfg,
-                            run.notify, final_only=True)
-        if outcome.code:  # the FINAL call ran: it is part of the trajectory
-            self._record(run, cfg.max_iterations + 1, outcome)
-        if outcome.final:
-            result.answer, result.answer_value = outcome.answer, outcome.answer_value
-        else:
-            result.answer = outcome.reasoning.strip() or reply.strip() or None
-            result.answer_value = result.answer
-
 
 class _Totals:
     """A result's token and USD totals in a call record's shape (for span attributes)."""
