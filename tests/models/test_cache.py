@@ -2,28 +2,102 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from rlm_kernel.models import LiteLLMClient, import_litellm
+from rlm_kernel.models import cache as cache_module
 from rlm_kernel.models.cache import configure_cache
 
 
-def test_cache_kinds():
+@pytest.fixture()
+def restore_cache():
     litellm = import_litellm()
+    before = litellm.cache
+    yield litellm
+    configure_cache(None)
+    litellm.cache = before
+    cache_module._current["kind"] = ("memory", None) if before is not None else (None, None)
+
+
+def test_cache_kinds(restore_cache, tmp_path):
+    litellm = restore_cache
     configure_cache("memory")
     first = litellm.cache
     assert first is not None and first.mode.value == "default_off"
+    assert type(first.cache).__name__ == "InMemoryCache"
     configure_cache("memory")
     assert litellm.cache is first  # same kind: kept
-    configure_cache(None)
-    assert litellm.cache is None
+    configure_cache("disk", tmp_path / "c")
+    assert type(litellm.cache.cache).__name__ == "DiskCache"
+    assert (tmp_path / "c").is_dir() and litellm.cache.mode.value == "default_off"
+    for off in (None, "off"):
+        configure_cache(off)
+        assert litellm.cache is None
     with pytest.raises(ValueError, match="cache must be one of"):
         configure_cache("redis-cluster")
+
+
+def test_the_disk_cache_folder(monkeypatch, tmp_path):
+    monkeypatch.setenv("RLM_CACHE_DIR", str(tmp_path))
+    assert cache_module.cache_folder() == tmp_path / "litellm-cache"
+    monkeypatch.delenv("RLM_CACHE_DIR")
+    assert cache_module.cache_folder().parts[-2:] == ("rlm-kernel", "litellm-cache")
+
+
+@pytest.fixture()
+def server():
+    """A chat-completions server that counts its requests and answers with their number."""
+    seen: list[int] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):  # quiet
+            pass
+
+        def do_POST(self):  # noqa: N802 - http.server API
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            seen.append(1)
+            data = json.dumps({
+                "id": "x", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": f"reply {len(seen)}"}}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+            }).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_port}/v1", seen
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_a_cache_hit_needs_no_request_and_costs_nothing(server, restore_cache):
+    """Also proves the cache-hit path imports (it needs fastapi, orjson, soundfile)."""
+    api_base, seen = server
     configure_cache("memory")
+    client = LiteLLMClient("openai/gpt-4o-mini", api_base=api_base, api_key="k", cache=True,
+                           num_retries=0)
+    ask = [{"role": "user", "content": f"cached? {time.time()}"}]
+    first, second = (client.complete(ask, role="sub") for _ in range(2))
+    assert len(seen) == 1 and second.text == first.text == "reply 1"
+    assert (first.call.cached, second.call.cached) == (False, True)
+    assert first.call.cost_usd > 0 and second.call.cost_usd == 0
+    assert second.call.to_dict()["cached"] is True
+    roots = [client.complete(ask, role="root").call.cached for _ in range(2)]
+    assert roots == [False, False] and len(seen) == 3  # the root model's turns: never
+    uncached = LiteLLMClient("openai/gpt-4o-mini", api_base=api_base, api_key="k")
+    assert not uncached.complete(ask, role="sub").call.cached and len(seen) == 4
 
 
 @pytest.mark.slow
