@@ -1,0 +1,141 @@
+"""Spans of the model layer (``rlm_kernel.models.tracing``): ``invoke_agent`` ->
+``execute_tool`` -> ``chat``, the chat span opened by :class:`LiteLLMClient` around a real
+litellm request to a local OpenAI-compatible server, read back with the OpenTelemetry
+SDK's in-memory exporter."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+    InMemorySpanExporter,
+)
+
+from rlm_kernel.models import LiteLLMClient, tracing  # noqa: E402
+
+HI = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture()
+def server():
+    """A chat-completions server answering "fine" with 7 prompt and 2 completion tokens."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):  # quiet
+            pass
+
+        def do_POST(self):  # noqa: N802 - http.server API
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            data = json.dumps({
+                "id": "x", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": "fine"}}],
+                "usage": {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9},
+            }).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_port}/v1"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture()
+def exporter():
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.enable(["otel"], tracer_provider=provider)
+    yield exporter
+    tracing.disable()
+
+
+def _client(api_base: str) -> LiteLLMClient:
+    # A priced model name, so the chat span carries a real USD cost from litellm's map.
+    return LiteLLMClient("openai/gpt-4o-mini", api_base=api_base, api_key="k", num_retries=0)
+
+
+def test_run_step_and_call_spans_nest(server, exporter):
+    client = _client(server)
+    with tracing.run_span("Which chapter?", client.model) as run:
+        with tracing.step_span(1) as step:
+            reply = client.complete(HI, role="sub")
+        root = client.complete(HI, role="root")
+    assert reply.text == "fine" and reply.call.cost_usd > 0
+    spans = exporter.get_finished_spans()
+    by_name = {s.name: s for s in spans if not s.name.startswith("chat")}
+    chats = [s for s in spans if s.name.startswith("chat")]
+    agent, tool = by_name["invoke_agent rlm"], by_name["execute_tool repl"]
+    assert agent.context.span_id == run.get_span_context().span_id
+    assert tool.context.span_id == step.get_span_context().span_id
+    assert agent.parent is None and tool.parent.span_id == agent.context.span_id
+    assert agent.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert agent.attributes["gen_ai.request.model"] == "openai/gpt-4o-mini"
+    assert agent.attributes["rlm.question"] == "Which chapter?"
+    assert tool.attributes["gen_ai.operation.name"] == "execute_tool"
+    assert tool.attributes["rlm.step"] == 1
+    sub, top = sorted(chats, key=lambda s: s.start_time)
+    assert sub.name == top.name == "chat openai/gpt-4o-mini"
+    assert sub.parent.span_id == tool.context.span_id  # made during the step
+    assert top.parent.span_id == agent.context.span_id  # the root model's turn
+    for span, call in ((sub, reply.call), (top, root.call)):
+        attrs = span.attributes
+        assert attrs["gen_ai.operation.name"] == "chat"
+        assert attrs["gen_ai.request.model"] == "openai/gpt-4o-mini"
+        assert attrs["gen_ai.provider.name"] == "openai"
+        assert (attrs["gen_ai.usage.input_tokens"], attrs["gen_ai.usage.output_tokens"]) == (7, 2)
+        assert attrs["rlm.cost_usd"] == pytest.approx(call.cost_usd) and attrs["rlm.cost_usd"] > 0
+        assert attrs["rlm.cached"] is False
+    assert (sub.attributes["rlm.role"], top.attributes["rlm.role"]) == ("sub", "root")
+
+
+def test_a_wrapping_chat_span_and_the_clients_are_one_span(server, exporter):
+    """The engine's budget wrapper opens a chat span around the client's: one call, one span."""
+    client = _client(server)
+    with tracing.span("chat", client.model, {"rlm.role": "sub"}):
+        client.complete(HI, role="sub")
+    [chat] = exporter.get_finished_spans()
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 7
+
+
+def test_a_failed_call_is_an_error_span(exporter):
+    client = LiteLLMClient("openai/m", api_base="http://127.0.0.1:9/v1", api_key="k",
+                           num_retries=0, timeout=5)
+    with pytest.raises(Exception, match="cannot reach"):
+        client.complete(HI)
+    [chat] = exporter.get_finished_spans()
+    assert chat.status.status_code.name == "ERROR"
+
+
+def test_off_nothing_is_recorded_and_opentelemetry_is_not_needed(server, exporter):
+    tracing.disable()
+    client = _client(server)
+    with tracing.run_span("q", client.model) as run, tracing.step_span(1) as step:
+        assert client.complete(HI, role="sub").text == "fine"
+    assert run is None and step is None
+    assert exporter.get_finished_spans() == ()
+
+
+def test_tracing_off_imports_no_opentelemetry():
+    import subprocess
+
+    code = ("import sys\nfrom rlm_kernel.models import tracing\n"
+            "with tracing.run_span('q', 'm'), tracing.step_span(1), tracing.chat_span('m'):\n"
+            "    pass\n"
+            "print(any(m.startswith('opentelemetry') for m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.strip() == "False", out.stderr
