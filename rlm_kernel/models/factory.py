@@ -20,7 +20,9 @@ def make_client(model: str | None, **kwargs: Any) -> LanguageModel:
 
     Args:
         model: the model string.
-        **kwargs: client settings (``temperature``, ``max_tokens`` ...).
+        **kwargs: client settings (``temperature``, ``max_tokens``, ``cache`` ...),
+            passed to :class:`LiteLLMClient` (the embedded model's client is one);
+            ``cache=True`` lets the client's sub-calls use litellm's cache.
 
     Raises:
         LocalModelError: ``local/<name>`` names no embedded model.

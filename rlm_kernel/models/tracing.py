@@ -8,14 +8,25 @@ When off, the span helpers cost one boolean test and opentelemetry is never impo
 
 Span names are ``"{gen_ai.operation.name} {target}"``: ``invoke_agent rlm``,
 ``execute_tool repl``, ``chat {model}``.  Attribute names: ``gen_ai.operation.name``,
-``gen_ai.agent.name``, ``gen_ai.request.model``, ``gen_ai.provider.name``, ``gen_ai.tool.name``, ``gen_ai.usage.input_tokens``,
-``gen_ai.usage.output_tokens`` (OpenTelemetry's GenAI conventions, which define no cost
+``gen_ai.agent.name``, ``gen_ai.request.model``, ``gen_ai.provider.name``,
+``gen_ai.tool.name``, ``gen_ai.usage.input_tokens``, ``gen_ai.usage.output_tokens`` (OpenTelemetry's GenAI conventions, which define no cost
 attribute); ``rlm.cost_usd`` (USD, litellm's price map), ``rlm.cached``, ``rlm.step``,
 ``rlm.role``, ``rlm.depth``, ``rlm.question`` (its first 500 characters) are ours.
 
 The engine opens the run and step spans (:func:`run_span`, :func:`step_span`);
 :class:`~rlm_kernel.models.LiteLLMClient` opens each call's ``chat`` span itself, so a
-client used outside the engine is traced too.
+client used outside the engine is traced too.  Span kinds: ``chat`` is ``CLIENT`` (a
+request to a model server), the run and step spans ``INTERNAL`` (in-process).
+
+Why ``"otel"`` is not handed to litellm's own OpenTelemetry callback
+(``litellm.integrations.opentelemetry.OpenTelemetry``, checked with litellm 1.106.2):
+inside an active span it opens no ``chat`` span of its own; it writes its ~60 attributes
+(``gen_ai.operation.name``, ``gen_ai.request.model``, ``gen_ai.cost.*``, ``metadata.*``,
+the messages) onto whatever span is current, so a step's ``execute_tool`` span would be
+relabelled ``chat``, and adds a ``raw_gen_ai_request`` child; without litellm's proxy
+installed it also logs a warning on start.  Putting ``otel`` in ``litellm.callbacks``
+yourself still works: inside a client's ``chat`` span its attributes land on that span
+(its ``gen_ai.request.model`` then lacks the provider prefix).
 """
 
 from __future__ import annotations
@@ -91,7 +102,10 @@ def span(operation: str, name: str, attributes: dict[str, Any] | None = None) ->
         yield current
         return
     attrs = {"gen_ai.operation.name": operation, **(attributes or {})}
-    with _state["tracer"].start_as_current_span(f"{operation} {name}".strip(),
+    from opentelemetry.trace import SpanKind  # imported once tracing is on
+
+    kind = SpanKind.CLIENT if operation == "chat" else SpanKind.INTERNAL
+    with _state["tracer"].start_as_current_span(f"{operation} {name}".strip(), kind=kind,
                                                 attributes=_clean(attrs)) as current:
         token = _chat.set(current) if operation == "chat" else None
         try:
@@ -102,8 +116,24 @@ def span(operation: str, name: str, attributes: dict[str, Any] | None = None) ->
 
 
 def run_span(question: str, model: str, depth: int = 0) -> contextlib.AbstractContextManager[Any]:
-    """The ``invoke_agent rlm`` span of a run (or child run at ``depth``); yields the span,
-    or None when tracing is off."""
+    """The ``invoke_agent rlm`` span of a run (or of a child run), child of the current span.
+
+    Use as ``with run_span(question, model) as span:`` around the whole run; the steps'
+    and calls' spans opened inside it become its children.
+
+    Args:
+        question: the run's task; its first ``QUESTION_CHARS`` (500) characters are kept.
+        model: the root model's litellm string.
+        depth: recursion depth of the run (0 = top level, n = an ``rlm_query`` child).
+
+    Attributes set: ``gen_ai.operation.name = "invoke_agent"``, ``gen_ai.agent.name =
+    "rlm"``, ``gen_ai.request.model = model``, ``rlm.question``, ``rlm.depth``.
+
+    Returns:
+        A context manager yielding the span (add more with ``span.set_attribute``), or
+        None when tracing is off.  An exception leaving the block marks the span as an
+        error and propagates.
+    """
     return span("invoke_agent", "rlm", {"gen_ai.agent.name": "rlm",
                                         "gen_ai.request.model": model,
                                         "rlm.question": question[:QUESTION_CHARS],
@@ -111,15 +141,37 @@ def run_span(question: str, model: str, depth: int = 0) -> contextlib.AbstractCo
 
 
 def step_span(step: int, depth: int = 0) -> contextlib.AbstractContextManager[Any]:
-    """The ``execute_tool repl`` span of one step (its code running in the REPL)."""
+    """The ``execute_tool repl`` span of one step: its code running in the REPL (the
+    ``llm_query`` calls the code makes become its ``chat`` children), child of the
+    current span (the run's).
+
+    Args:
+        step: the step's number, from 1.
+        depth: recursion depth of the run the step belongs to.
+
+    Attributes set: ``gen_ai.operation.name = "execute_tool"``, ``gen_ai.tool.name =
+    "repl"``, ``rlm.step``, ``rlm.depth``.
+
+    Returns:
+        A context manager yielding the span, or None when tracing is off.
+    """
     return span("execute_tool", "repl", {"gen_ai.tool.name": "repl", "rlm.step": step,
                                          "rlm.depth": depth})
 
 
 def chat_span(model: str, role: str = "root", depth: int = 0
               ) -> contextlib.AbstractContextManager[Any]:
-    """The ``chat {model}`` span of one model call; inside another ``chat`` span (the
-    engine's wrapper around a client that opens one too) it is that span."""
+    """The ``chat {model}`` span of one model call (kind ``CLIENT``), child of the current
+    span; inside another ``chat`` span (the engine's wrapper around a client that opens
+    one too) it is that span, so one call makes one span.
+
+    :class:`~rlm_kernel.models.LiteLLMClient` opens it around every request and, after
+    the reply, adds :func:`usage_attributes`, ``rlm.cached`` and ``gen_ai.provider.name``
+    (the model string's prefix).
+
+    Attributes set: ``gen_ai.operation.name = "chat"``, ``gen_ai.request.model``,
+    ``rlm.role`` (``root``/``sub``/``final``), ``rlm.depth``.
+    """
     return span("chat", model, {"gen_ai.request.model": model, "rlm.role": role,
                                 "rlm.depth": depth})
 

@@ -44,6 +44,14 @@ def test_cache_kinds(restore_cache, tmp_path):
         configure_cache("redis-cluster")
 
 
+def test_make_client_passes_cache_on():
+    from rlm_kernel.models import make_client
+
+    assert make_client("openai/gpt-4o-mini", cache=True).cache is True
+    assert make_client("local", cache=True).cache is True  # the embedded model's client
+    assert make_client("local").cache is False  # off unless asked
+
+
 def test_the_disk_cache_folder(monkeypatch, tmp_path):
     monkeypatch.setenv("RLM_CACHE_DIR", str(tmp_path))
     assert cache_module.cache_folder() == tmp_path / "litellm-cache"

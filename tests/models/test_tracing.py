@@ -100,6 +100,7 @@ def test_run_step_and_call_spans_nest(server, exporter):
         assert attrs["rlm.cost_usd"] == pytest.approx(call.cost_usd) and attrs["rlm.cost_usd"] > 0
         assert attrs["rlm.cached"] is False
     assert (sub.attributes["rlm.role"], top.attributes["rlm.role"]) == ("sub", "root")
+    assert (agent.kind.name, tool.kind.name, sub.kind.name) == ("INTERNAL", "INTERNAL", "CLIENT")
 
 
 def test_a_wrapping_chat_span_and_the_clients_are_one_span(server, exporter):
