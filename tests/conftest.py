@@ -12,3 +12,33 @@ def local_server():
     from rlm_kernel.models.local.server import ensure_server
 
     return ensure_server()
+
+
+@pytest.fixture()
+def exporter():
+    """Tracing on (``otel``), its spans kept by the OpenTelemetry SDK's in-memory exporter;
+    off again afterwards."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from rlm_kernel.models import tracing
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    tracing.enable(["otel"], tracer_provider=provider)
+    yield spans
+    tracing.disable()
+
+
+@pytest.fixture()
+def ip():
+    """The IPython shell of this test process with ``%load_ext rlm_kernel``."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.testing.globalipapp import start_ipython
+
+    start_ipython()
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "rlm_kernel")
+    return shell

@@ -166,8 +166,7 @@ class GuardedClient:
                                      else getattr(self._client, "max_tokens", None))
         depth = getattr(self._client, "depth", 0) or 0
         try:
-            with tracing.span("chat", self.model, {"gen_ai.request.model": self.model,
-                                                   "rlm.role": role, "rlm.depth": depth}) as sp:
+            with tracing.chat_span(self.model, role, depth) as sp:
                 completion = self._client.complete(messages, role=role, stop=stop,
                                                    max_tokens=cap, temperature=temperature)
                 if sp is not None:

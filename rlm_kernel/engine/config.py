@@ -19,10 +19,11 @@ __all__ = ["RLMConfig", "Setting", "settings"]
 
 
 def _opt(default: Any, help: str, *, low: float | None = None, above: bool = False,
-         flag: str | None = None) -> Any:
+         flag: str | None = None, choices: tuple[str, ...] | None = None) -> Any:
     """A config field: ``low`` is the least value allowed (``above``: values must be
     more than it); ``flag`` is its option in ``rlm run`` and ``%rlm``."""
     return field(default=default, metadata={"help": help, "low": low, "above": above,
+                                            "choices": choices,
                                             "flag": flag})
 
 
@@ -98,7 +99,7 @@ class RLMConfig:
     cache: str | None = _opt(
         "memory", "Sub-call cache (litellm's): 'memory' (this process), 'disk' (kept "
         "across sessions) or None (off); identical llm_query calls are answered from it "
-        "at no cost; the root model's turns never are.")
+        "at no cost; the root model's turns never are.", choices=("memory", "disk"))
     callbacks: str | None = _opt(
         None, "Tracing: comma-separated callback names; 'otel' records OpenTelemetry spans "
         "of the run, its steps and calls (GenAI conventions); other names turn on litellm's "
@@ -142,6 +143,7 @@ class Setting:
         help: one line for ``--help``.
         low / above: the least value (``above``: values must be more than ``low``).
         flag: the per-run option (``--max-llm-calls``) or None.
+        choices: the values a text setting may take besides None, or None (any text).
     """
 
     name: str
@@ -152,13 +154,18 @@ class Setting:
     low: float | None
     above: bool
     flag: str | None
+    choices: tuple[str, ...] | None = None
 
     def check(self, value: Any) -> None:
-        """Raise ValueError if ``value`` is out of bounds (None passes if optional)."""
+        """Raise ValueError if ``value`` is out of bounds or not one of ``choices``
+        (None passes if optional)."""
         if value is None:
             if not self.optional:
                 raise ValueError(f"{self.name} cannot be None")
             return
+        if self.choices is not None and value not in self.choices:
+            raise ValueError(f"{self.name} must be one of {', '.join(self.choices)} or None, "
+                             f"got {value!r}")
         if self.low is None or self.kind not in ("int", "float"):
             return
         if isinstance(value, float) and math.isnan(value):
@@ -188,5 +195,5 @@ def settings() -> tuple[Setting, ...]:
         default = None if f.default is MISSING else f.default
         meta = f.metadata
         out.append(Setting(f.name, kind, optional, default, meta["help"], meta["low"],
-                           meta["above"], meta["flag"]))
+                           meta["above"], meta["flag"], meta["choices"]))
     return tuple(out)

@@ -137,7 +137,7 @@ class RLM:
             self._root_client = self._sub_client = ReplayModel(self.replay)
         if self._root_client is None or self._sub_client is None:
             configure_cache(cfg.cache)  # before any client of ours calls litellm
-        cache = bool(cfg.cache)
+        cache = cfg.cache is not None  # RLMConfig allows "memory", "disk" or None
         root = self._root_client or make_client(self.model, temperature=cfg.temperature,
                                                 max_tokens=cfg.max_step_tokens, cache=cache)
         if self._sub_client is not None:
@@ -161,13 +161,11 @@ class RLM:
         """One run (or child run at ``depth``) on ready clients; never raises for
         errors of the model, its code or the budget: they end the run with a
         ``stopped_by`` reason (see :meth:`run`)."""
-        with tracing.span("invoke_agent", "rlm", {"gen_ai.agent.name": "rlm",
-                                                  "gen_ai.request.model": getattr(root, "model", ""),
-                                                  "rlm.depth": depth}) as sp:
+        with tracing.run_span(question, getattr(root, "model", ""), depth) as sp:
             result = self._run_traced(question, variables, executor, root, sub, ledger, guard,
                                       depth, continuation)
             if sp is not None:
-                sp.set_attributes({**tracing.usage_attributes(_Totals(result)),
+                sp.set_attributes({**tracing.usage_attributes(result),
                                    "rlm.stopped_by": result.stopped_by,
                                    "rlm.steps": result.steps})
         return result
@@ -222,7 +220,7 @@ class RLM:
                          child_runner=child_runner(self, root, sub, ledger, guard, depth),
                          client_kwargs={"temperature": cfg.temperature,
                                         "max_tokens": cfg.max_sub_tokens,
-                                        "cache": bool(cfg.cache)},
+                                        "cache": cfg.cache is not None},
                          data_name="context" if "context" in variables
                          else next(iter(variables), "context"))
         run = RunState(question=question, executor=executor, root=root, ledger=ledger,
@@ -284,19 +282,10 @@ class RLM:
                                     temperature=cfg.resample_temperature)
             except BudgetExceeded:  # no budget for a second sample: run the first
                 pass
-        with tracing.span("execute_tool", "repl", {"gen_ai.tool.name": "repl", "rlm.step": step,
-                                                   "rlm.depth": run.depth}):
+        with tracing.step_span(step, run.depth):
             outcome = run_reply(reply, run.executor, run.tools, step, cfg, run.notify)
         restore_names(run.ns, run.reserved, outcome, run.inputs)
         record_step(self.replay, run, step, outcome)
         if run.guard.exceeded or run.guard.overspent():
             raise BudgetExceeded(run.guard.exceeded)
         return outcome
-
-class _Totals:
-    """A result's token and USD totals in a call record's shape (for span attributes)."""
-
-    def __init__(self, result: RLMResult) -> None:
-        self.prompt_tokens = result.prompt_tokens
-        self.completion_tokens = result.completion_tokens
-        self.cost_usd = result.cost_usd

@@ -5,23 +5,10 @@ OpenTelemetry spans (GenAI conventions), checked with the SDK's in-memory export
 from __future__ import annotations
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from rlm_kernel.engine import RLM
 from rlm_kernel.models import tracing
 from rlm_kernel.models.scripted import ScriptedModel
-
-
-@pytest.fixture()
-def exporter():
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.enable(["otel"], tracer_provider=provider)
-    yield exporter
-    tracing.disable()
 
 
 def test_run_steps_and_calls_are_nested_spans(exporter):

@@ -7,8 +7,6 @@ import subprocess
 import sys
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
-from IPython.testing.globalipapp import start_ipython
 
 from rlm_kernel import cli
 from rlm_kernel.jupyter.prose import is_prose
@@ -53,14 +51,6 @@ def test_a_folder_without_text_files_is_refused(tmp_path, capsys):
     (tmp_path / "blob.bin").write_bytes(b"\0\1\2" * 100)
     assert cli.main(["run", "--context", str(tmp_path), "What is in it?"]) == 2
     assert "no text files under" in capsys.readouterr().err
-
-
-@pytest.fixture()
-def ip():
-    start_ipython()
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "rlm_kernel")
-    return shell
 
 
 @pytest.mark.parametrize("line,message", [

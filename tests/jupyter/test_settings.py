@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import start_ipython
 from traitlets import TraitError
 
 from rlm_kernel.cli import build_parser
@@ -47,6 +46,12 @@ def test_none_is_no_limit_and_bounds_are_the_same_everywhere():
         RLMConfig(max_llm_calls=0)
     with pytest.raises(ValueError, match="max_iterations must be at least 1"):
         RLMConfig().replace(max_iterations=0)
+    with pytest.raises(ValueError, match="cache must be one of memory, disk or None"):
+        RLMConfig(cache="off")
+    with pytest.raises(TraitError, match="cache must be one of"):
+        s.cache = "redis"
+    s.cache = None
+    assert s.run_config().cache is None
 
 
 def test_the_cli_has_an_option_for_every_flagged_setting_with_its_help():
@@ -60,16 +65,6 @@ def test_the_cli_has_an_option_for_every_flagged_setting_with_its_help():
         assert s.help.rstrip(".") in by_flag[s.flag].help
     args = build_parser().parse_args(["run", "--max-cost", "0.5", "--max-llm-calls", "4", "q"])
     assert (args.max_cost_usd, args.max_llm_calls, args.max_iterations) == (0.5, 4, None)
-
-
-@pytest.fixture()
-def ip():
-    start_ipython()
-    from IPython.core.interactiveshell import InteractiveShell
-
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "rlm_kernel")
-    return shell
 
 
 def test_the_magic_takes_the_same_per_run_options(ip):

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from rlm_kernel.models import LiteLLMClient, import_litellm
 from rlm_kernel.models import cache as cache_module
 from rlm_kernel.models.cache import configure_cache
+from tests.fake_provider import fake_provider
 
 
 @pytest.fixture()
@@ -62,32 +60,8 @@ def test_the_disk_cache_folder(monkeypatch, tmp_path):
 @pytest.fixture()
 def server():
     """A chat-completions server that counts its requests and answers with their number."""
-    seen: list[int] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):  # quiet
-            pass
-
-        def do_POST(self):  # noqa: N802 - http.server API
-            self.rfile.read(int(self.headers.get("content-length", 0)))
-            seen.append(1)
-            data = json.dumps({
-                "id": "x", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": f"reply {len(seen)}"}}],
-                "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
-            }).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_port}/v1", seen
-    httpd.shutdown()
-    httpd.server_close()
+    with fake_provider(lambda n: f"reply {n}") as served:
+        yield served
 
 
 def test_a_cache_hit_needs_no_request_and_costs_nothing(server, restore_cache):

@@ -5,21 +5,12 @@ SDK's in-memory exporter."""
 
 from __future__ import annotations
 
-import json
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-pytest.importorskip("opentelemetry.sdk")
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
-    InMemorySpanExporter,
-)
-
-from rlm_kernel.models import LiteLLMClient, tracing  # noqa: E402
+from rlm_kernel.models import LiteLLMClient, tracing
+from tests.fake_provider import fake_provider
 
 HI = [{"role": "user", "content": "hi"}]
 
@@ -27,40 +18,8 @@ HI = [{"role": "user", "content": "hi"}]
 @pytest.fixture()
 def server():
     """A chat-completions server answering "fine" with 7 prompt and 2 completion tokens."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):  # quiet
-            pass
-
-        def do_POST(self):  # noqa: N802 - http.server API
-            self.rfile.read(int(self.headers.get("content-length", 0)))
-            data = json.dumps({
-                "id": "x", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": "fine"}}],
-                "usage": {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9},
-            }).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_port}/v1"
-    httpd.shutdown()
-    httpd.server_close()
-
-
-@pytest.fixture()
-def exporter():
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.enable(["otel"], tracer_provider=provider)
-    yield exporter
-    tracing.disable()
+    with fake_provider(lambda n: "fine", prompt_tokens=7, completion_tokens=2) as (api_base, _):
+        yield api_base
 
 
 def _client(api_base: str) -> LiteLLMClient:
