@@ -24,6 +24,7 @@ of several builds) and the whole run's seconds for each size.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import os
 import statistics
@@ -150,4 +151,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     main()

@@ -14,6 +14,7 @@ spec already just slices, so that row shows parity, not a speed-up.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import statistics
@@ -88,4 +89,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     main()

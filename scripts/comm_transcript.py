@@ -8,6 +8,7 @@ Run: ``.venv/bin/python scripts/comm_transcript.py``.
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import uuid
@@ -71,4 +72,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     main()

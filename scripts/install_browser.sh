@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# usage: bash scripts/install_browser.sh [--help]
+#
 # Install Debian's Chromium for the browser tests (tests/jupyter/test_browser.py) and the
 # cell-latency benchmark (bench/bench_cell_latency.py).
 #
@@ -7,6 +9,11 @@
 # executable_path="/usr/bin/chromium"; never run `playwright install` (no browser
 # downloads). Exits non-zero with a message saying what failed.
 set -euo pipefail
+
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+    sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
+    exit 0
+fi
 
 CHROMIUM=/usr/bin/chromium
 say() { printf 'install_browser: %s\n' "$*"; }
