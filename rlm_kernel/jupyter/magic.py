@@ -1,8 +1,8 @@
 """The ``%rlm`` / ``%%rlm`` magic: RLM tasks in the live IPython namespace.
 
     %load_ext rlm_kernel
-    %rlm [options] question            one line
-    %%rlm [options]                    the cell body is the task
+    %rlm [options] [--] question       one line; the question is taken as typed
+    %%rlm [options]                    the cell body is the task, taken as typed
     %rlm vars [--context NAME ...]     the variables the model would see
     %rlm export PATH.ipynb [--run ID]  one run as a notebook
     %rlm export PATH.jsonl --format rlm  one run as alexzhang13/rlm's log (its visualizer)
@@ -19,13 +19,14 @@ the models falling back to ``RLM_MODEL`` / ``RLM_SUB_MODEL``.
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import sys
 import uuid
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 from ..engine.options import add_setting_options, config_overrides, positive_int
 from .frontend import FrontendRegistry, StepRenderer
@@ -37,14 +38,29 @@ __all__ = ["RLMMagics", "RunRecord"]
 
 
 _USAGE = ("usage: %rlm [--model M] [--sub-model M] [--max-iterations N] [--max-llm-calls N] "
-          "[...any rlm run limit] [--context NAME ...] QUESTION  |  %rlm vars  |  "
+          "[...any rlm run limit] [--context NAME ...] [--] QUESTION  |  %rlm vars  |  "
           "%rlm export PATH.ipynb [--run ID]  |  %rlm replay [PATH] [--run ID]")
+
+COMMANDS = ("vars", "export", "replay", "continue", "recorded")
+"""First words that make a ``%rlm`` line a sub-command, not a question (``%rlm -- vars
+...`` asks a question that starts with one of them)."""
+
+# One shell-like word: unquoted characters, backslash escapes, '...' or "..." runs.
+_WORD = re.compile(r"""(?:[^\s'"\\]+|\\.?|'[^']*'?|"(?:[^"\\]|\\.)*"?)+""")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are a :class:`UsageError` with the magic's usage line
+    (never ``SystemExit``)."""
+
+    def error(self, message: str) -> Any:  # argparse: "should not return"
+        raise UsageError(f"%rlm: {message}\n{_USAGE}")
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
     """The magic's line options: the models, the per-run settings ``rlm run`` has
     (from :func:`~rlm_kernel.engine.config.settings`), ``--context`` and ``--run``."""
-    parser = argparse.ArgumentParser(prog=prog, add_help=False, exit_on_error=False)
+    parser = _Parser(prog=prog, add_help=False, exit_on_error=False, allow_abbrev=False)
     parser.add_argument("--model")
     parser.add_argument("--sub-model")
     add_setting_options(parser, with_help=False)
@@ -54,6 +70,90 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--from", dest="from_step", type=positive_int)
     parser.add_argument("words", nargs="*")
     return parser
+
+
+def parse_line(line: str) -> tuple[argparse.Namespace, str]:
+    """Split a ``%rlm`` line into its options and the question, taken verbatim.
+
+    Options are read from the start of the line, as a shell would (quotes and
+    backslashes in their values), up to the first word that is not an option or an
+    explicit ``--``; the rest of the line, stripped of surrounding white space, is the
+    question exactly as typed: apostrophes, quotes, backslashes, ``--`` inside the text,
+    unicode.  When the rest starts with a sub-command (:data:`COMMANDS`, and no ``--``
+    came before it), the rest is split as shell words and parsed too: its words land in
+    ``words``, the returned question is ``""``.
+
+    Args:
+        line: the text after ``%rlm`` / ``%%rlm`` (no variable expansion).
+
+    Returns:
+        ``(options, question)``: the argparse namespace (settings, ``model``,
+        ``context`` ..., ``words``) and the question (``""`` for none).
+
+    Raises:
+        UsageError: an unknown option, a missing or malformed value, unbalanced quotes
+            in an option's value; the message ends with the usage line.
+    """
+    parser = _parser("%rlm")
+    takes_value = {flag for action in parser._actions  # argparse has no public listing
+                   for flag in action.option_strings if action.nargs != 0}
+    known = {flag for action in parser._actions for flag in action.option_strings}
+    argv: list[str] = []
+    pos, rest, explicit = 0, "", False
+    while True:
+        match = _WORD.match(line, _skip_space(line, pos))
+        if match is None or not match.group().startswith("--"):
+            rest = line[match.start():] if match else ""
+            break
+        word, pos = _unquote(match.group()), match.end()
+        if word == "--":
+            explicit, rest = True, line[pos:]
+            if rest[:1].isspace():  # the one space after "--" separates, the rest is kept
+                rest = rest[1:]
+            break
+        argv.append(word)
+        flag = word.split("=", 1)[0]
+        if flag not in known:
+            raise UsageError(f"%rlm: unknown option {flag} (a question that starts with "
+                             f"--: %rlm -- {flag} ...)\n{_USAGE}")
+        if "=" in word or flag not in takes_value:
+            continue
+        value = _WORD.match(line, _skip_space(line, pos))
+        if value is None:
+            raise UsageError(f"%rlm: {flag} expects a value\n{_USAGE}")
+        argv.append(_unquote(value.group()))
+        pos = value.end()
+    first = rest.split(None, 1)[:1]
+    if not explicit and first and first[0] in COMMANDS:
+        try:
+            argv += shlex.split(rest)
+        except ValueError as exc:
+            raise UsageError(f"%rlm: {exc}\n{_USAGE}") from None
+        rest = ""
+    try:
+        opts = parser.parse_args(argv)
+    except argparse.ArgumentError as exc:
+        raise UsageError(f"%rlm: {exc}\n{_USAGE}") from None
+    return opts, rest.strip()
+
+
+def _skip_space(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos
+
+
+def _unquote(word: str) -> str:
+    """One shell word without its quotes and escapes.
+
+    Raises:
+        UsageError: unbalanced quotes or a trailing backslash.
+    """
+    try:
+        parts = shlex.split(word)
+    except ValueError as exc:
+        raise UsageError(f"%rlm: {exc} in {word}\n{_USAGE}") from None
+    return parts[0] if parts else ""
 
 
 @magics_class
@@ -82,29 +182,47 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
             self.registry.register(kernel)
 
     # -- the magic ----------------------------------------------------------------------
+    @no_var_expand
     @line_cell_magic
     def rlm(self, line: str, cell: str | None = None) -> Any:
-        """Run an RLM task (see the module docstring for the forms)."""
-        try:
-            opts, unknown = _parser("%rlm").parse_known_args(shlex.split(line))
-        except (argparse.ArgumentError, ValueError) as exc:
-            raise UsageError(f"%rlm: {exc}\n{_USAGE}") from None
-        if unknown:
-            raise UsageError(f"%rlm: unknown option {unknown[0]}\n{_USAGE}")
-        if cell is None and opts.words[:1] == ["vars"]:
-            return self._show_vars(opts.context)
-        if cell is None and opts.words[:1] == ["export"]:
-            return self._export(opts.words[1:], opts.run, opts.format)
-        if cell is None and opts.words[:1] == ["replay"]:
-            return self._replay(opts.words[1:], opts)
-        if opts.words[:1] == ["continue"]:
-            return self._continue(opts, cell)
-        if cell is not None and opts.words[:1] == ["recorded"]:
-            return self._use_recorded(cell)
-        question = cell.strip() if cell is not None else " ".join(opts.words)
+        """Run an RLM task (see the module docstring for the forms).
+
+        The question is taken as typed (:func:`parse_line`): no ``$name`` or ``{expr}``
+        expansion, no shell quoting.  In ``%%rlm`` the first line takes options; words
+        after them start the task, which goes on in the cell body."""
+        opts, question = parse_line(line)
+        if opts.words:
+            try:
+                return self._command(opts, cell)
+            except UsageError as exc:
+                raise UsageError(f"{exc}\n(a question that starts with {opts.words[0]!r}: "
+                                 f"%rlm -- {opts.words[0]} ...)") from None
+        if cell is not None:
+            question = "\n".join(part for part in (question, cell.strip()) if part)
         if not question:
-            raise UsageError("%rlm: no task given (write it after %rlm, or below %%rlm)")
+            raise UsageError("%rlm: no task given (write it after %rlm, or below %%rlm)\n"
+                             + _USAGE)
         return self.run_task(question, opts)
+
+    def _command(self, opts: argparse.Namespace, cell: str | None) -> Any:
+        """A sub-command (:data:`COMMANDS`): its name and arguments are ``opts.words``.
+
+        Raises:
+            UsageError: the command does not exist in this form, or its arguments are
+                wrong."""
+        name, args = opts.words[0], opts.words[1:]
+        if name == "continue":
+            return self._continue(opts, cell)
+        if cell is not None and name == "recorded":
+            return self._use_recorded(cell)
+        if cell is None and name == "vars":
+            return self._show_vars(opts.context)
+        if cell is None and name == "export":
+            return self._export(args, opts.run, opts.format)
+        if cell is None and name == "replay":
+            return self._replay(args, opts)
+        raise UsageError(f"%rlm {name}: not available "
+                         f"{'in %%rlm' if cell is not None else 'as a line magic'}\n{_USAGE}")
 
     def run_task(self, question: str, opts: argparse.Namespace, replay: Any = None,
                  continuation: Any = None, continues: str | None = None) -> Any:

@@ -122,3 +122,68 @@ def test_question_mark_at_the_end_stays_a_task(ip, monkeypatch):
 
 def test_prose_ending_in_a_question_mark_is_prose():
     assert is_prose("Which chapter first mentions the whale?")
+
+
+def last_question(ip) -> str:
+    magics = ip.magics_manager.registry["RLMMagics"]
+    return list(magics.runs.values())[-1].result.question
+
+
+@pytest.mark.parametrize("cell,question", [
+    ("%rlm What's in context?", "What's in context?"),
+    ('%rlm How many "needle" lines?', 'How many "needle" lines?'),
+    ("%rlm Does it name C:\\temp\\new or a\\\\b?", "Does it name C:\\temp\\new or a\\\\b?"),
+    ("%rlm What does -- mean, and --all?", "What does -- mean, and --all?"),
+    ("%rlm How many {braces} and $dollars, $context or {len(context)}?",
+     "How many {braces} and $dollars, $context or {len(context)}?"),
+    ("%rlm Combien coûte l'œuvre « Moby‑Dick » ? 🐋", "Combien coûte l'œuvre « Moby‑Dick » ? 🐋"),
+    ("%rlm   It's  spaced   inside?  ", "It's  spaced   inside?"),
+    ("%rlm --max-iterations 3 --context context Isn't it 'quoted'?", "Isn't it 'quoted'?"),
+    ("%rlm --model='' -- --help: what does it print?", "--help: what does it print?"),
+    ("%rlm -- vars are what?", "vars are what?"),
+    ("%rlm -5 plus 3?", "-5 plus 3?"),
+    ("%%rlm --context context\nIt's \"quoted\" \\n {x} $y --z?\n", "It's \"quoted\" \\n {x} $y --z?"),
+    ("%%rlm --max-iterations 2 Summarise:\nthe file's 'head'", "Summarise:\nthe file's 'head'"),
+    ("%%rlm\n  Which file's \"first\" line?  \n\n", "Which file's \"first\" line?"),
+])
+def test_the_question_is_taken_as_typed(ip, monkeypatch, cell, question):
+    script(monkeypatch, [block("FINAL('ok')")])
+    ip.user_ns["context"] = "x"
+    result = ip.run_cell(cell)
+    assert result.error_in_exec is None, result.error_in_exec
+    assert last_question(ip) == question
+    assert ip.user_ns["rlm_answer"] == "ok"
+
+
+def test_options_before_the_question_reach_the_run(ip, monkeypatch):
+    from rlm_kernel.jupyter.magic import parse_line
+
+    opts, question = parse_line("--max-iterations 3 --max-cost=0.5 --context 'my var' "
+                                "--context b --verify-answer Isn't --max-iterations 9 text?")
+    assert (opts.max_iterations, opts.max_cost_usd, opts.context, opts.verify_answer) == \
+        (3, 0.5, ["my var", "b"], True)
+    assert question == "Isn't --max-iterations 9 text?"
+    opts, question = parse_line("export run.ipynb --run abc")
+    assert (opts.words, opts.run, question) == (["export", "run.ipynb"], "abc", "")
+
+
+@pytest.mark.parametrize("line,message", [
+    ("--max-iterations", "--max-iterations expects a value"),
+    ("--max-iterations x What?", "expected a whole number, got 'x'"),
+    ("--max-iterations 0 What?", "must be at least 1"),
+    ("--bogus What?", "unknown option --bogus (a question that starts with --: %rlm -- --bogus"),
+    ("--max-iter 3 What?", "unknown option --max-iter"),
+    ('--model "unclosed What?', "No closing quotation"),
+    ("", "no task given"),
+    ("--max-iterations 3", "no task given"),
+    ("export", "usage: %rlm export PATH.ipynb"),
+    ("export all the data?", "(a question that starts with 'export': %rlm -- export ...)"),
+    ("recorded", "%rlm recorded: not available as a line magic"),
+])
+def test_a_malformed_line_is_one_usage_error_with_the_usage_line(ip, line, message):
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError) as info:
+        ip.run_line_magic("rlm", line)
+    assert message in str(info.value)
+    assert "usage: %rlm" in str(info.value)
