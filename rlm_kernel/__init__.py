@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._moved import install as _install_moved_paths
-
 __version__ = "0.1.0"
 __all__ = ["RLM", "RLMConfig", "RLMResult", "__version__"]
 
@@ -33,9 +31,6 @@ def __getattr__(name: str) -> Any:
 
         return RLMResult
     raise AttributeError(f"module 'rlm_kernel' has no attribute {name!r}")
-
-
-_install_moved_paths()
 
 
 def load_ipython_extension(shell: Any) -> None:

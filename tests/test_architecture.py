@@ -58,43 +58,7 @@ def test_importing_the_engine_runs_the_loop_with_a_scripted_model_and_still_no_j
     assert not set(loaded) & set(JUPYTER_AND_PROVIDERS), sorted(set(loaded) & set(JUPYTER_AND_PROVIDERS))
 
 
-# Every module path that moved into a subpackage in 0.1 (issue 9): old -> new.
-MOVED = {
-    "rlm_kernel.config": "rlm_kernel.engine.config",
-    "rlm_kernel.stepping": "rlm_kernel.engine.step",
-    "rlm_kernel.tools": "rlm_kernel.engine.tools",
-    "rlm_kernel.result": "rlm_kernel.engine.result",
-    "rlm_kernel.context_files": "rlm_kernel.context.files",
-    "rlm_kernel.documents": "rlm_kernel.context.documents",
-    "rlm_kernel.llm": "rlm_kernel.models",
-    "rlm_kernel.testing": "rlm_kernel.models.scripted",
-    "rlm_kernel.local_server": "rlm_kernel.models.local.server",
-    "rlm_kernel.magic": "rlm_kernel.jupyter.magic",
-    "rlm_kernel.cli_model": "rlm_kernel.cli.model",
-}
-
-
-def test_old_import_paths_give_the_new_modules_with_a_deprecation_warning():
-    """``import rlm_kernel.<old>`` is the moved module itself, and says where it went."""
-    code = ("import importlib, json, sys, warnings\n"
-            f"moved = {MOVED!r}\n"
-            "out = {}\n"
-            "for old, new in moved.items():\n"
-            "    with warnings.catch_warnings(record=True) as caught:\n"
-            "        warnings.simplefilter('always')\n"
-            "        module = importlib.import_module(old)\n"
-            "    out[old] = [module is importlib.import_module(new),\n"
-            "                [str(w.message) for w in caught if w.category is DeprecationWarning]]\n"
-            "print(json.dumps(out))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    for old, (same, warned) in json.loads(proc.stdout).items():
-        assert same, old
-        assert any(MOVED[old] in w for w in warned), (old, warned)
-
-
-def test_the_moved_names_users_import_still_resolve():
+def test_the_package_names_users_import_are_the_engines():
     from rlm_kernel import RLM, RLMConfig, RLMResult
     from rlm_kernel.engine import RLM as engine_rlm
     from rlm_kernel.engine.config import RLMConfig as config

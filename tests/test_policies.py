@@ -1,4 +1,5 @@
-"""Tests for rlm_kernel.policies: every example of spec 001, plus registry edge cases."""
+"""Tests for rlm_kernel.policies: every example of the termination-policy spec, plus
+registry edge cases."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for rlm_kernel.repl_types: every example of spec 004, plus bounded-cost previews."""
+"""Tests for rlm_kernel.repl_types: every example of the REPL-types spec, plus bounded-cost previews."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Tests for rlm_kernel.termination: every example of spec 000, plus our deliberate changes."""
+"""Tests for rlm_kernel.termination: every example of the termination spec, plus our
+deliberate changes."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 (``timeouts``), the process state a step may not keep (``host_state``), capped and
 coalesced streams (``streams``), secret redaction (``redaction``) and the muting of
 threads a step leaves running (``thread_output``).  The IPython executor that runs
-steps through a kernel's shell is Jupyter's (``rlm_kernel.shell_executor``).
+steps through a kernel's shell is Jupyter's (``rlm_kernel.jupyter.shell_executor``).
 """
 
 from __future__ import annotations

