@@ -1,4 +1,5 @@
-"""The run settings as traitlets: the ``c.RLM`` config section, built from
+"""The run settings as traitlets: the ``c.RLM`` config section (class :class:`RLM`, also
+:data:`RLMSettings`; not the engine's ``RLM``), its traits made from
 :func:`rlm_kernel.engine.config.settings` (so help, defaults and bounds are
 :class:`~rlm_kernel.engine.config.RLMConfig`'s own, and ``None`` means "no limit").
 
@@ -32,47 +33,62 @@ def config_traits() -> dict[str, TraitType]:
     return traits
 
 
-def _check(self: Any, proposal: Any) -> Any:
-    """Reject a value out of its setting's bounds with the bound in the message."""
-    setting: Setting = _BY_NAME[proposal["trait"].name]
-    try:
-        setting.check(proposal["value"])
-    except ValueError as exc:
-        raise TraitError(f"RLM.{exc}") from None
-    return proposal["value"]
-
-
 _BY_NAME = {s.name: s for s in settings()}
-_namespace: dict[str, Any] = dict(config_traits())
-_namespace["_check_bounds"] = validate(*_BY_NAME)(_check)
-_namespace["__doc__"] = """The ``RLM`` config section: every run setting as a trait,
-    plus ``model``, ``sub_model`` and ``widgets``.
-
-    Its class name is ``RLM`` so that traitlets reads ``c.RLM.<setting>``.  Use
-    :meth:`run_config` to get the :class:`RLMConfig` of the current values."""
-_namespace["__module__"] = __name__
 
 
-def _run_config(self: Any, **overrides: Any) -> RLMConfig:
-    """The current trait values as an :class:`RLMConfig`, with ``overrides`` applied
-    (None values ignored).
+class RLM(Configurable):
+    """The ``RLM`` config section: every run setting as a trait, plus ``model``,
+    ``sub_model`` and ``widgets``.
 
-    Raises:
-        ValueError: an override below its bound."""
-    return RLMConfig(**{name: getattr(self, name) for name in _BY_NAME}).replace(**overrides)
+    The class is named ``RLM`` because traitlets takes a section's name from its class
+    (``c.RLM.<setting>``, ``--RLM.<setting>``, ``%config RLM``); it is not the engine's
+    :class:`rlm_kernel.engine.RLM`, with which it shares only that name.  Import it as
+    :data:`RLMSettings`.  Use :meth:`run_config` to get the :class:`RLMConfig` of the
+    current values.
+    """
+
+    # One trait per run setting (:func:`config_traits`).  At class scope ``locals()`` is
+    # the namespace the class is built from, so these become ordinary class traits.
+    locals().update(config_traits())
+
+    # Beside the run settings: the models (litellm model strings) and the widgets.
+    model = Unicode(
+        None, allow_none=True, help="Root model: a litellm model string; empty means the "
+        "embedded local model (default: env RLM_MODEL).").tag(config=True)
+    sub_model = Unicode(
+        None, allow_none=True, help="Model for llm_query (default: env RLM_SUB_MODEL); "
+        "empty means the root model.").tag(config=True)
+    widgets = Bool(
+        True, help="Show the progress and variables widgets in the task cell.").tag(config=True)
+
+    @default("model")
+    def _default_model(self) -> str | None:
+        return os.environ.get("RLM_MODEL") or None
+
+    @default("sub_model")
+    def _default_sub_model(self) -> str | None:
+        return os.environ.get("RLM_SUB_MODEL") or None
+
+    @validate(*_BY_NAME)
+    def _check_bounds(self, proposal: Any) -> Any:
+        """Reject a value out of its setting's bounds with the bound in the message."""
+        setting: Setting = _BY_NAME[proposal["trait"].name]
+        try:
+            setting.check(proposal["value"])
+        except ValueError as exc:
+            raise TraitError(f"RLM.{exc}") from None
+        return proposal["value"]
+
+    def run_config(self, **overrides: Any) -> RLMConfig:
+        """The current trait values as an :class:`RLMConfig`, with ``overrides``
+        applied (None values ignored).
+
+        Raises:
+            ValueError: an override below its bound."""
+        return RLMConfig(**{name: getattr(self, name) for name in _BY_NAME}).replace(
+            **overrides)
 
 
-_namespace["run_config"] = _run_config
-# Beside the run settings: the models (litellm model strings) and the task cell's widgets.
-_namespace["model"] = Unicode(
-    None, allow_none=True, help="Root model: a litellm model string; empty means the "
-    "embedded local model (default: env RLM_MODEL).").tag(config=True)
-_namespace["sub_model"] = Unicode(
-    None, allow_none=True, help="Model for llm_query (default: env RLM_SUB_MODEL); empty "
-    "means the root model.").tag(config=True)
-_namespace["widgets"] = Bool(
-    True, help="Show the progress and variables widgets in the task cell.").tag(config=True)
-_namespace["_default_model"] = default("model")(lambda self: os.environ.get("RLM_MODEL") or None)
-_namespace["_default_sub_model"] = default("sub_model")(
-    lambda self: os.environ.get("RLM_SUB_MODEL") or None)
-RLMSettings: type[Configurable] = type("RLM", (Configurable,), _namespace)
+RLMSettings = RLM
+"""The ``c.RLM`` section's class under a name that does not read as the engine's
+:class:`rlm_kernel.engine.RLM` (``RLMMagics`` and ``RLMKernelApp`` use it)."""

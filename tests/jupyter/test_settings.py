@@ -33,6 +33,16 @@ def test_every_config_field_is_a_trait_with_its_default_and_help():
     assert RLMSettings().run_config() == RLMConfig().replace(termination_config={})
 
 
+def test_the_section_is_a_class_named_rlm_not_the_engines_rlm():
+    from rlm_kernel.engine import RLM as EngineRLM
+
+    assert RLMSettings.__qualname__ == "RLM" and RLMSettings.section_names()[-1] == "RLM"
+    assert RLMSettings.__module__ == "rlm_kernel.jupyter.settings"
+    assert RLMSettings is not EngineRLM and not issubclass(EngineRLM, RLMSettings)
+    assert {"model", "sub_model", "widgets", "max_llm_calls"} <= set(
+        RLMSettings.class_own_traits(config=True))
+
+
 def test_none_is_no_limit_and_bounds_are_the_same_everywhere():
     s = RLMSettings()
     s.max_llm_calls = None
