@@ -9,6 +9,9 @@ import uuid
 
 from jupyter_client.manager import start_new_kernel
 
+THOUGHT = "Trying."
+"""The reasoning line of the replies the kernel tests script (``block(code, THOUGHT)``)."""
+
 
 def start(kernel_name: str = "rlm"):
     """Start a kernel; returns (manager, client)."""
@@ -83,7 +86,3 @@ def announce_frontend(kc) -> None:
                                        "target_name": "rlm_kernel.frontend",
                                        "data": {"version": 1}})
     kc.shell_channel.send(msg)
-
-
-def block(code: str) -> str:
-    return f"Trying.\n```repl\n{code}\n```"

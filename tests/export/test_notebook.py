@@ -20,11 +20,7 @@ from rlm_kernel.export import cli_setup_cells, export_run
 from rlm_kernel.models import UsageLedger
 from rlm_kernel.models.scripted import ScriptedModel
 from rlm_kernel.termination import FinalOutput
-
-
-def block(code: str, thought: str = "Thinking.") -> str:
-    return f"{thought}\n```repl\n{code}\n```"
-
+from tests.replies import block
 
 STEPS = [
     block("n = len(context)\nprint(n)", thought="First, measure.\n\nThen look."),

@@ -5,10 +5,8 @@ from __future__ import annotations
 from rlm_kernel import RLM
 from rlm_kernel.models.scripted import ScriptedModel
 
-
-def block(code: str, thought: str = "Trying something.") -> str:
-    """A model reply holding one ``repl`` block."""
-    return f"{thought}\n```repl\n{code}\n```"
+THOUGHT = "Trying something."
+"""The reasoning line of the fault suite's replies (``block(code, THOUGHT)``)."""
 
 
 def scripted_run(replies, sub_replies=None, **cfg) -> tuple[RLM, ScriptedModel]:

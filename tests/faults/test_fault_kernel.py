@@ -9,14 +9,15 @@ import time
 import pytest
 
 from tests.kernel_client import (
+    THOUGHT,
     announce_frontend,
-    block,
     execute,
     script_model,
     start,
     stop,
     text_of,
 )
+from tests.replies import block
 
 
 @pytest.fixture()
@@ -28,8 +29,8 @@ def kernel():
 
 def test_exit_in_model_code_leaves_the_kernel_running(kernel):
     km, kc = kernel
-    script_model(kc, [block("exit()"), block("quit()"), block("import sys\nsys.exit(1)"),
-                      block("FINAL('alive')")])
+    script_model(kc, [block("exit()", THOUGHT), block("quit()", THOUGHT),
+                      block("import sys\nsys.exit(1)", THOUGHT), block("FINAL('alive')", THOUGHT)])
     reply, messages = execute(kc, "kept = 'user data'\n")
     reply, messages = execute(kc, "%rlm Which is it?")
     assert reply["content"]["status"] == "ok"
@@ -41,8 +42,9 @@ def test_exit_in_model_code_leaves_the_kernel_running(kernel):
 
 def test_rebound_builtins_do_not_outlive_the_step(kernel):
     _, kc = kernel
-    script_model(kc, [block("import builtins\nbuiltins.len = lambda x: 42\nbuiltins.print = None"),
-                      block("FINAL('x')")])
+    script_model(kc, [block("import builtins\nbuiltins.len = lambda x: 42\nbuiltins.print = None",
+                            THOUGHT),
+                      block("FINAL('x')", THOUGHT)])
     execute(kc, "%rlm Break things")
     _, messages = execute(kc, "print(len([1, 2]))")
     assert text_of(messages).strip() == "2"
@@ -56,7 +58,7 @@ def test_a_thread_left_running_does_not_print_into_the_next_cell(kernel):
                "        print('bg', i)\n"
                "        time.sleep(0.01)\n"
                "threading.Thread(target=chatter, daemon=True).start()")
-    script_model(kc, [block(chatter), block("FINAL('x')")])
+    script_model(kc, [block(chatter, THOUGHT), block("FINAL('x')", THOUGHT)])
     execute(kc, "%rlm Start a thread")
     _, messages = execute(kc, "import time\ntime.sleep(1)\nprint('mine')")
     assert text_of(messages).strip() == "mine"
@@ -65,7 +67,7 @@ def test_a_thread_left_running_does_not_print_into_the_next_cell(kernel):
 def test_interrupt_of_a_swallowing_loop_ends_the_cell(kernel):
     km, kc = kernel
     swallow = "import time\nwhile True:\n    try:\n        time.sleep(1)\n    except BaseException:\n        pass"
-    script_model(kc, [block(swallow), block("FINAL('after')")], step_timeout=5.0)
+    script_model(kc, [block(swallow, THOUGHT), block("FINAL('after')", THOUGHT)], step_timeout=5.0)
     timer = threading.Timer(2.0, km.interrupt_kernel)
     timer.start()
     start_at = time.monotonic()
@@ -80,7 +82,8 @@ def test_interrupt_of_a_swallowing_loop_ends_the_cell(kernel):
 def test_a_print_flood_is_few_messages_in_the_frontend(kernel):
     _, kc = kernel
     announce_frontend(kc)
-    script_model(kc, [block("for i in range(200_000):\n    print(i)"), block("FINAL('x')")])
+    script_model(kc, [block("for i in range(200_000):\n    print(i)", THOUGHT),
+                      block("FINAL('x')", THOUGHT)])
     reply, messages = execute(kc, "%rlm Flood", timeout=120, cell_id="flood-cell")
     assert reply["content"]["status"] == "ok"
     outputs = [m for m in messages if m["msg_type"] == "comm_msg"
@@ -91,7 +94,7 @@ def test_a_print_flood_is_few_messages_in_the_frontend(kernel):
 
 def test_rerunning_a_task_cell_closes_its_last_widgets(kernel):
     _, kc = kernel
-    script_model(kc, [block("FINAL('x')")] * 3)
+    script_model(kc, [block("FINAL('x')", THOUGHT)] * 3)
     opened, closed = 0, 0
     for _ in range(3):
         _, messages = execute(kc, "%rlm Again", cell_id="same-cell")

@@ -14,8 +14,9 @@ import time
 import pytest
 
 from rlm_kernel.executors import PlainExecutor
+from tests.replies import block
 
-from .helpers import block, scripted_run
+from .helpers import THOUGHT, scripted_run
 
 SWALLOW = """import time
 while True:
@@ -48,7 +49,7 @@ TIMEOUT_CASES = {
 
 @pytest.mark.parametrize("code", TIMEOUT_CASES.values(), ids=TIMEOUT_CASES.keys())
 def test_step_timeout_survives_signal_games_and_swallowing(code):
-    rlm, _ = scripted_run([block(code), block("FINAL('after')")], step_timeout=1)
+    rlm, _ = scripted_run([block(code, THOUGHT), block("FINAL('after')", THOUGHT)], step_timeout=1)
     alarm_before = signal.getsignal(signal.SIGALRM)
     start = time.monotonic()
     ex = PlainExecutor()
@@ -65,15 +66,15 @@ def test_step_timeout_survives_signal_games_and_swallowing(code):
 
 def test_swallowed_final_still_ends_the_run():
     for handler in ("except BaseException:", "except:"):
-        rlm, _ = scripted_run([block(f"try:\n    FINAL(42)\n{handler}\n    pass\nx = 1"),
-                               block("FINAL('too late')")])
+        rlm, _ = scripted_run([block(f"try:\n    FINAL(42)\n{handler}\n    pass\nx = 1", THOUGHT),
+                               block("FINAL('too late')", THOUGHT)])
         res = rlm.run("q", context="x")
         assert (res.stopped_by, res.answer_value, res.steps) == ("final", 42, 1), handler
 
 
 def test_first_final_of_a_step_wins():
     rlm, _ = scripted_run([block("try:\n    FINAL('first')\nexcept BaseException:\n    pass\n"
-                                 "FINAL('second')")])
+                                 "FINAL('second')", THOUGHT)])
     assert rlm.run("q", context="x").answer == "first"
 
 
@@ -81,7 +82,7 @@ def test_depth_limit_is_not_an_attribute_of_the_namespace_functions():
     # child runs would go on for ever if the depth came from the namespace
     attack = ("llm_query.__self__.max_depth = 99\nllm_query.__self__.depth = -5\n"
               "print(rlm_query('go deeper'))")
-    rlm, lm = scripted_run([block(attack)] * 12 + [block("FINAL('done')")] * 5,
+    rlm, lm = scripted_run([block(attack, THOUGHT)] * 12 + [block("FINAL('done')", THOUGHT)] * 5,
                            max_depth=1, child_max_iterations=2)
     res = rlm.run("q", context="x")
     assert max(c.depth for c in res.calls) <= 1
@@ -90,15 +91,15 @@ def test_depth_limit_is_not_an_attribute_of_the_namespace_functions():
 
 def test_child_runner_called_directly_keeps_the_hosts_depth():
     attack = "runner = llm_query.__self__.child_runner\nprint(runner('go deeper', None))"
-    rlm, _ = scripted_run([block(attack)] * 12 + [block("FINAL('done')")] * 5, max_depth=1,
-                          child_max_iterations=2)
+    rlm, _ = scripted_run([block(attack, THOUGHT)] * 12 + [block("FINAL('done')", THOUGHT)] * 5,
+                          max_depth=1, child_max_iterations=2)
     res = rlm.run("q", context="x")
     assert max(c.depth for c in res.calls) <= 1
 
 
 def test_batched_calls_cannot_overshoot_the_call_budget():
     rlm, lm = scripted_run([block("r = llm_query_batched(['p%d' % i for i in range(20)])\n"
-                                  "print(sum(x.startswith('Error') for x in r))")] * 3,
+                                  "print(sum(x.startswith('Error') for x in r))", THOUGHT)] * 3,
                            max_llm_calls=5)
     res = rlm.run("q", context="x")
     assert res.llm_calls <= 5
@@ -110,7 +111,7 @@ def test_calling_the_client_behind_llm_query_is_still_budgeted():
     attack = ("c = llm_query.__self__.sub_client\nn = 0\nfor i in range(20):\n"
               "    try:\n        c.complete([{'role': 'user', 'content': 'hi'}], role='sub')\n"
               "        n += 1\n    except BaseException:\n        pass\nprint(n)\nFINAL(n)")
-    rlm, _ = scripted_run([block(attack)], max_llm_calls=3)
+    rlm, _ = scripted_run([block(attack, THOUGHT)], max_llm_calls=3)
     res = rlm.run("q", context="x")
     assert res.llm_calls <= 3
     assert res.stopped_by == "budget"
@@ -120,14 +121,14 @@ def test_calling_the_client_behind_llm_query_is_still_budgeted():
 def test_calls_made_around_the_guard_end_the_run():
     attack = ("c = llm_query.__self__.sub_client._client\nfor i in range(10):\n"
               "    c.complete([{'role': 'user', 'content': 'hi'}], role='sub')\nFINAL('x')")
-    rlm, _ = scripted_run([block(attack)], max_llm_calls=3)
+    rlm, _ = scripted_run([block(attack, THOUGHT)], max_llm_calls=3)
     res = rlm.run("q", context="x")
     assert res.stopped_by == "budget" and "around the budget check" in res.error
     assert res.steps == 1
 
 
 def test_token_budget_caps_each_call():
-    rlm, lm = scripted_run([block("print(llm_query('a'))")] * 20, max_tokens=100,
+    rlm, lm = scripted_run([block("print(llm_query('a'))", THOUGHT)] * 20, max_tokens=100,
                            max_step_tokens=1024)
     res = rlm.run("q", context="x")
     assert res.stopped_by == "budget"

@@ -13,8 +13,9 @@ import pytest
 from rlm_kernel.executors import PlainExecutor
 from rlm_kernel.executors.streams import MAX_KEPT_CHARS
 from rlm_kernel.export import export_run
+from tests.replies import block
 
-from .helpers import block, scripted_run
+from .helpers import THOUGHT, scripted_run
 
 CONTEXT_FILE = os.path.join(os.path.dirname(__file__), "__init__.py")
 SECRET = "sk-test-0123456789abcdefSECRET"
@@ -34,7 +35,7 @@ def test_a_print_flood_is_a_handful_of_live_chunks_and_a_capped_record():
 
 
 def test_one_huge_print_is_kept_capped_in_trajectory_and_notebook(tmp_path):
-    rlm, _ = scripted_run([block("print('x' * 10**8)"), block("FINAL('ok')")])
+    rlm, _ = scripted_run([block("print('x' * 10**8)", THOUGHT), block("FINAL('ok')", THOUGHT)])
     res = rlm.run("q", context="x")
     out = res.history.entries[0].output
     assert len(out) <= MAX_KEPT_CHARS + 100 and "characters of output dropped" in out
@@ -56,10 +57,10 @@ def test_secret_environment_values_reach_nothing(monkeypatch, tmp_path):
     monkeypatch.setenv("SHORT_TOKEN", "abc")  # too short to be worth hiding
     rlm, lm = scripted_run([
         block("import os\nprint(os.environ)\nprint(os.environ['MY_SERVICE_TOKEN'])\n"
-              "print(llm_query('key ' + os.environ['OPENAI_API_KEY']))"),
+              "print(llm_query('key ' + os.environ['OPENAI_API_KEY']))", THOUGHT),
         block("import os, sys\nsys.stderr.write(os.environ['OPENAI_API_KEY'])\n"
-              "raise ValueError(os.environ['OPENAI_API_KEY'])"),
-        block("FINAL('the key is ' + os.environ['OPENAI_API_KEY'])"),
+              "raise ValueError(os.environ['OPENAI_API_KEY'])", THOUGHT),
+        block("FINAL('the key is ' + os.environ['OPENAI_API_KEY'])", THOUGHT),
     ])
     live = []
     rlm.observer = live.append
@@ -81,7 +82,8 @@ def test_secret_environment_values_reach_nothing(monkeypatch, tmp_path):
 
 
 def test_lone_surrogates_export_and_read_back(tmp_path):
-    rlm, _ = scripted_run([block("print('a\\ud800b')"), block("FINAL('z\\udc80')")])
+    rlm, _ = scripted_run([block("print('a\\ud800b')", THOUGHT),
+                           block("FINAL('z\\udc80')", THOUGHT)])
     res = rlm.run("q", context="x")
     path = tmp_path / "run.ipynb"
     export_run(res, path)
@@ -92,7 +94,7 @@ def test_lone_surrogates_export_and_read_back(tmp_path):
 
 
 def test_a_failed_export_leaves_the_old_notebook_whole(tmp_path):
-    rlm, _ = scripted_run([block("FINAL(1)")])
+    rlm, _ = scripted_run([block("FINAL(1)", THOUGHT)])
     res = rlm.run("q", context="x")
     path = tmp_path / "run.ipynb"
     export_run(res, path)
@@ -112,8 +114,9 @@ def test_a_thread_left_running_does_not_write_into_later_steps():
             "        time.sleep(0.01)\n"
             "threading.Thread(target=chatter, daemon=True).start()\n"
             "time.sleep(0.05)")
-    rlm, _ = scripted_run([block(code), block("import time\ntime.sleep(0.5)\nprint('quiet')"),
-                           block("FINAL('done')")])
+    rlm, _ = scripted_run([block(code, THOUGHT),
+                           block("import time\ntime.sleep(0.5)\nprint('quiet')", THOUGHT),
+                           block("FINAL('done')", THOUGHT)])
     res = rlm.run("q", context="x")
     first, second = res.history.entries[0].output, res.history.entries[1].output
     assert "bg 0" in first and "left 1 thread(s) running" in first
@@ -131,7 +134,8 @@ def test_stdout_of_the_json_cli_is_only_json(monkeypatch, capfd):
             "        print('bg', i)\n"
             "        time.sleep(0.005)\n"
             "threading.Thread(target=chatter, daemon=True).start()\nprint('step')")
-    lm = ScriptedModel([block(code), block("import time\ntime.sleep(0.3)\nFINAL('ok')")])
+    lm = ScriptedModel([block(code, THOUGHT),
+                        block("import time\ntime.sleep(0.3)\nFINAL('ok')", THOUGHT)])
     monkeypatch.setattr(engine, "make_client", lambda *a, **k: lm)
     path = os.path.join(os.path.dirname(__file__), "__init__.py")
     assert cli.main(["run", "--model", "openai/scripted", "--context", path, "--json", "q"]) == 0

@@ -8,14 +8,15 @@ import json
 import pytest
 
 from tests.kernel_client import (
+    THOUGHT,
     announce_frontend,
-    block,
     execute,
     script_model,
     start,
     stop,
     text_of,
 )
+from tests.replies import block
 
 
 @pytest.fixture()
@@ -33,8 +34,9 @@ def comm_data(messages: list[dict]) -> list[dict]:
 def test_continue_from_an_edited_step_replaces_the_later_steps(kc):
     announce_frontend(kc)
     execute(kc, "context = 'abcdef'")
-    script_model(kc, [block("n = len(context)\nprint(n)"), block("half = n // 3\nprint(half)"),
-                      block("FINAL(half)"), block("FINAL(half)")])
+    script_model(kc, [block("n = len(context)\nprint(n)", THOUGHT),
+                      block("half = n // 3\nprint(half)", THOUGHT),
+                      block("FINAL(half)", THOUGHT), block("FINAL(half)", THOUGHT)])
     reply, first = execute(kc, "%rlm How much is half the length?", cell_id="task-1")
     assert reply["content"]["status"] == "ok"
     first_run = comm_data(first)[0]["run_id"]

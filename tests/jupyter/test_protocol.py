@@ -16,6 +16,7 @@ from IPython.testing.globalipapp import start_ipython
 import rlm_kernel.engine.loop as engine
 from rlm_kernel.jupyter import protocol
 from rlm_kernel.models.scripted import ScriptedModel
+from tests.replies import block
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
 
@@ -63,12 +64,11 @@ def ip():
         shell.user_ns.pop(name, None)
 
 
-def block(code: str) -> str:
-    return f"Measure first.\n\nThen print.\n```repl\n{code}\n```"
+THOUGHT = "Measure first.\n\nThen print."
 
 
 def test_each_message_of_a_run_matches_its_typeddict(ip, monkeypatch):
-    lm = ScriptedModel([block("n = len(context)\nprint(n)"), block("FINAL(n)")])
+    lm = ScriptedModel([block("n = len(context)\nprint(n)", THOUGHT), block("FINAL(n)", THOUGHT)])
     monkeypatch.setattr(engine, "make_client", lambda model, **kw: lm)
     comms: list[FakeComm] = []
     real_create = comm_module.create_comm

@@ -20,10 +20,7 @@ from rlm_kernel.jupyter.widgets import (
 )
 from rlm_kernel.models.scripted import ScriptedModel
 from rlm_kernel.repl_types import REPLVariable
-
-
-def block(code: str, thought: str = "Thinking.") -> str:
-    return f"{thought}\n```repl\n{code}\n```"
+from tests.replies import block
 
 
 def record(replies, context="hello world", executor=None, **cfg) -> list[Event]:
