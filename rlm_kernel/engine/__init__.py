@@ -1,11 +1,14 @@
 """The RLM loop, with nothing of Jupyter in it.
 
-``loop`` (:class:`RLM`: prompt, root-model reply, code, history, termination),
-``step`` (one reply's code run and its FINAL), ``tools`` (what model code calls:
-``llm_query``, ``FINAL``, the context helpers), ``prompts``, ``config``
-(:class:`RLMConfig`, the one source of settings), ``budget`` (limits held by the
-host), ``events`` (what observers see), ``result`` (:class:`RLMResult`) and
-``options`` (validated option values for the CLI and the magic).
+``loop`` (:class:`RLM`: clients, budget, the run), ``run`` (:class:`~.run.Run`: one
+run, a step top to bottom: prompt, root-model reply, code, history, termination),
+``step`` (a reply's parts and the step record), ``answer`` (an answer's one guarded
+text), ``tools`` (what model code calls: ``llm_query``, ``FINAL``, the context
+helpers), ``prompts``, ``config`` (:class:`RLMConfig`, the one source of settings),
+``budget`` (limits held by the host), ``events`` (what observers see), ``result``
+(:class:`RLMResult`), ``recording`` (replay), ``resume`` (continuing a run),
+``children`` (``rlm_query``'s child runs) and ``options`` (validated option values
+for the CLI and the magic).
 
 The engine reaches a model only through :func:`rlm_kernel.models.make_client`
 and the :class:`~rlm_kernel.models.LanguageModel` protocol, and code only through

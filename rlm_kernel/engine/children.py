@@ -9,27 +9,40 @@ from typing import Any
 from ..executors import PlainExecutor
 from ..models import LanguageModel, UsageLedger
 from .budget import BudgetExceeded, BudgetGuard
+from .config import RLMConfig
+from .events import Observer
+from .run import Run
 
 __all__ = ["child_runner"]
 
 
-def child_runner(rlm: Any, root: LanguageModel, sub: LanguageModel, ledger: UsageLedger,
-                 guard: BudgetGuard, depth: int) -> Callable[[str, Any], str | None]:
-    """``run_child(prompt, context)``: a child run one level below ``depth``, or
-    None when that is deeper than the config's ``max_depth``.  The depth comes
-    from the host (this closure and the frozen config), never from the caller."""
-    max_depth = rlm.config.max_depth
+def child_runner(config: RLMConfig, observer: Observer | None, root: LanguageModel,
+                 sub: LanguageModel, ledger: UsageLedger, guard: BudgetGuard,
+                 depth: int) -> Callable[[str, Any], str | None]:
+    """``run_child(prompt, context)`` for a run at ``depth``: a child :class:`Run` one
+    level deeper (its own :class:`PlainExecutor`, at most ``child_max_iterations``
+    steps), or None when that is deeper than ``config.max_depth``.  The depth comes
+    from the host (this closure and the frozen config), never from the caller.
+
+    The returned function returns the child's answer text, or ``"Error: ..."`` when the
+    child ended without one.
+
+    Raises (from the returned function):
+        BudgetExceeded: the child ran out of the shared budget: the parent stops too.
+    """
+    child_config = config.replace(max_iterations=config.child_max_iterations)
     depth += 1
 
     def run_child(prompt: str, context: Any) -> str | None:
-        if depth > max_depth:
+        if depth > config.max_depth:
             return None
-        child = type(rlm)(rlm.model, rlm.sub_model, config=rlm.config.replace(
-            max_iterations=rlm.config.child_max_iterations), observer=rlm.observer,
-            root_client=root, sub_client=sub)
         variables = {} if context is None else {"context": context}
-        res = child._run(prompt, variables, PlainExecutor(), root, sub, ledger, guard,
-                         depth=depth)
+        run = Run(prompt, variables, config=child_config, executor=PlainExecutor(),
+                  root=root, sub=sub, ledger=ledger, guard=guard, depth=depth,
+                  observer=observer, replay=None,
+                  child_runner=child_runner(child_config, observer, root, sub, ledger,
+                                            guard, depth))
+        res = run.execute()
         if res.stopped_by == "budget":
             raise BudgetExceeded(res.error or "budget used up")
         if res.answer is None:

@@ -17,6 +17,7 @@ from typing import Any
 from ..context.documents import describe_structure
 from ..context.structure import detect_views, sample_fields
 from ..repl_types import REPLVariable
+from .answer import value_repr
 
 __all__ = [
     "SYSTEM_PROMPT",
@@ -270,18 +271,17 @@ def answer_now_message(max_steps: int) -> str:
 
 
 def _describe_value(value: Any, limit: int = 200) -> str:
-    """``value`` as the model should see it in the check: its type and a short repr."""
-    text = repr(value)
-    if len(text) > limit:
-        text = text[:limit] + "..."
+    """``value`` as the model should see it in the check: its type and a short repr
+    (:func:`~rlm_kernel.engine.answer.value_repr`: the value's own code is guarded)."""
+    text = value_repr(value, max_chars=limit + 3)
     if isinstance(value, bool) or value is None:
         kind = "the value"
     elif isinstance(value, (int, float)):
         kind = "the number"
-    elif isinstance(value, str):
-        kind = f"a text of {len(value):,} characters:"
-    elif isinstance(value, (list, tuple, set, dict)):
-        kind = f"a {type(value).__name__} of {len(value):,} items:"
+    elif type(value) in (str, list, tuple, set, dict):  # exact types: len() is safe
+        unit = "characters" if type(value) is str else "items"
+        kind = f"a {'text' if type(value) is str else type(value).__name__} of " \
+               f"{len(value):,} {unit}:"
     else:
         kind = f"a {type(value).__name__}:"
     return f"{kind} {text}"

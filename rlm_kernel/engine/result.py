@@ -19,7 +19,7 @@ class RLMResult:
 
     Attributes:
         question: the task as given.
-        answer: the final answer formatted as text (``format_final_answer``),
+        answer: the final answer as text (:func:`~rlm_kernel.engine.answer.answer_text`),
             or None when the run ended without one.
         answer_value: the raw Python value passed to ``FINAL``/``FINAL_VAR``.
         stopped_by: one of :data:`STOP_REASONS`.
@@ -36,6 +36,8 @@ class RLMResult:
             record's (None: none did, or not a replay).
         root_prompts: the chat messages of each top-level root-model call, in order
             (in memory only, not in :meth:`to_dict`; the rlm-format log needs them).
+        traceback: when the engine itself failed (``error`` starts with "internal
+            error"), the traceback, for a bug report (also logged); else None.
     """
 
     question: str
@@ -53,6 +55,7 @@ class RLMResult:
     exchanges: list[dict[str, Any]] = field(default_factory=list)
     diverged_at: int | None = None
     root_prompts: list[list[dict[str, str]]] = field(default_factory=list, repr=False)
+    traceback: str | None = field(default=None, repr=False)
 
     @property
     def steps(self) -> int:

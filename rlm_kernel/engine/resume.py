@@ -12,19 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .config import RLMConfig
-from .prompts import next_message
-from .run_state import RunState
-from .step import split_reply
-
-__all__ = ["Continuation", "seed_run"]
-
-_TRACEBACK = "Traceback (most recent call last)"
+__all__ = ["Continuation", "recorded_reply"]
 
 
 @dataclass(frozen=True)
 class Continuation:
-    """Where and how a run continues.
+    """Where and how a run continues (taken by :meth:`~rlm_kernel.engine.run.Run.execute`).
 
     Attributes:
         previous: the :class:`~rlm_kernel.engine.result.RLMResult` continued.
@@ -32,6 +25,9 @@ class Continuation:
             the previous run's last step).
         code: the code of step ``from_step`` (None: its recorded code; "" for a
             step the previous run never reached: the model is asked instead).
+
+    Raises:
+        ValueError: ``from_step`` is outside ``1..len(previous.history) + 1``.
     """
 
     previous: Any
@@ -44,38 +40,23 @@ class Continuation:
             raise ValueError(f"a run of {last - 1} steps continues from a step in 1..{last}, "
                              f"not {self.from_step}")
 
+    def first_reply(self) -> str | None:
+        """The reply that stands for step ``from_step`` instead of asking the model: its
+        reasoning and its (edited or recorded) code; None: ask the model."""
+        entries = list(self.previous.history)
+        if self.from_step > len(entries):
+            return None if not self.code else f"```repl\n{self.code}\n```"
+        entry = entries[self.from_step - 1]
+        code = entry.code if self.code is None else self.code
+        reasoning = entry.reasoning.strip()
+        return f"{reasoning}\n```repl\n{code}\n```" if reasoning else f"```repl\n{code}\n```"
 
-def _recorded_reply(previous: Any, step: int, reasoning: str, code: str) -> str:
-    """The reply that produced ``step`` (the last top-level root exchange of that
-    step), or one rebuilt from its reasoning and code."""
+
+def recorded_reply(previous: Any, step: int, reasoning: str, code: str) -> str:
+    """The reply that produced ``step`` of run ``previous`` (the last top-level root
+    exchange of that step), or one rebuilt from its reasoning and code."""
     replies = [e["response"] for e in getattr(previous, "exchanges", [])
                if e.get("step") == step and e.get("role") == "root" and not e.get("depth")]
     if replies:
         return replies[-1]
     return f"{reasoning}\n```repl\n{code}\n```" if code else reasoning
-
-
-def seed_run(run: RunState, cont: Continuation, cfg: RLMConfig) -> str | None:
-    """Fill ``run`` with the steps before ``cont.from_step``: history entries,
-    conversation turns and the code already seen.  Returns the reply to use for step
-    ``from_step`` instead of asking the model (None: ask the model)."""
-    entries = list(cont.previous.history)
-    for step, entry in enumerate(entries[: cont.from_step - 1], start=1):
-        run.result.history = run.result.history.append(
-            reasoning=entry.reasoning, code=entry.code, output=entry.output,
-            execution_time=entry.execution_time, llm_calls=entry.llm_calls)
-        reply = _recorded_reply(cont.previous, step, entry.reasoning, entry.code)
-        run.turns.append({"role": "assistant",
-                          "content": split_reply(reply, cfg.cut_after_first_block)[2]})
-        text = next_message(entry.code, entry.output, _TRACEBACK not in entry.output,
-                            step + 1, cfg.max_iterations, limit=cfg.max_output_chars,
-                            question=run.question if cfg.restate_question else None)
-        run.turns.append({"role": "user", "content": text})
-        if entry.code:
-            run.seen_code.setdefault(entry.code, step)
-    if cont.from_step > len(entries):
-        return None if not cont.code else f"```repl\n{cont.code}\n```"
-    entry = entries[cont.from_step - 1]
-    code = entry.code if cont.code is None else cont.code
-    reasoning = entry.reasoning.strip()
-    return f"{reasoning}\n```repl\n{code}\n```" if reasoning else f"```repl\n{code}\n```"

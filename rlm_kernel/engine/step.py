@@ -1,30 +1,18 @@
-"""One step of the loop: from a model reply to an executed, judged outcome.
-
-Splits the reply into reasoning and code (spec 000's ``extract_code_blocks``),
-runs the code in the executor, and turns ``FINAL``/``FINAL_VAR`` (raised in
-code, or written in prose when the reply has no code) into an answer.
+"""What a step is made of: the model's reply split into reasoning and code (the REPL
+spec's ``extract_code_blocks``), a ``FINAL`` written in prose, the step's record
+(:class:`StepOutcome`) and its notebook cell source.  The step itself runs in
+:meth:`rlm_kernel.engine.run.Run._step`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..executors import Executor, combined_output
-from ..repl_types import REPLResult
-from ..termination import (
-    detect_final_in_code,
-    detect_final_in_text,
-    extract_code_blocks,
-    format_final_answer,
-    resolve_final_var,
-)
-from .config import RLMConfig
-from .tools import RunTools
+from ..termination import detect_final_in_text, extract_code_blocks, resolve_final_var
 
-__all__ = ["SIGNAL_NAMES", "StepOutcome", "run_reply", "split_reply", "step_source"]
+__all__ = ["SIGNAL_NAMES", "StepOutcome", "final_from_text", "split_reply", "step_source"]
 
 #: REPL variables through which model code (or code a caller's task asks for) reports
 #: how a step went: their number goes to the termination policy (``RLM_REWARD`` as
@@ -52,7 +40,8 @@ class StepOutcome:
         success: False when the code raised, timed out, or FINAL_VAR failed.
         seconds: execution time of the code.
         final: True when the step produced the final answer.
-        answer: the answer as text (``format_final_answer``); answer_value raw.
+        answer: the answer as text (:func:`~rlm_kernel.engine.answer.answer_text`);
+            answer_value: the value itself.
         error_for_model: a message to put before the next step line, if any.
         llm_calls: the records of the ``llm_query`` calls that returned while the
             code ran (``prompt``, ``response``, ``model``, ``seconds``); a call a
@@ -108,7 +97,7 @@ def step_source(reasoning: str, code: str) -> str:
     return "\n".join([*comments, code.strip("\n")] if code.strip() else comments)
 
 
-def _final_from_text(reply: str, ns: Any) -> tuple[bool, Any, str | None]:
+def final_from_text(reply: str, ns: Any) -> tuple[bool, Any, str | None]:
     """FINAL written in prose: (found, value, error).  Accepted only when it cannot
     be a placeholder: a quoted literal, or a name that exists in the REPL."""
     det = detect_final_in_text(reply)
@@ -126,88 +115,3 @@ def _final_from_text(reply: str, ns: Any) -> tuple[bool, Any, str | None]:
     if _IDENT.match(det.content) and det.content in ns:
         return True, ns[det.content], None
     return False, None, None
-
-
-def run_reply(reply: str, executor: Executor, tools: RunTools, step: int, cfg: RLMConfig,
-              notify: Callable[[str, dict[str, Any]], None], *,
-              final_only: bool = False) -> StepOutcome:
-    """Execute the code of one reply and judge whether it ended the run.
-
-    Args:
-        reply: the model's reply text.
-        executor: where the code runs.
-        tools: the run's namespace functions (their sub-call records of this step
-            become ``outcome.llm_calls``).
-        step: 1-based step number (for events).
-        cfg: the run's settings (timeout, block cutting).
-        notify: ``callable(kind, data)`` for ``step_started``/``step_output`` events.
-        final_only: run the code only if it calls FINAL/FINAL_VAR (the last
-            "answer now" call).
-    """
-    reasoning, blocks, kept = split_reply(reply, cfg.cut_after_first_block)
-    outcome = StepOutcome(reply=reply, reply_for_history=kept, reasoning=reasoning)
-    if not blocks:
-        found, value, error = _final_from_text(reply, executor.namespace)
-        if found:
-            outcome.final, outcome.answer_value = True, value
-            outcome.answer = tools.redact(format_final_answer(value))
-        outcome.error_for_model = error
-        return outcome
-    code = "\n\n".join(blocks)
-    if final_only and not detect_final_in_code(code).detected:
-        return outcome
-    outcome.code = code
-    notify("step_started", {"step": step, "code": code, "reasoning": reasoning})
-    res = _execute(code, executor, tools, step, cfg, notify)
-    outcome.output, outcome.success, outcome.seconds = (combined_output(res), res.success,
-                                                        res.execution_time)
-    outcome.llm_calls = res.llm_calls
-    outcome.signals = _take_signals(executor.namespace)
-    _judge_final(outcome, res, executor.namespace, tools)
-    return outcome
-
-
-def _execute(code: str, executor: Executor, tools: RunTools, step: int, cfg: RLMConfig,
-             notify: Callable[[str, dict[str, Any]], None]) -> REPLResult:
-    """Run a step's code under its time limit, streaming ``step_output`` events; the
-    result's ``llm_calls`` are the sub-calls that returned while it ran, and its
-    ``final_output`` the step's first ``FINAL`` (even one model code swallowed)."""
-    def on_output(stream: str, text: str) -> None:
-        notify("step_output", {"step": step, "stream": stream, "text": text})
-
-    tools.take_final()  # a FINAL left over from outside this step does not count
-    tools.step_calls = calls = []  # this step's llm_query records
-    res = executor.execute(code, timeout=cfg.step_timeout, on_output=on_output)
-    res.llm_calls = list(calls)
-    res.final_output = tools.take_final() or res.final_output
-    return res
-
-
-def _take_signals(ns: Any) -> dict[str, float]:
-    """Remove the :data:`SIGNAL_NAMES` variables from ``ns``; their numbers by key."""
-    signals: dict[str, float] = {}
-    for name, key in SIGNAL_NAMES.items():
-        value = ns.pop(name, None)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            signals[key] = float(value)
-    return signals
-
-
-def _judge_final(outcome: StepOutcome, res: REPLResult, ns: Any, tools: RunTools) -> None:
-    """Turn the step's ``FINAL``/``FINAL_VAR`` (if any) into ``outcome``'s answer;
-    a ``FINAL_VAR`` of a missing name fails the step and tells the model why."""
-    if res.final_output is None:
-        return
-    try:
-        if res.final_output.get("type") == "variable":
-            value = resolve_final_var(res.final_output["var"], ns)
-        else:
-            value = res.final_output.get("answer")
-    except KeyError as exc:
-        outcome.success = False
-        outcome.error_for_model = f"FINAL_VAR failed: {exc.args[0]}"
-        return
-    if isinstance(value, str):  # the text answer may hold a secret; other types are data
-        value = tools.redact(value)
-    outcome.final, outcome.answer_value = True, value
-    outcome.answer = tools.redact(format_final_answer(value))

@@ -1,0 +1,547 @@
+"""One run of the RLM loop, top to bottom, in one object.
+
+:class:`Run` owns a run's state (the conversation, the trajectory, the held answer),
+its settings, its clients behind the budget guard, its REPL tools and the replay
+record it is checked against.  A step reads in order::
+
+    execute()                       the run; errors end it with a stopped_by reason
+      _loop()                       steps until an answer, a limit or repeated failures
+        _step(n)
+          _ask(n)                   messages -> the root model's reply (resampled once
+                                    if it repeats an earlier step's code)
+          _run_code(reply, n)       reasoning and code split; code executed; the
+                                    step's FINAL taken from the host's record
+          _restore_names(outcome)   reserved names and protected inputs put back
+          _record(n, outcome)       history entry, replay divergence, step_finished
+        _judge(n, outcome)          the termination policy says whether to stop;
+                                    else the answer check or the next user message
+      _answer_now()                 after max_iterations: one last call for FINAL
+
+The answer has one path: ``FINAL``/``FINAL_VAR`` record it host-side in
+:class:`~rlm_kernel.engine.tools.RunTools` when called (model code catching the
+exception does not lose it); :meth:`Run._run_code` takes that record, resolves it to
+the value, and renders its text once (:func:`~rlm_kernel.engine.answer.answer_text`).
+The policy decides *whether* to stop, never what a FINAL's answer is.
+
+Imports nothing from Jupyter; :class:`~rlm_kernel.engine.loop.RLM` builds the clients
+and starts runs (and child runs) through :meth:`Run.execute`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Callable, MutableMapping
+from typing import Any
+
+from ..executors import Executor, combined_output
+from ..models import LanguageModel, LLMError, UsageLedger, tracing
+from ..policies import ActionResult, PolicyContext, PolicyRegistry
+from ..repl_types import REPLResult, REPLVariable
+from ..termination import detect_final_in_code, resolve_final_var
+from .answer import answer_text
+from .budget import BudgetExceeded, BudgetGuard, GuardedClient
+from .config import RLMConfig
+from .events import Event, Observer, emit
+from .prompts import (
+    answer_now_message,
+    build_messages,
+    check_answer_message,
+    next_message,
+    task_message,
+)
+from .recording import Recording
+from .result import RLMResult
+from .resume import Continuation, recorded_reply
+from .step import SIGNAL_NAMES, StepOutcome, final_from_text, split_reply
+from .tools import RESERVED_NAMES, RunTools
+
+__all__ = ["Run", "before_traceback", "reply_text"]
+
+log = logging.getLogger(__name__)
+
+_MISSING = object()
+_TRACEBACK = "Traceback (most recent call last)"
+
+
+def before_traceback(output: str) -> str:
+    """``output`` up to the line that starts a Python or IPython traceback."""
+    at = output.find(_TRACEBACK)
+    return output if at < 0 else output[: output.rfind("\n", 0, at) + 1]
+
+
+def reply_text(client: LanguageModel, messages: list[dict[str, str]], **kwargs: Any) -> str:
+    """The text of one root-model call.
+
+    Raises:
+        LLMError: the client failed in any way (its own exception type and message
+            are kept in the text) or returned no text.
+    """
+    try:
+        text = client.complete(messages, **kwargs).text
+    except (LLMError, KeyboardInterrupt, BudgetExceeded):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a client is third-party code
+        raise LLMError(f"the model client failed: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(text, str):
+        raise LLMError(f"the model returned no text (got {type(text).__name__})")
+    return text
+
+
+class Run:
+    """One run (or child run) of the loop: its state, settings, clients and tools.
+
+    Args:
+        question: the task, in natural language.
+        variables: the REPL variables the model is told about, by name (bound into
+            ``executor.namespace``).
+        config: the run's settings.
+        executor: where the model's code runs.
+        root / sub: the root model and ``llm_query``'s model; wrapped in a
+            :class:`GuardedClient` over ``guard`` unless they already are.
+        ledger: the usage ledger of the run tree (children share it).
+        guard: the budget guard of the run tree (children share it).
+        depth: 0 for a top-level run, n for an ``rlm_query`` child n levels down.
+        observer: ``callable(Event)`` told about each step as it happens, or None.
+        replay: the record a replay is checked against (``diverged_at``), or None.
+        child_runner: what ``rlm_query`` calls: ``callable(prompt, context) -> str |
+            None`` (None beyond the host's depth limit).
+    """
+
+    def __init__(self, question: str, variables: dict[str, Any], *, config: RLMConfig,
+                 executor: Executor, root: LanguageModel, sub: LanguageModel,
+                 ledger: UsageLedger, guard: BudgetGuard, depth: int,
+                 observer: Observer | None, replay: Recording | None,
+                 child_runner: Callable[[str, Any], str | None] | None) -> None:
+        cfg = self.config = config
+        self.start = time.perf_counter()
+        if not isinstance(root, GuardedClient):  # every call asks the guard, whoever makes it
+            guarded = GuardedClient(root, guard)
+            sub = guarded if sub is root else GuardedClient(sub, guard)
+            root = guarded
+        self.question, self.executor, self.root = question, executor, root
+        self.ledger, self.guard, self.depth = ledger, guard, depth
+        self.observer, self.replay = observer, replay
+        self.ns: MutableMapping[str, Any] = executor.namespace
+        self.ns.update(variables)
+        metas = [REPLVariable.from_value(n, v, preview_length=cfg.preview_chars)
+                 for n, v in variables.items()]
+        self.tools = RunTools(sub, guard, self.ns, depth=depth,
+                              max_concurrency=cfg.max_concurrency, child_runner=child_runner,
+                              client_kwargs={"temperature": cfg.temperature,
+                                             "max_tokens": cfg.max_sub_tokens,
+                                             "cache": cfg.cache is not None},
+                              data_name="context" if "context" in variables
+                              else next(iter(variables), "context"))
+        self.tools.notify = self.notify
+        self.reserved = self.tools.functions()
+        self.inputs = dict(variables) if cfg.protect_inputs else {}
+        self.result = RLMResult(question=question, variables=metas, depth=depth,
+                                model=getattr(root, "model", ""),
+                                sub_model=getattr(sub, "model", ""))
+        self.first = task_message(question, metas, cfg.max_iterations, variables)
+        self.prompt_chars = _prompt_chars(cfg, root)
+        self.policy = PolicyRegistry.get_termination(cfg.termination,
+                                                     config=_policy_config(cfg))
+        self.turns: list[dict[str, str]] = []  # the conversation after the task message
+        self.seen_code: dict[str, int] = {}  # code -> first step that ran it
+        self.pending: StepOutcome | None = None  # a FINAL awaiting its check step
+        self.failures = 0  # steps in a row that failed or ran no code
+        self.first_step = 1  # > 1 when continuing a run
+        self.forced_reply: str | None = None  # the next step's reply given, not asked for
+        self.ns.update(self.reserved)
+        self.notify("run_started", {"question": question, "variables": metas,
+                                    "max_iterations": cfg.max_iterations,
+                                    "model": self.result.model})
+
+    # -- the run ------------------------------------------------------------------------
+    def execute(self, continuation: Continuation | None = None) -> RLMResult:
+        """Run to the end inside an ``invoke_agent`` span; never raises for errors of
+        the model, its code or the budget: they end the run with a ``stopped_by``
+        reason.  An error of the engine itself is logged (this module's logger) with
+        its traceback, which ``RLMResult.traceback`` keeps too.
+
+        Args:
+            continuation: go on from one of an earlier run's steps (its earlier steps
+                are taken as they were, not run again).
+        """
+        result = self.result
+        with tracing.run_span(self.question, result.model, self.depth) as span:
+            if continuation is not None:
+                self.forced_reply = self._seed(continuation)
+                self.first_step = continuation.from_step
+            try:
+                self._loop()
+            except BudgetExceeded as exc:
+                result.stopped_by, result.error = "budget", self.guard.exceeded or str(exc)
+            except KeyboardInterrupt:
+                result.stopped_by, result.error = "interrupt", "interrupted by the user"
+            except LLMError as exc:
+                result.stopped_by, result.error = "error", str(exc)
+            except Exception as exc:  # noqa: BLE001 - a bug must not lose the trajectory
+                log.exception("internal error in the RLM loop (step %d)", len(result.history))
+                result.stopped_by = "error"
+                result.error = f"internal error: {type(exc).__name__}: {exc}"
+                result.traceback = "".join(traceback.format_exception(exc))
+            finally:
+                self._restore_names(None)
+                result.calls = list(self.ledger.calls)
+                result.exchanges = list(self.guard.recorder.exchanges)
+                result.root_prompts = list(self.guard.recorder.root_prompts)
+                result.seconds = time.perf_counter() - self.start
+                self.notify("run_finished", {"result": result})
+            if span is not None:
+                span.set_attributes({**tracing.usage_attributes(result),
+                                     "rlm.stopped_by": result.stopped_by,
+                                     "rlm.steps": result.steps})
+        return result
+
+    def _loop(self) -> None:
+        """Steps until the policy accepts an answer, too many steps fail in a row, or
+        ``max_iterations`` is reached (then one last "answer now" call)."""
+        for step in range(self.first_step, self.config.max_iterations + 1):
+            if self._judge(step, self._step(step)):
+                return
+        if self.pending is not None:  # the check step did not answer: keep the first answer
+            self._accept(self.pending)
+            return
+        self.result.stopped_by = "max_iterations"
+        self._answer_now()
+
+    # -- one step -----------------------------------------------------------------------
+    def _step(self, step: int) -> StepOutcome:
+        """One step: ask the root model, run its code, restore reserved names, record
+        the step.
+
+        Raises:
+            BudgetExceeded: the budget ran out before or during the step.
+        """
+        reply = self._ask(step)
+        with tracing.step_span(step, self.depth):
+            outcome = self._run_code(reply, step)
+        self._restore_names(outcome)
+        self._record(step, outcome)
+        if self.guard.exceeded or self.guard.overspent():
+            raise BudgetExceeded(self.guard.exceeded)
+        return outcome
+
+    def _ask(self, step: int) -> str:
+        """The root model's reply for ``step`` (a continued run's edited step is given,
+        not asked for); a reply that repeats an earlier step's code is sampled once
+        more at ``resample_temperature``: at temperature 0 a small model that repeats
+        itself once usually loops until the step limit."""
+        cfg = self.config
+        self.guard.check()
+        if self.depth == 0:
+            self.guard.recorder.step = step
+        self.notify("model_call", {"step": step})
+        if self.forced_reply is not None:
+            reply, self.forced_reply = self.forced_reply, None
+            return reply
+        messages = build_messages(self.first, self.turns, cfg.history_window,
+                                  self.prompt_chars)
+        reply = reply_text(self.root, messages, role="root", stop=cfg.stop_sequences())
+        if cfg.resample_temperature and self.pending is None and step != self.first_step \
+                and self._repeats(reply):  # a check step may repeat its FINAL
+            try:
+                reply = reply_text(self.root, messages, role="root",
+                                   stop=cfg.stop_sequences(),
+                                   temperature=cfg.resample_temperature)
+            except BudgetExceeded:  # no budget for a second sample: run the first
+                pass
+        return reply
+
+    def _repeats(self, reply: str) -> bool:
+        """True when ``reply``'s code is exactly the code of an earlier step."""
+        _, blocks, _ = split_reply(reply, self.config.cut_after_first_block)
+        code = "\n\n".join(blocks)
+        return bool(code) and code in self.seen_code
+
+    def _run_code(self, reply: str, step: int, *, final_only: bool = False) -> StepOutcome:
+        """Split ``reply`` into reasoning and code, run the code, and take the step's
+        ``FINAL`` (or a FINAL written in prose when the reply has no code).
+
+        Args:
+            reply: the model's reply text.
+            step: the step's number (from 1).
+            final_only: run the code only if it calls FINAL/FINAL_VAR (the last
+                "answer now" call).
+        """
+        reasoning, blocks, kept = split_reply(reply, self.config.cut_after_first_block)
+        outcome = StepOutcome(reply=reply, reply_for_history=kept, reasoning=reasoning)
+        if not blocks:
+            found, value, error = final_from_text(reply, self.ns)
+            if found:
+                self._set_answer(outcome, value)
+            outcome.error_for_model = error
+            return outcome
+        code = "\n\n".join(blocks)
+        if final_only and not detect_final_in_code(code).detected:
+            return outcome
+        outcome.code = code
+        self.notify("step_started", {"step": step, "code": code, "reasoning": reasoning})
+        res = self._execute(code, step)
+        outcome.output, outcome.success = combined_output(res), res.success
+        outcome.seconds, outcome.llm_calls = res.execution_time, res.llm_calls
+        outcome.signals = self._take_signals()
+        self._take_answer(outcome, self.tools.take_final())
+        return outcome
+
+    def _execute(self, code: str, step: int) -> REPLResult:
+        """Run a step's code under its time limit, streaming ``step_output`` events; the
+        result's ``llm_calls`` are the sub-calls that returned while it ran."""
+        def on_output(stream: str, text: str) -> None:
+            self.notify("step_output", {"step": step, "stream": stream, "text": text})
+
+        self.tools.take_final()  # a FINAL left over from outside this step does not count
+        self.tools.step_calls = calls = []  # this step's llm_query records
+        res = self.executor.execute(code, timeout=self.config.step_timeout,
+                                    on_output=on_output)
+        res.llm_calls = list(calls)
+        return res
+
+    def _take_signals(self) -> dict[str, float]:
+        """Remove the :data:`~rlm_kernel.engine.step.SIGNAL_NAMES` variables from the
+        namespace; their numbers by key (exact ``int``/``float`` only: a subclass's
+        ``__float__`` would be model code running on the host)."""
+        signals: dict[str, float] = {}
+        for name, key in SIGNAL_NAMES.items():
+            value = self.ns.pop(name, None)
+            if type(value) in (int, float):
+                signals[key] = float(value)
+        return signals
+
+    def _take_answer(self, outcome: StepOutcome, record: dict[str, Any] | None) -> None:
+        """Turn the step's recorded ``FINAL``/``FINAL_VAR`` (if any) into ``outcome``'s
+        answer; a ``FINAL_VAR`` of a missing name fails the step and tells the model."""
+        if record is None:
+            return
+        if record.get("type") != "variable":
+            self._set_answer(outcome, record.get("answer"))
+            return
+        try:
+            value = resolve_final_var(record["var"], self.ns)
+        except KeyError as exc:
+            outcome.success = False
+            outcome.error_for_model = f"FINAL_VAR failed: {exc.args[0]}"
+            return
+        self._set_answer(outcome, value)
+
+    def _set_answer(self, outcome: StepOutcome, value: Any) -> None:
+        """The answer of a step: the value as given (a text with secrets redacted),
+        and its text rendered once, guarded and capped."""
+        if type(value) is str:  # the text answer may hold a secret; other types are data
+            value = self.tools.redact(value)
+        outcome.final, outcome.answer_value = True, value
+        outcome.answer = self.tools.redact(answer_text(value))
+
+    def _restore_names(self, outcome: StepOutcome | None) -> None:
+        """Undo rebinding or deletion of reserved names and protected input variables,
+        and tell the model in the step's output (``outcome`` None: after the run)."""
+        ns, reserved = self.ns, self.reserved
+        broken = [n for n in RESERVED_NAMES if ns.get(n) is not reserved[n]]
+        for name in broken:
+            ns[name] = reserved[name]
+        changed = [n for n, v in self.inputs.items() if ns.get(n, _MISSING) is not v]
+        for name in changed:
+            ns[name] = self.inputs[name]
+        if outcome is None:
+            return
+        notes = []
+        if broken:
+            notes.append(f"Warning: {', '.join(broken)} "
+                         f"{'is' if len(broken) == 1 else 'are'} reserved; the original "
+                         "was restored.")
+        if changed:
+            notes.append(f"Warning: {', '.join(changed)} "
+                         f"{'is' if len(changed) == 1 else 'are'} the task's input and "
+                         "read-only; the original was restored. Store results under a "
+                         "new name.")
+        if notes:
+            outcome.output = "\n".join([outcome.output.rstrip(), *notes]).lstrip()
+
+    def _record(self, step: int, outcome: StepOutcome) -> None:
+        """Append the step to the trajectory (with the sub-calls made while its code
+        ran), note a replay's first divergence, tell the observer ``step_finished``
+        (``diverged``: this step's output differs from the record)."""
+        result = self.result
+        result.history = result.history.append(
+            reasoning=outcome.reasoning, code=outcome.code, output=outcome.output,
+            execution_time=outcome.seconds, llm_calls=outcome.llm_calls)
+        diverged = (self.replay is not None and self.depth == 0
+                    and self.replay.diverges(len(result.history) - 1, outcome.output))
+        if diverged and result.diverged_at is None:
+            result.diverged_at = step
+        exchanges = [e for e in self.guard.recorder.exchanges if e["step"] == step] \
+            if self.depth == 0 else []
+        self.notify("step_finished", {"step": step, "outcome": outcome, "diverged": diverged,
+                                      "exchanges": exchanges,
+                                      "entry": result.history.entries[-1]})
+
+    # -- judging a step -----------------------------------------------------------------
+    def _judge(self, step: int, outcome: StepOutcome) -> bool:
+        """Ask the termination policy whether to stop; then end the run (True), hold
+        the step's ``FINAL`` for the answer check, or add the next user message.  True
+        also when ``max_consecutive_errors`` steps in a row failed or ran no code."""
+        cfg = self.config
+        done, policy_answer = self.policy.should_terminate(
+            self._action_result(outcome, step), self._policy_context(step, outcome))
+        check = (done and outcome.final and self.pending is None and cfg.verify_answer
+                 and step < cfg.max_iterations)
+        if done and not check:
+            if outcome.final:
+                self._accept(outcome)
+            else:  # a policy that stops without FINAL (a reward threshold): its text
+                self.result.answer = self.result.answer_value = policy_answer
+                self.result.stopped_by = "final"
+            return True
+        if check:  # one look back before the answer is accepted
+            self.pending = outcome
+            evidence = outcome.output
+            if not evidence.strip() and len(self.result.history) >= 2:
+                evidence = self.result.history.entries[-2].output
+            text = check_answer_message(self.question, outcome.answer_value, evidence,
+                                        step + 1, cfg.max_iterations)
+            self.notify("answer_check", {"step": step, "answer": outcome.answer})
+        else:
+            text = self._next_message(outcome.code, outcome.output, outcome.success, step,
+                                      repeated_from=self.seen_code.get(outcome.code),
+                                      error=outcome.error_for_model)
+        self._add_turns(outcome.reply_for_history, text, outcome.code, step)
+        self.failures = 0 if outcome.success and outcome.code else self.failures + 1
+        if cfg.max_consecutive_errors and self.failures >= cfg.max_consecutive_errors:
+            self.result.stopped_by = "error"
+            self.result.error = f"{self.failures} steps in a row failed or ran no code"
+            return True
+        return False
+
+    def _accept(self, outcome: StepOutcome) -> None:
+        """End the run with ``outcome``'s FINAL as the answer."""
+        self.result.answer, self.result.answer_value = outcome.answer, outcome.answer_value
+        self.result.stopped_by = "final"
+
+    def _next_message(self, code: str, output: str, success: bool, step: int,
+                      repeated_from: int | None = None, error: str | None = None) -> str:
+        """The user message after ``step``: its output and the next step's line."""
+        cfg = self.config
+        return next_message(code, output, success, step + 1, cfg.max_iterations,
+                            limit=cfg.max_output_chars, repeated_from=repeated_from,
+                            error=error,
+                            question=self.question if cfg.restate_question else None)
+
+    def _add_turns(self, reply: str, message: str, code: str, step: int) -> None:
+        """The conversation after ``step``: the model's reply (as kept), our message."""
+        self.turns.append({"role": "assistant", "content": reply})
+        self.turns.append({"role": "user", "content": message})
+        if code:
+            self.seen_code.setdefault(code, step)
+
+    def _action_result(self, outcome: StepOutcome, step: int) -> ActionResult:
+        """The :class:`ActionResult` a termination policy sees for one step.
+
+        ``action_type`` is ``"final"`` (output = the answer's text) when the step called
+        ``FINAL``/``FINAL_VAR``, else ``"code"`` (output = the step's output up to a
+        traceback, which echoes the failed line: a ``FINAL`` there is not an answer).
+        ``error`` is the message the model is shown about a failed ``FINAL``, if any.
+        ``metadata``: ``step`` (from 1), ``seconds`` (execution time), ``sub_calls``
+        (number of ``llm_query`` calls while the code ran), ``output_chars`` (length of
+        the whole output), ``success``, and ``confidence`` / ``last_reward`` (floats)
+        when the step's code reported them.
+        """
+        metadata: dict[str, Any] = {"step": step, "seconds": outcome.seconds,
+                                    "sub_calls": len(outcome.llm_calls),
+                                    "output_chars": len(outcome.output),
+                                    "success": outcome.success, **outcome.signals}
+        if outcome.final:
+            return ActionResult(action_type="final", success=True,
+                                output=outcome.answer or "", metadata=metadata)
+        return ActionResult(action_type="code", success=outcome.success,
+                            output=before_traceback(outcome.output),
+                            error=outcome.error_for_model, metadata=metadata)
+
+    def _policy_context(self, step: int, outcome: StepOutcome) -> PolicyContext:
+        """The :class:`PolicyContext` a termination policy sees after ``step``.
+
+        ``history``: the run's :class:`~rlm_kernel.repl_types.REPLEntry` list so far
+        (this step last); ``variables``: the REPL namespace; ``metrics``: ``steps``,
+        ``llm_calls``, ``prompt_tokens``, ``completion_tokens``, ``cost_usd`` (the
+        ledger's totals so far, child runs included), ``seconds`` (since the run
+        started), ``last_success`` (this step's), and ``last_reward`` / ``confidence``
+        when this step's code reported them (absent otherwise).
+        """
+        metrics: dict[str, Any] = {**self.ledger.totals(), "steps": len(self.result.history),
+                                   "seconds": time.perf_counter() - self.start,
+                                   "last_success": outcome.success, **outcome.signals}
+        return PolicyContext(task=self.question, step=step,
+                             max_steps=self.config.max_iterations, variables=self.ns,
+                             history=list(self.result.history.entries), metrics=metrics)
+
+    # -- the end ------------------------------------------------------------------------
+    def _answer_now(self) -> None:
+        """After ``max_iterations`` steps: one last call asking for ``FINAL`` now; its
+        code runs only if it calls ``FINAL``/``FINAL_VAR``, else its text is the answer."""
+        cfg, result = self.config, self.result
+        last = cfg.max_iterations + 1
+        self.guard.check()
+        if self.depth == 0:
+            self.guard.recorder.step = last
+        messages = build_messages(self.first, self.turns, cfg.history_window,
+                                  self.prompt_chars)
+        messages.append({"role": "user", "content": answer_now_message(cfg.max_iterations)})
+        reply = reply_text(self.root, messages, role="final", stop=cfg.stop_sequences())
+        outcome = self._run_code(reply, last, final_only=True)
+        if outcome.code:  # the FINAL call ran: it is part of the trajectory
+            self._record(last, outcome)
+        if outcome.final:
+            result.answer, result.answer_value = outcome.answer, outcome.answer_value
+        else:
+            result.answer = outcome.reasoning.strip() or reply.strip() or None
+            result.answer_value = result.answer
+
+    # -- continuing an earlier run --------------------------------------------------------
+    def _seed(self, cont: Continuation) -> str | None:
+        """Take the steps before ``cont.from_step`` as they were: trajectory entries,
+        conversation turns and the code already seen.  Returns the reply to use for
+        step ``from_step`` instead of asking the model (None: ask the model)."""
+        entries = list(cont.previous.history)
+        for step, entry in enumerate(entries[: cont.from_step - 1], start=1):
+            self.result.history = self.result.history.append(
+                reasoning=entry.reasoning, code=entry.code, output=entry.output,
+                execution_time=entry.execution_time, llm_calls=entry.llm_calls)
+            reply = recorded_reply(cont.previous, step, entry.reasoning, entry.code)
+            kept = split_reply(reply, self.config.cut_after_first_block)[2]
+            self._add_turns(kept, self._next_message(entry.code, entry.output,
+                                                     _TRACEBACK not in entry.output, step),
+                            entry.code, step)
+        return cont.first_reply()
+
+    # -- events -------------------------------------------------------------------------
+    def notify(self, kind: str, data: dict[str, Any]) -> None:
+        """Tell the observer: ``data`` plus ``depth``, ``elapsed`` (seconds) and, but
+        for the frequent ``step_output``, the ledger's ``totals`` (see ``events``)."""
+        if self.observer is None:
+            return
+        base: dict[str, Any] = {"depth": self.depth,
+                                "elapsed": time.perf_counter() - self.start}
+        if kind != "step_output":  # frequent; totals cost O(calls)
+            base["totals"] = self.ledger.totals()
+        emit(self.observer, Event(kind, {**base, **data}))
+
+
+def _prompt_chars(cfg: RLMConfig, root: LanguageModel) -> int | None:
+    """Characters of prompt that fit the root model's context window, if known:
+    3 characters a token (code and output tokenise densely), room left for the reply."""
+    window = cfg.context_window or getattr(root, "context_window", None)
+    if not window:
+        return None
+    reply = cfg.max_step_tokens or 1024
+    return max(2000, (window - reply - 128) * 3)
+
+
+def _policy_config(cfg: RLMConfig) -> dict[str, Any] | None:
+    """The policy's config.  ``final_pattern`` defaults to case-sensitive matching
+    here: printed data such as ``def final(f):`` must not end a run."""
+    if not cfg.termination_config and cfg.termination == "final_pattern":
+        return {"case_sensitive": True}
+    return cfg.termination_config

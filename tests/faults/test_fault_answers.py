@@ -1,0 +1,80 @@
+"""Answers of any value: FINAL keeps the object, and its one guarded text never ends the
+run with an internal error, escapes ``RLM.run`` or grows without bound (the shared
+fault cases c01, c02, c04, c06, c08, c22, h02)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from rlm_kernel.engine.answer import ANSWER_CHARS, answer_text, value_repr
+from tests.replies import block
+
+from .helpers import THOUGHT, scripted_run
+
+
+def run(*codes: str, **cfg):
+    rlm, lm = scripted_run([block(code, THOUGHT) for code in codes], step_timeout=5, **cfg)
+    return rlm.run("q", context="x"), lm
+
+
+def test_a_dict_with_tuple_keys_is_the_answer():
+    res, _ = run("counts = {('a', 1): 3, ('b', 2): 5}\nprint('computed')", "FINAL(counts)")
+    assert (res.stopped_by, res.steps) == ("final", 2)
+    assert res.answer_value == {("a", 1): 3, ("b", 2): 5}
+    assert "('a', 1): 3" in res.answer
+
+
+@pytest.mark.parametrize("code", ["d = {'name': 'x'}\nd['self'] = d\nFINAL(d)",
+                                  "a = [1]\na.append(a)\nFINAL(a)"])
+def test_a_value_that_contains_itself_is_the_answer(code):
+    res, _ = run(code)
+    assert res.stopped_by == "final" and res.error is None
+    assert res.answer_value is not None
+    assert "..." in res.answer or "Recursion" in res.answer
+
+
+@pytest.mark.parametrize("exc", ["SystemExit(7)", "KeyboardInterrupt", "RuntimeError('no')"])
+def test_a_value_whose_str_raises_is_still_the_answer(exc):
+    res, _ = run(f"class A:\n    def __str__(self):\n        raise {exc}\n"
+                 "    def __repr__(self):\n        return 'A()'\nFINAL(A())")
+    assert (res.stopped_by, res.error) == ("final", None)  # not 'interrupt', not raised
+    assert type(res.answer_value).__name__ == "A"
+    assert res.answer == "A()"
+
+
+def test_a_value_whose_every_rendering_fails_gets_a_placeholder_text():
+    res, _ = run("class B:\n    def __str__(self):\n        raise SystemExit(1)\n"
+                 "    __repr__ = __str__\nFINAL(B())")
+    assert res.stopped_by == "final" and res.answer == "<B object: no text>"
+
+
+def test_a_value_whose_str_never_returns_is_cut_off():
+    started = time.monotonic()
+    text = answer_text(type("Slow", (), {"__str__": lambda self: time.sleep(60) or "x",
+                                         "__repr__": lambda self: "Slow()"})(), seconds=0.5)
+    assert text == "Slow()"
+    assert time.monotonic() - started < 10
+
+
+def test_a_huge_answer_text_is_capped_and_the_value_kept():
+    res, _ = run("FINAL('y' * 3_000_000)")
+    assert len(res.answer_value) == 3_000_000
+    assert len(res.answer) < ANSWER_CHARS + 100
+    assert "characters of output dropped" in res.answer
+
+
+def test_a_reward_whose_float_loops_is_not_read():
+    started = time.monotonic()
+    res, _ = run("import time\nclass R(float):\n    def __float__(self):\n"
+                 "        while True:\n            time.sleep(0.1)\nRLM_REWARD = R(1.0)",
+                 "FINAL(1)")
+    assert res.answer == "1" and time.monotonic() - started < 10
+
+
+def test_the_answer_check_shows_any_value_guarded():
+    res, lm = run("class C:\n    def __repr__(self):\n        raise SystemExit\nFINAL(C())",
+                  "FINAL('fine')", verify_answer=True)
+    assert "You called FINAL with a C: <C object>" in lm.calls[1][-1]["content"]
+    assert value_repr(list(range(1000)), max_chars=40).endswith("...")
