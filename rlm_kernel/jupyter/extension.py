@@ -1,4 +1,11 @@
-"""``%load_ext rlm_kernel``: what loading the extension wires into a shell."""
+"""``%load_ext rlm_kernel``: what loading the extension wires into a shell.
+
+It registers things through IPython's own APIs only (a magic, an input transformer, a
+custom exception handler, names in the namespace) and patches no kernel or shell
+method.  The task cell's own execution count and the "busy" status for a whole run
+come from :class:`~rlm_kernel.jupyter.kernel.RLMKernel`'s overrides, so a ``python3``
+kernel with this extension has neither (a task cell there shows its last step's count).
+"""
 
 from __future__ import annotations
 
@@ -6,25 +13,17 @@ from typing import Any
 
 from ..termination import FinalOutput
 from .magic import RLMMagics
-from .session import (
-    bind_session_tools,
-    final_outside_run,
-    keep_busy_status,
-    keep_task_count,
-    protect_question_mark,
-)
+from .session import bind_session_tools, final_outside_run, protect_question_mark
 
 __all__ = ["load_ipython_extension"]
 
 
 def load_ipython_extension(shell: Any) -> None:
     """``%load_ext rlm_kernel``: register the magic and the out-of-run helpers."""
-    keep_task_count(getattr(shell, "kernel", None))
     if protect_question_mark not in shell.input_transformers_cleanup:
         shell.input_transformers_cleanup.append(protect_question_mark)
     magics = RLMMagics(shell=shell, parent=shell)
     shell.register_magics(magics)
-    keep_busy_status(getattr(shell, "kernel", None), lambda: magics.running)
     shell.configurables.append(magics)
     bind_session_tools(shell, magics.sub_model or magics.model or None)
     shell.set_custom_exc((FinalOutput,), final_outside_run)

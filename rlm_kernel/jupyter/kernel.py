@@ -2,7 +2,14 @@
 
 A thin layer over IPython's kernel: it loads the ``%rlm`` magic at start and
 routes a cell of prose (text that is neither Python nor IPython syntax) to it.
-Everything else behaves as in the ``python3`` kernel.
+Two more overrides serve tasks: the task cell's reply keeps the cell's own execution
+count, and the kernel stays "busy" for the frontend while a run goes.  Everything
+else behaves as in the ``python3`` kernel.
+
+Every behaviour is a method of :class:`RLMKernel`; nothing is assigned to a live
+kernel instance.  A ``python3`` kernel with ``%load_ext rlm_kernel`` gets the magic
+but not these overrides (ipykernel has no hook for either): there, a task cell's reply
+carries the last step's execution count.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from ipykernel.ipkernel import IPythonKernel
 from traitlets import Bool
 
 from .. import __version__
+from .magic import RLMMagics
 from .prose import is_prose
 
 __all__ = ["RLMKernel"]
@@ -36,16 +44,56 @@ class RLMKernel(IPythonKernel):
         self.shell.configurables.append(self)  # so `%config RLMKernel.prose_tasks` works
         self.shell.extension_manager.load_extension("rlm_kernel")
 
+    @property
+    def rlm_magics(self) -> RLMMagics | None:
+        """The ``%rlm`` magic registered in this kernel's shell (loaded at start; None
+        before that)."""
+        shell = self.shell
+        magics = (shell.magics_manager.registry.get(RLMMagics.__name__)
+                  if shell is not None else None)
+        return magics if isinstance(magics, RLMMagics) else None
+
+    @property
+    def run_in_progress(self) -> bool:
+        """Whether an RLM task is running: the magic's :attr:`RLMMagics.running`, true
+        from before a run's widgets appear until the run has ended."""
+        magics = self.rlm_magics
+        return magics is not None and magics.running
+
     async def do_execute(self, code: str, silent: bool, store_history: bool = True,
                          user_expressions: dict | None = None, allow_stdin: bool = False,
-                         **kwargs: Any):
-        """Run ``code``; a prose cell becomes ``%%rlm`` + its text."""
+                         **kwargs: Any) -> dict[str, Any]:
+        """Run ``code``; a prose cell becomes ``%%rlm`` + its text.
+
+        The reply carries the execution count the cell started with.  ipykernel's
+        says ``shell.execution_count - 1`` after the cell, which for a task cell is
+        its last step's (the model's steps run through the shell and take counts of
+        their own); for any other cell the two are the same.
+        """
         if self.prose_tasks and not silent and is_prose(code, magics=self._automagics()):
             code = "%%rlm\n" + code
-        # The task cell's own execution count is kept by the extension
-        # (rlm_kernel.jupyter.session.keep_task_count), as in any other ipykernel.
-        return await super().do_execute(code, silent, store_history, user_expressions,
-                                        allow_stdin, **kwargs)
+        count = self.shell.execution_count
+        reply = await super().do_execute(code, silent, store_history, user_expressions,
+                                         allow_stdin, **kwargs)
+        if store_history and not silent and reply.get("execution_count", count) > count:
+            reply["execution_count"] = count
+        return reply
+
+    def _publish_status(self, status: str, channel: str,
+                        parent: dict[str, Any] | None = None) -> None:
+        """ipykernel's IOPub status message, except for requests on other channels
+        than the shell while a run goes (:attr:`run_in_progress`).
+
+        While a task cell runs, JupyterLab's widget manager sends control-channel
+        requests (``create_subshell_request`` when a run's widgets appear, with
+        ipykernel 7's subshells).  ipykernel answers each with ``busy`` then ``idle``
+        on IOPub, and a frontend that takes that ``idle`` as the kernel's state shows
+        it idle for the rest of the run.  The kernel is busy with the run; the shell's
+        own ``busy``/``idle`` around the task cell are published as always.
+        """
+        if channel != "shell" and self.run_in_progress:
+            return
+        super()._publish_status(status, channel, parent)
 
     def _automagics(self) -> frozenset[str]:
         """Line magics callable without ``%`` (empty when ``%automagic`` is off)."""

@@ -173,7 +173,10 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         self.step_counts: set[int] = set()
         self._views: dict[str, Any] = {}  # task cell id -> its last run's widgets
         self.cell_log: list[str] = []  # the user's cells, for an export's setup cells
-        self.running = False
+        self.running: bool = False
+        """True while a run goes (from before its widgets appear until it has ended):
+        :class:`~rlm_kernel.jupyter.kernel.RLMKernel` reads it to keep the frontend's
+        status busy, and the user's cell log skips the steps' cells."""
         if shell is not None:
             shell.events.register("pre_run_cell", self._log_cell)
         self.registry = FrontendRegistry()
@@ -252,7 +255,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         if continuation is not None:
             renderer.continues = {"run_id": continues, "from_step": continuation.from_step}
         # Running from before the widgets appear: the subshell request they make the
-        # frontend send must not turn its status to idle (session.keep_busy_status).
+        # frontend send must not turn its status to idle (RLMKernel._publish_status).
         self.running = True
         try:
             view = self._view(cell_id, config.max_iterations, list(variables))

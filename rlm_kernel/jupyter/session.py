@@ -1,6 +1,8 @@
 """The session around runs: ``llm_query`` & co. bound outside runs, ``FINAL`` outside a
-run shown as an answer, ``%rlm ...?`` kept a task, and the task cell's own execution
-count kept (ipykernel's reply would give the last step's)."""
+run shown as an answer, and ``%rlm ...?`` kept a task.
+
+The task cell's own execution count and the kernel status during a run are the RLM
+kernel's (:class:`~rlm_kernel.jupyter.kernel.RLMKernel`), not the session's."""
 
 from __future__ import annotations
 
@@ -10,8 +12,7 @@ from typing import Any
 
 from ..termination import format_final_answer, resolve_final_var
 
-__all__ = ["bind_session_tools", "final_outside_run", "keep_busy_status", "keep_task_count",
-           "protect_question_mark"]
+__all__ = ["bind_session_tools", "final_outside_run", "protect_question_mark"]
 
 
 def bind_session_tools(shell: Any, sub_model: str | None,
@@ -77,57 +78,3 @@ def protect_question_mark(lines: list[str]) -> list[str]:
             line = f"{match.group(1)}get_ipython().run_line_magic('rlm', {match.group(2)!r})\n"
         out.append(line)
     return out
-
-
-def keep_task_count(kernel: Any) -> None:
-    """Make a running ipykernel report a task cell's own execution count.
-
-    ipykernel replies with ``shell.execution_count - 1`` after the cell, which,
-    once a task's steps have taken counts of their own, is the last step's.  The
-    kernel instance's ``do_execute`` (the RLM kernel's included: it loads this
-    extension at start) is wrapped to report the count the cell started with.
-    """
-    if kernel is None or getattr(kernel, "_rlm_keeps_task_count", False):
-        return
-    original = kernel.do_execute
-
-    async def do_execute(code: str, silent: bool, store_history: bool = True,
-                         user_expressions: dict | None = None, allow_stdin: bool = False,
-                         **kwargs: Any):
-        count = kernel.shell.execution_count
-        reply = await original(code, silent, store_history, user_expressions, allow_stdin,
-                               **kwargs)
-        if store_history and not silent and isinstance(reply, dict) and \
-                reply.get("execution_count", count) > count:
-            reply["execution_count"] = count
-        return reply
-
-    kernel.do_execute = do_execute
-    kernel._rlm_keeps_task_count = True
-
-
-def keep_busy_status(kernel: Any, running: Any) -> None:
-    """Keep the frontend's kernel status "busy" for the whole of a run.
-
-    While a task cell runs, JupyterLab's widget manager sends control-channel requests
-    (``create_subshell_request`` when a run's widgets appear, with ipykernel 7's
-    subshells); ipykernel answers each with ``busy`` then ``idle`` status messages on
-    IOPub, and JupyterLab takes that ``idle`` as the kernel's state: the status bar read
-    "Idle" for the rest of the run.  While ``running()`` is true, status messages of
-    channels other than the shell are not published (the kernel is busy with the run).
-
-    Args:
-        kernel: the ipykernel ``Kernel`` (None outside a kernel: nothing to do).
-        running: ``callable() -> bool``, true while a run is in progress.
-    """
-    if kernel is None or getattr(kernel, "_rlm_keeps_busy", False):
-        return
-    original = kernel._publish_status
-
-    def publish_status(status: str, channel: str, *args: Any, **kwargs: Any) -> Any:
-        if channel != "shell" and running():
-            return None
-        return original(status, channel, *args, **kwargs)
-
-    kernel._publish_status = publish_status
-    kernel._rlm_keeps_busy = True
