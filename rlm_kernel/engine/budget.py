@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from ..models import Completion, LanguageModel, UsageLedger, tracing
 from .recording import Recorder
@@ -142,35 +141,64 @@ class GuardedClient:
     def __init__(self, client: LanguageModel, guard: BudgetGuard) -> None:
         self._client = client
         self._guard = guard
-        self.model = getattr(client, "model", "")
+        self.model = client.model
 
-    def __getattr__(self, name: str) -> Any:  # ledger, depth, context_window, check ...
-        return getattr(self._client, name)
+    # -- the LanguageModel protocol: the wrapped client's, explicitly --------------------
+    @property
+    def max_tokens(self) -> int | None:
+        """The wrapped client's default completion cap (tokens)."""
+        return self._client.max_tokens
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in ("ledger", "depth"):
-            setattr(self._client, name, value)
-        else:
-            object.__setattr__(self, name, value)
+    @property
+    def context_window(self) -> int | None:
+        """The wrapped model's input window (tokens), if known."""
+        return self._client.context_window
+
+    @property
+    def ledger(self) -> UsageLedger | None:
+        """The wrapped client's ledger (setting it sets the client's)."""
+        return self._client.ledger
+
+    @ledger.setter
+    def ledger(self, value: UsageLedger | None) -> None:
+        self._client.ledger = value
+
+    @property
+    def depth(self) -> int:
+        """The depth recorded on the wrapped client's calls (setting it sets the client's)."""
+        return self._client.depth
+
+    @depth.setter
+    def depth(self, value: int) -> None:
+        self._client.depth = value
+
+    def check(self) -> None:
+        """The wrapped client's availability check.
+
+        Raises:
+            LLMError: the model cannot be called."""
+        self._client.check()
 
     def complete(self, messages: list[dict[str, str]], *, role: str = "root",
                  stop: list[str] | None = None, max_tokens: int | None = None,
                  temperature: float | None = None) -> Completion:
-        """One call, counted and capped by the guard; see ``LanguageModel.complete``.
+        """One call, counted and capped by the guard, in the run's one ``chat`` span
+        (:func:`~rlm_kernel.models.tracing.chat_span`: every model call of a run passes
+        here); see ``LanguageModel.complete``.
 
         Raises:
             BudgetExceeded: the budget is used up (no call is made).
             LLMError: the call failed.
         """
         cap = self._guard.begin_call(max_tokens if max_tokens is not None
-                                     else getattr(self._client, "max_tokens", None))
-        depth = getattr(self._client, "depth", 0) or 0
+                                     else self._client.max_tokens)
+        depth = self._client.depth or 0
         try:
             with tracing.chat_span(self.model, role, depth) as sp:
                 completion = self._client.complete(messages, role=role, stop=stop,
                                                    max_tokens=cap, temperature=temperature)
                 if sp is not None:
-                    sp.set_attributes(tracing.usage_attributes(completion.call))
+                    sp.set_attributes(tracing.call_attributes(completion.call))
         finally:
             self._guard.end_call()
         text = getattr(completion, "text", None)

@@ -138,8 +138,8 @@ class Run:
         self.reserved = self.tools.functions()
         self.inputs = dict(variables) if cfg.protect_inputs else {}
         self.result = RLMResult(question=question, variables=metas, depth=depth,
-                                model=getattr(root, "model", ""),
-                                sub_model=getattr(sub, "model", ""))
+                                model=root.model,
+                                sub_model=sub.model)
         self.first = task_message(question, metas, cfg.max_iterations, variables)
         self.prompt_chars = _prompt_chars(cfg, root)
         self.policy = PolicyRegistry.get_termination(cfg.termination,
@@ -532,7 +532,7 @@ class Run:
 def _prompt_chars(cfg: RLMConfig, root: LanguageModel) -> int | None:
     """Characters of prompt that fit the root model's context window, if known:
     3 characters a token (code and output tokenise densely), room left for the reply."""
-    window = cfg.context_window or getattr(root, "context_window", None)
+    window = cfg.context_window or root.context_window
     if not window:
         return None
     reply = cfg.max_step_tokens or 1024

@@ -156,7 +156,7 @@ class RunTools:
                 client = make_client(model, **self.client_kwargs)
                 client.check()
                 client = GuardedClient(client, self.guard)
-                client.ledger = getattr(self.sub_client, "ledger", None)
+                client.ledger = self.sub_client.ledger
                 client.depth = self.depth
                 self._clients[model] = client
             return self._clients[model]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from .usage import Completion
+from .usage import Completion, UsageLedger
 
 __all__ = ["LanguageModel", "LLMError", "Message"]
 
@@ -24,9 +24,37 @@ class LLMError(RuntimeError):
 
 @runtime_checkable
 class LanguageModel(Protocol):
-    """What the engine needs from a model: one chat completion at a time."""
+    """What the engine needs from a model: one chat completion at a time, and the few
+    facts and hooks it reads or sets around calls.
+
+    Attributes:
+        model: the litellm model string (``openai/gpt-4.1-mini``), as recorded on calls.
+        max_tokens: the client's default completion cap in tokens (None: the provider's).
+        context_window: the model's input window in tokens, if known (None: unknown);
+            the engine fits its prompt into it.
+        ledger: where every call is recorded (:class:`UsageLedger`); the engine sets it
+            to the run tree's ledger before the first call (None: calls are not kept).
+        depth: the recursion depth recorded on calls (0: a top-level run); the engine
+            sets it on clients it makes for deeper runs.
+    """
 
     model: str
+    max_tokens: int | None
+    ledger: UsageLedger | None
+    depth: int
+
+    @property
+    def context_window(self) -> int | None:
+        """The model's input window in tokens, or None when unknown."""
+        ...
+
+    def check(self) -> None:
+        """Fail early, before a run starts, when the model cannot be called at all.
+
+        Raises:
+            LLMError: the model is unknown, a key is missing, or its server is down.
+        """
+        ...
 
     def complete(
         self,
@@ -40,6 +68,14 @@ class LanguageModel(Protocol):
         """Return the reply to ``messages`` (OpenAI chat format); ``temperature``
         overrides the client's own for this call (with a fixed ``seed``, so a rerun
         samples the same reply where the provider supports seeds).
+
+        Args:
+            messages: the chat so far.
+            role: ``root`` (a step's reply), ``final`` (the last "answer now" call) or
+                ``sub`` (an ``llm_query`` sub-call); recorded on the call.
+            stop: stop sequences.
+            max_tokens: the completion cap of this call (None: the client's).
+            temperature: this call's sampling temperature (None: the client's).
 
         Raises:
             LLMError: the provider failed after retries, the model is unknown or

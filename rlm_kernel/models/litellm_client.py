@@ -15,7 +15,6 @@ import threading
 import time
 from typing import Any
 
-from . import tracing
 from .base import LanguageModel, LLMError, Message
 from .usage import Completion, LLMCall, UsageLedger
 
@@ -176,16 +175,7 @@ class LiteLLMClient:
         kwargs = self._request_kwargs(stop, max_tokens, temperature)
         if self.cache and role == "sub":  # sub-calls only: never the root model's turns
             kwargs["cache"] = {"use-cache": True}
-        if not tracing.enabled():
-            return self._send(litellm, messages, role, kwargs)
-        provider = self.model.split("/", 1)[0] if "/" in self.model else None
-        with tracing.chat_span(self.model, role, self.depth) as sp:
-            completion = self._send(litellm, messages, role, kwargs)
-            if sp is not None:  # None: tracing went off meanwhile
-                sp.set_attributes({**tracing.usage_attributes(completion.call),
-                                   "rlm.cached": completion.call.cached,
-                                   **({"gen_ai.provider.name": provider} if provider else {})})
-            return completion
+        return self._send(litellm, messages, role, kwargs)
 
     def _send(self, litellm: Any, messages: list[Message], role: str,
               kwargs: dict[str, Any]) -> Completion:

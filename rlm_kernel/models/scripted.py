@@ -40,6 +40,8 @@ class ScriptedModel:
         self.cost_usd = cost_usd
         self.ledger: UsageLedger | None = None
         self.depth = 0
+        self.max_tokens: int | None = None
+        self.context_window: int | None = None
         self.calls: list[list[dict[str, str]]] = []
         self.temperatures: list[float | None] = []  # per call: the override, if any
         self.caps: list[int | None] = []  # per call: the completion cap (max_tokens) sent

@@ -13,9 +13,10 @@ Span names are ``"{gen_ai.operation.name} {target}"``: ``invoke_agent rlm``,
 attribute); ``rlm.cost_usd`` (USD, litellm's price map), ``rlm.cached``, ``rlm.step``,
 ``rlm.role``, ``rlm.depth``, ``rlm.question`` (its first 500 characters) are ours.
 
-The engine opens the run and step spans (:func:`run_span`, :func:`step_span`);
-:class:`~rlm_kernel.models.LiteLLMClient` opens each call's ``chat`` span itself, so a
-client used outside the engine is traced too.  Span kinds: ``chat`` is ``CLIENT`` (a
+The engine opens the spans: the run and step spans (:func:`run_span`, :func:`step_span`)
+and each call's ``chat`` span (:func:`chat_span`, in the engine's budget wrapper, which
+every model call of a run passes through: one call, one span, whatever the backend).
+Span kinds: ``chat`` is ``CLIENT`` (a
 request to a model server), the run and step spans ``INTERNAL`` (in-process).
 
 Why ``"otel"`` is not handed to litellm's own OpenTelemetry callback
@@ -25,24 +26,20 @@ inside an active span it opens no ``chat`` span of its own; it writes its ~60 at
 the messages) onto whatever span is current, so a step's ``execute_tool`` span would be
 relabelled ``chat``, and adds a ``raw_gen_ai_request`` child; without litellm's proxy
 installed it also logs a warning on start.  Putting ``otel`` in ``litellm.callbacks``
-yourself still works: inside a client's ``chat`` span its attributes land on that span
+yourself still works: inside a run's ``chat`` span its attributes land on that span
 (its ``gen_ai.request.model`` then lacks the provider prefix).
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["chat_span", "disable", "enable", "enabled", "run_span", "span", "step_span",
-           "usage_attributes"]
+__all__ = ["call_attributes", "chat_span", "disable", "enable", "enabled", "run_span", "span",
+           "step_span", "usage_attributes"]
 
 _state: dict[str, Any] = {"on": False, "tracer": None, "provider": None}
-#: The open ``chat`` span of this context: a model call is one span, whether the engine's
-#: budget wrapper, the client, or both open it.
-_chat: contextvars.ContextVar[Any] = contextvars.ContextVar("rlm_chat_span", default=None)
 QUESTION_CHARS = 500  # of the question kept on a run span
 
 
@@ -95,24 +92,13 @@ def span(operation: str, name: str, attributes: dict[str, Any] | None = None) ->
     if not _state["on"]:
         yield None
         return
-    if operation == "chat" and _chat.get() is not None:  # the same call, one level in
-        current = _chat.get()
-        if attributes:
-            current.set_attributes(_clean(attributes))
-        yield current
-        return
     attrs = {"gen_ai.operation.name": operation, **(attributes or {})}
     from opentelemetry.trace import SpanKind  # imported once tracing is on
 
     kind = SpanKind.CLIENT if operation == "chat" else SpanKind.INTERNAL
     with _state["tracer"].start_as_current_span(f"{operation} {name}".strip(), kind=kind,
                                                 attributes=_clean(attrs)) as current:
-        token = _chat.set(current) if operation == "chat" else None
-        try:
-            yield current
-        finally:
-            if token is not None:
-                _chat.reset(token)
+        yield current
 
 
 def run_span(question: str, model: str, depth: int = 0) -> contextlib.AbstractContextManager[Any]:
@@ -162,18 +148,23 @@ def step_span(step: int, depth: int = 0) -> contextlib.AbstractContextManager[An
 def chat_span(model: str, role: str = "root", depth: int = 0
               ) -> contextlib.AbstractContextManager[Any]:
     """The ``chat {model}`` span of one model call (kind ``CLIENT``), child of the current
-    span; inside another ``chat`` span (the engine's wrapper around a client that opens
-    one too) it is that span, so one call makes one span.
-
-    :class:`~rlm_kernel.models.LiteLLMClient` opens it around every request and, after
-    the reply, adds :func:`usage_attributes`, ``rlm.cached`` and ``gen_ai.provider.name``
-    (the model string's prefix).
+    span.  The engine's budget wrapper opens it around every call of a run and, after the
+    reply, adds :func:`call_attributes`.
 
     Attributes set: ``gen_ai.operation.name = "chat"``, ``gen_ai.request.model``,
     ``rlm.role`` (``root``/``sub``/``final``), ``rlm.depth``.
     """
     return span("chat", model, {"gen_ai.request.model": model, "rlm.role": role,
                                 "rlm.depth": depth})
+
+
+def call_attributes(call: Any) -> dict[str, Any]:
+    """A finished call's span attributes: :func:`usage_attributes`, ``rlm.cached`` and
+    ``gen_ai.provider.name`` (the prefix of the call's litellm model string, if any)."""
+    model = str(getattr(call, "model", "") or "")
+    provider = model.split("/", 1)[0] if "/" in model else None
+    return {**usage_attributes(call), "rlm.cached": bool(getattr(call, "cached", False)),
+            **({"gen_ai.provider.name": provider} if provider else {})}
 
 
 def usage_attributes(call: Any) -> dict[str, Any]:

@@ -83,6 +83,7 @@ class _BrokenClient:
     """A client that answers once, then misbehaves in the given way."""
 
     model = "broken"
+    max_tokens = context_window = None  # the LanguageModel protocol's facts
 
     def __init__(self, failure):
         self.failure, self.n, self.ledger, self.depth = failure, 0, None, 0

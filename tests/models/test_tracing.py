@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from rlm_kernel.models import LiteLLMClient, tracing
+from rlm_kernel.engine.budget import Budget, BudgetGuard, GuardedClient
+from rlm_kernel.models import LiteLLMClient, UsageLedger, tracing
 from tests.fake_provider import fake_provider
 
 HI = [{"role": "user", "content": "hi"}]
@@ -22,9 +23,15 @@ def server():
         yield api_base
 
 
-def _client(api_base: str) -> LiteLLMClient:
+def _guarded(client: LiteLLMClient) -> GuardedClient:
+    """The client as a run calls it: behind the budget guard, which opens the chat span."""
+    return GuardedClient(client, BudgetGuard(Budget(), UsageLedger(), 0.0))
+
+
+def _client(api_base: str) -> GuardedClient:
     # A priced model name, so the chat span carries a real USD cost from litellm's map.
-    return LiteLLMClient("openai/gpt-4o-mini", api_base=api_base, api_key="k", num_retries=0)
+    return _guarded(LiteLLMClient("openai/gpt-4o-mini", api_base=api_base, api_key="k",
+                                  num_retries=0))
 
 
 def test_run_step_and_call_spans_nest(server, exporter):
@@ -62,18 +69,19 @@ def test_run_step_and_call_spans_nest(server, exporter):
     assert (agent.kind.name, tool.kind.name, sub.kind.name) == ("INTERNAL", "INTERNAL", "CLIENT")
 
 
-def test_a_wrapping_chat_span_and_the_clients_are_one_span(server, exporter):
-    """The engine's budget wrapper opens a chat span around the client's: one call, one span."""
-    client = _client(server)
-    with tracing.span("chat", client.model, {"rlm.role": "sub"}):
-        client.complete(HI, role="sub")
+def test_the_client_alone_opens_no_span_one_call_is_one_span(server, exporter):
+    """The budget wrapper is the one place a chat span opens: the bare client adds none."""
+    client = LiteLLMClient("openai/gpt-4o-mini", api_base=server, api_key="k", num_retries=0)
+    client.complete(HI, role="sub")
+    assert exporter.get_finished_spans() == ()
+    _guarded(client).complete(HI, role="sub")
     [chat] = exporter.get_finished_spans()
     assert chat.attributes["gen_ai.usage.input_tokens"] == 7
 
 
 def test_a_failed_call_is_an_error_span(exporter):
-    client = LiteLLMClient("openai/m", api_base="http://127.0.0.1:9/v1", api_key="k",
-                           num_retries=0, timeout=5)
+    client = _guarded(LiteLLMClient("openai/m", api_base="http://127.0.0.1:9/v1", api_key="k",
+                                    num_retries=0, timeout=5))
     with pytest.raises(Exception, match="cannot reach"):
         client.complete(HI)
     [chat] = exporter.get_finished_spans()
