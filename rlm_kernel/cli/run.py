@@ -31,10 +31,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--context", action="append", default=[], metavar="PATH",
                      help="a file (its text) or a folder (a dict {path: text} of its text "
                           "files); repeat for several, which makes a dict")
-    run.add_argument("--model", help="root model, a litellm model string "
-                     "(default: $RLM_MODEL, else the embedded local model)")
-    run.add_argument("--sub-model", help="model for llm_query (default: $RLM_SUB_MODEL, "
-                     "else the root model)")
     add_setting_options(run)  # --max-iterations, budgets ... (from RLMConfig)
     run.add_argument("--replay", metavar="RECORD",
                      help="answer from a recorded run (an exported .ipynb, or the JSON of "
@@ -97,15 +93,14 @@ def _run(args: argparse.Namespace) -> int:
         _err(f"--export needs a path ending in .ipynb or .jsonl, got {args.export}")
         return 2
     context: Any = load_contexts(args.context) if args.context else None
-    model = args.model or os.environ.get("RLM_MODEL") or None
-    sub_model = args.sub_model or os.environ.get("RLM_SUB_MODEL") or None
     printer = None if args.json else StepPrinter()
     recording = _recording(args.replay) if args.replay else None
     if args.question is None and recording is None:
         _err("the question is missing")
         return 2
     question = args.question or recording.question
-    rlm = RLM(model, sub_model, observer=printer, replay=recording, **config_overrides(args))
+    rlm = RLM(observer=printer, replay=recording, **config_overrides(args))
+    model = rlm.model
     if recording is None and (model in (None, "local") or str(model).startswith("local/")):
         from .model import prepare_with_progress
 

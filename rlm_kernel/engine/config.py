@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
@@ -39,6 +40,12 @@ class RLMConfig:
         ValueError: (on construction or :meth:`replace`) a value below its bound.
     """
 
+    model: str | None = _opt(
+        None, "Root model: a litellm model string (openai/gpt-4.1-mini ...); None or "
+        "empty: $RLM_MODEL, else the embedded local model.", flag="--model")
+    sub_model: str | None = _opt(
+        None, "Model for llm_query, a litellm model string; None or empty: "
+        "$RLM_SUB_MODEL, else the root model.", flag="--sub-model")
     max_iterations: int = _opt(
         12, "Steps (root-model calls that run code) before the last 'answer now' call.",
         low=1, flag="--max-iterations")
@@ -113,18 +120,30 @@ class RLMConfig:
             s.check(getattr(self, s.name))
 
     def replace(self, **changes: Any) -> RLMConfig:
-        """A copy with ``changes`` applied; None values are ignored (to set a limit
-        to "none", build the config with ``RLMConfig(name=None)``).
+        """A copy with ``changes`` applied; ``None`` sets an optional setting to none
+        (no limit, no cache ...).
 
         Raises:
             TypeError: a name is not a field of the config.
-            ValueError: a value below its bound (e.g. ``max_iterations`` < 1).
+            ValueError: a value below its bound (e.g. ``max_iterations`` < 1), or None
+                for a setting that needs a value.
         """
         names = {f.name for f in fields(self)}
         unknown = sorted(set(changes) - names)
         if unknown:
             raise TypeError(f"unknown RLM setting(s): {', '.join(unknown)}")
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+        return replace(self, **changes)
+
+    def models(self) -> tuple[str | None, str | None]:
+        """The root and sub model to use: the one place their fallbacks are read.
+
+        Returns:
+            ``(model, sub_model)``: ``model``, else ``$RLM_MODEL``; ``sub_model``, else
+            ``$RLM_SUB_MODEL``, else the root model; None stands for the embedded local
+            model (empty strings count as unset).
+        """
+        model = self.model or os.environ.get("RLM_MODEL") or None
+        return model, self.sub_model or os.environ.get("RLM_SUB_MODEL") or model
 
     def stop_sequences(self) -> list[str] | None:
         """The stop sequences to send with root-model calls, or None."""

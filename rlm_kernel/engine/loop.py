@@ -32,11 +32,14 @@ class RLM:
     """A Recursive Language Model: a root model working in a persistent REPL.
 
     Args:
-        model: litellm model string of the root model; None (or ``"local"``)
-            selects the embedded local model.
-        sub_model: model for ``llm_query``; defaults to ``model``.
+        model: litellm model string of the root model (``config.model``); None: the
+            config's, else ``$RLM_MODEL``, else the embedded local model
+            (:meth:`RLMConfig.models`).
+        sub_model: model for ``llm_query`` (``config.sub_model``); None: the config's,
+            else ``$RLM_SUB_MODEL``, else the root model.
         config: an :class:`RLMConfig`; keyword arguments override its fields
-            (``max_iterations``, ``max_depth``, ``step_timeout`` ...).
+            (``max_iterations``, ``max_depth``, ``step_timeout`` ...; None sets an
+            optional one to none).
         observer: ``callable(Event)`` told about each step as it happens.
         root_client / sub_client: ready :class:`LanguageModel` objects to use
             instead of building litellm clients (scripted models in tests).
@@ -65,10 +68,10 @@ class RLM:
                  root_client: LanguageModel | None = None,
                  sub_client: LanguageModel | None = None, replay: Any = None,
                  **overrides: Any) -> None:
-        self.config = (config or RLMConfig()).replace(**overrides)
+        given = {k: v for k, v in (("model", model), ("sub_model", sub_model)) if v}
+        self.config = (config or RLMConfig()).replace(**given, **overrides)
         self.replay = None if replay is None else load_recording(replay)
-        self.model = model
-        self.sub_model = sub_model or model
+        self.model, self.sub_model = self.config.models()
         self.observer = observer
         self._root_client = root_client
         self._sub_client = sub_client

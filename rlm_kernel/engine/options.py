@@ -49,7 +49,7 @@ def add_setting_options(parser: argparse.ArgumentParser, *, with_help: bool = Tr
     for s in settings():
         if s.flag is None:
             continue
-        if s.kind == "bool":
+        if s.kind in ("bool", "str"):
             text = s.help
         else:
             shown = "no limit" if s.default is None else f"{s.default:g}"
@@ -57,6 +57,8 @@ def add_setting_options(parser: argparse.ArgumentParser, *, with_help: bool = Tr
         kwargs: dict[str, Any] = {"dest": s.name, "help": text if with_help else None}
         if s.kind == "bool":
             parser.add_argument(s.flag, action="store_const", const=True, **kwargs)
+        elif s.kind == "str":
+            parser.add_argument(s.flag, metavar="M", **kwargs)
         else:
             metavar = "N" if s.kind == "int" else "X"
             parser.add_argument(s.flag, type=value_type(s), metavar=metavar, **kwargs)

@@ -25,5 +25,5 @@ def load_ipython_extension(shell: Any) -> None:
     magics = RLMMagics(shell=shell, parent=shell)
     shell.register_magics(magics)
     shell.configurables.append(magics)
-    bind_session_tools(shell, magics.sub_model or magics.model or None)
+    bind_session_tools(shell, magics.run_config().models()[1])
     shell.set_custom_exc((FinalOutput,), final_outside_run)

@@ -13,7 +13,8 @@ Options: ``--model``, ``--sub-model``, every per-run limit of ``rlm run``
 from :func:`rlm_kernel.engine.config.settings`) and ``--context NAME`` (repeatable:
 the variables the model is told about; default every data variable).  Settings are
 traitlets under ``c.RLM`` (``%config RLM.max_llm_calls = 20``; ``None`` = no limit),
-the models falling back to ``RLM_MODEL`` / ``RLM_SUB_MODEL``.
+the models among them (falling back to ``RLM_MODEL`` / ``RLM_SUB_MODEL``:
+:meth:`~rlm_kernel.engine.config.RLMConfig.models`).
 """
 
 from __future__ import annotations
@@ -61,8 +62,6 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     """The magic's line options: the models, the per-run settings ``rlm run`` has
     (from :func:`~rlm_kernel.engine.config.settings`), ``--context`` and ``--run``."""
     parser = _Parser(prog=prog, add_help=False, exit_on_error=False, allow_abbrev=False)
-    parser.add_argument("--model")
-    parser.add_argument("--sub-model")
     add_setting_options(parser, with_help=False)
     parser.add_argument("--context", action="append")
     parser.add_argument("--run")
@@ -269,8 +268,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
                 view.on_event(event)
 
         try:
-            rlm = RLM(opts.model or self.model or None, opts.sub_model or self.sub_model or None,
-                      config=config, observer=observer, replay=replay)
+            rlm = RLM(config=config, observer=observer, replay=replay)
             result = rlm.run(question, executor=executor, variables=variables,
                              continuation=continuation)
         except LLMError as exc:
@@ -278,7 +276,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
             return None
         finally:
             self.running = False
-            bind_session_tools(self.shell, self.sub_model or self.model or None)
+            bind_session_tools(self.shell, self.run_config().models()[1])
             if view is not None:
                 view.close()
         return self._finish(RunRecord(run_id, result, cell_id, setup, renderer.step_outputs,

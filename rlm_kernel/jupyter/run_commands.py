@@ -80,7 +80,7 @@ class RunCommands:
         except (ValueError, AssertionError):
             raise UsageError("%%rlm recorded: the cell must hold a JSON list of recorded "
                              "exchanges") from None
-        bind_session_tools(self.shell, self.sub_model or self.model or None, exchanges)
+        bind_session_tools(self.shell, self.run_config().models()[1], exchanges)
 
     def _replay(self, args: list[str], opts: argparse.Namespace) -> Any:
         """``%rlm replay [PATH.ipynb|PATH.json] [--run ID]``: run a recorded task again

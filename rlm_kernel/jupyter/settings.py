@@ -9,10 +9,9 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from traitlets import Bool, Dict, Float, Int, TraitError, TraitType, Unicode, default, validate
+from traitlets import Bool, Dict, Float, Int, TraitError, TraitType, Unicode, validate
 from traitlets.config import Configurable
 
 from ..engine.config import RLMConfig, Setting, settings
@@ -37,8 +36,8 @@ _BY_NAME = {s.name: s for s in settings()}
 
 
 class RLM(Configurable):
-    """The ``RLM`` config section: every run setting as a trait, plus ``model``,
-    ``sub_model`` and ``widgets``.
+    """The ``RLM`` config section: every run setting as a trait (``model`` and
+    ``sub_model`` among them), plus ``widgets``.
 
     The class is named ``RLM`` because traitlets takes a section's name from its class
     (``c.RLM.<setting>``, ``--RLM.<setting>``, ``%config RLM``); it is not the engine's
@@ -51,23 +50,9 @@ class RLM(Configurable):
     # the namespace the class is built from, so these become ordinary class traits.
     locals().update(config_traits())
 
-    # Beside the run settings: the models (litellm model strings) and the widgets.
-    model = Unicode(
-        None, allow_none=True, help="Root model: a litellm model string; empty means the "
-        "embedded local model (default: env RLM_MODEL).").tag(config=True)
-    sub_model = Unicode(
-        None, allow_none=True, help="Model for llm_query (default: env RLM_SUB_MODEL); "
-        "empty means the root model.").tag(config=True)
+    # Beside the run settings (the models among them): the widgets.
     widgets = Bool(
         True, help="Show the progress and variables widgets in the task cell.").tag(config=True)
-
-    @default("model")
-    def _default_model(self) -> str | None:
-        return os.environ.get("RLM_MODEL") or None
-
-    @default("sub_model")
-    def _default_sub_model(self) -> str | None:
-        return os.environ.get("RLM_SUB_MODEL") or None
 
     @validate(*_BY_NAME)
     def _check_bounds(self, proposal: Any) -> Any:
