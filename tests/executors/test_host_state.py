@@ -1,0 +1,125 @@
+"""step_scope: the process state a step may use but not keep (builtins, sys streams,
+trace and profile functions, signal handlers, threads it leaves running)."""
+
+from __future__ import annotations
+
+import builtins
+import io
+import signal
+import sys
+import threading
+
+import pytest
+
+from rlm_kernel.executors.host_state import builtins_note, step_scope
+from rlm_kernel.executors.thread_output import release_finished_threads
+
+
+def test_exit_and_quit_raise_system_exit_and_close_nothing():
+    stdin = sys.stdin
+    exit_before, quit_before = builtins.exit, builtins.quit
+    with step_scope() as scope:
+        for name, code in (("exit", 3), ("quit", None)):
+            with pytest.raises(SystemExit) as raised:
+                getattr(builtins, name)(code)
+            assert raised.value.code == code
+        assert "cannot stop the REPL" in repr(builtins.exit)
+    assert (builtins.exit, builtins.quit) == (exit_before, quit_before)
+    assert sys.stdin is stdin
+    assert scope.changed_builtins == []  # the scope's own exit/quit are not the step's
+
+
+def test_own_exit_off_leaves_exit_as_it_is():
+    exit_before = builtins.exit
+    with step_scope(own_exit=False):
+        assert builtins.exit is exit_before
+
+
+def test_stdin_reads_empty_during_the_step():
+    with step_scope():
+        assert sys.stdin.read() == "" and sys.stdin.readline() == ""
+        with pytest.raises(EOFError):
+            input("? ")
+
+
+def test_the_real_streams_are_the_steps_own_and_come_back():
+    out, err = io.StringIO(), io.StringIO()
+    saved = sys.__stdout__, sys.__stderr__, sys.stdout, sys.stderr
+    with step_scope(out, err):
+        assert sys.__stdout__ is out and sys.__stderr__ is err
+        sys.__stdout__.close()
+        sys.stdout = None
+    assert (sys.__stdout__, sys.__stderr__, sys.stdout, sys.stderr) == saved
+    assert out.closed and not saved[0].closed
+
+
+def test_changed_builtins_are_restored_and_named():
+    original_len, original_sorted = builtins.len, builtins.sorted
+    with step_scope() as scope:
+        builtins.len = lambda x: 42
+        builtins.novel = 1
+        del builtins.sorted
+    assert builtins.len is original_len and builtins.sorted is original_sorted
+    assert not hasattr(builtins, "novel")
+    assert scope.changed_builtins == ["len", "novel", "sorted"]
+    assert scope.notes() == builtins_note(["len", "novel", "sorted"])
+    assert "len, novel, sorted" in scope.notes() and "restored" in scope.notes()
+
+
+def test_the_displayhooks_underscore_is_restored_but_not_reported():
+    had = "_" in builtins.__dict__
+    before = builtins.__dict__.get("_")
+    with step_scope() as scope:
+        builtins._ = "a value shown by the step"
+    assert scope.changed_builtins == [] and scope.notes() == ""
+    assert ("_" in builtins.__dict__) == had and builtins.__dict__.get("_") is before
+
+
+def test_state_is_restored_when_the_step_raises():
+    original = builtins.len
+    with pytest.raises(RuntimeError), step_scope():
+        builtins.len = None
+        raise RuntimeError("model code failed")
+    assert builtins.len is original
+
+
+def test_trace_profile_and_signal_handlers_are_put_back():
+    trace, profile = sys.gettrace(), sys.getprofile()
+    sigint = signal.getsignal(signal.SIGINT)
+    try:
+        with step_scope():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            sys.settrace(lambda *a: None)
+            sys.setprofile(lambda *a: None)
+        assert sys.gettrace() is trace and sys.getprofile() is profile
+        assert signal.getsignal(signal.SIGINT) is sigint
+    finally:
+        sys.settrace(trace)
+        sys.setprofile(profile)
+        signal.signal(signal.SIGINT, sigint)
+
+
+def test_a_thread_left_running_is_counted_and_noted(monkeypatch):
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    stop = threading.Event()
+    waiting = threading.Thread(target=stop.wait, args=(10,), daemon=True)
+    try:
+        with step_scope() as scope:
+            waiting.start()
+            finished = threading.Thread(target=lambda: None)
+            finished.start()
+            finished.join()
+        assert scope.left_threads == 1
+        assert "left 1 thread(s) running" in scope.notes()
+    finally:
+        stop.set()
+        waiting.join(5)
+        release_finished_threads()
+
+
+def test_a_quiet_step_has_no_notes():
+    with step_scope() as scope:
+        x = len([1, 2])
+    assert x == 2 and scope.changed_builtins == [] and scope.left_threads == 0
+    assert scope.notes() == ""

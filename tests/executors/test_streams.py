@@ -1,0 +1,146 @@
+"""StreamTee: a step's stdout/stderr kept capped (head, marker, tail), forwarded live in
+coalesced chunks, redacted on the way out."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from rlm_kernel.executors import PlainExecutor
+from rlm_kernel.executors.redaction import Redactor
+from rlm_kernel.executors.streams import MAX_KEPT_CHARS, StreamTee, dropped_marker
+
+NO_SECRETS = Redactor({})
+
+
+def text(n: int) -> str:
+    """``n`` characters, each one telling its position (a cut shows where it fell)."""
+    return "".join(chr(ord("a") + i % 26) for i in range(n))
+
+
+def test_the_dropped_marker_counts_with_separators():
+    assert dropped_marker(1234567) == "\n[... 1,234,567 characters of output dropped ...]\n"
+
+
+def test_output_under_the_cap_is_kept_whole():
+    tee = StreamTee("stdout", None, max_chars=100, redact=NO_SECRETS)
+    assert tee.write("hello ") == 6 and tee.write("world\n") == 6
+    assert tee.getvalue() == "hello world\n"
+    assert tee.writable()
+
+
+def test_output_over_the_cap_keeps_three_quarters_head_and_a_quarter_tail():
+    s = text(300)
+    tee = StreamTee("stdout", None, max_chars=100, redact=NO_SECRETS)
+    tee.write(s)
+    assert tee.getvalue() == s[:75] + dropped_marker(200) + s[-25:]
+
+
+def test_many_small_writes_keep_the_same_head_and_tail_as_one_big_one():
+    s = text(1000)
+    tee = StreamTee("stdout", None, max_chars=100, redact=NO_SECRETS)
+    for i in range(0, len(s), 7):
+        tee.write(s[i:i + 7])
+    assert tee.getvalue() == s[:75] + dropped_marker(900) + s[-25:]
+
+
+def test_exactly_at_the_cap_nothing_is_dropped():
+    s = text(100)
+    tee = StreamTee("stdout", None, max_chars=100, redact=NO_SECRETS)
+    tee.write(s)
+    assert tee.getvalue() == s
+
+
+def test_only_text_can_be_written():
+    tee = StreamTee("stdout", None, redact=NO_SECRETS)
+    with pytest.raises(TypeError, match="must be str, not bytes"):
+        tee.write(b"bytes")
+    assert tee.write("") == 0 and tee.getvalue() == ""
+
+
+def test_writes_are_coalesced_into_one_chunk_until_flushed():
+    chunks = []
+    tee = StreamTee("stderr", lambda name, t: chunks.append((name, t)), redact=NO_SECRETS,
+                    flush_seconds=60)
+    tee.write("a")
+    tee.write("b\n")
+    assert chunks == []  # within the window: nothing forwarded yet
+    tee.flush()
+    assert chunks == [("stderr", "ab\n")]
+    tee.flush()
+    assert chunks == [("stderr", "ab\n")]  # nothing pending, nothing sent
+
+
+def test_the_window_closing_forwards_what_is_pending():
+    chunks = []
+    tee = StreamTee("stdout", lambda name, t: chunks.append(t), redact=NO_SECRETS,
+                    flush_seconds=0.05)
+    tee.write("x")
+    deadline = time.monotonic() + 5
+    while not chunks and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert chunks == ["x"]
+
+
+def test_a_zero_window_forwards_every_write():
+    chunks = []
+    tee = StreamTee("stdout", lambda name, t: chunks.append(t), redact=NO_SECRETS,
+                    flush_seconds=0)
+    tee.write("a")
+    tee.write("b")
+    assert chunks == ["a", "b"]
+
+
+def test_live_text_stops_at_the_cap_with_one_note():
+    chunks = []
+    tee = StreamTee("stdout", lambda name, t: chunks.append(t), max_chars=10,
+                    redact=NO_SECRETS, flush_seconds=0)
+    tee.write("x" * 25)
+    tee.write("y")
+    tee.write("z")
+    tee.flush()
+    assert chunks == ["x" * 10, "\n[output beyond 10 characters is not shown live]\n"]
+
+
+def test_close_forwards_what_is_pending():
+    chunks = []
+    tee = StreamTee("stdout", lambda name, t: chunks.append(t), redact=NO_SECRETS,
+                    flush_seconds=60)
+    tee.write("last words")
+    tee.close()
+    assert chunks == ["last words"] and tee.closed
+
+
+def test_secrets_are_redacted_in_what_is_kept_and_what_is_forwarded():
+    chunks = []
+    redact = Redactor({"MY_TOKEN": "supersecret123"})
+    tee = StreamTee("stdout", lambda name, t: chunks.append(t), redact=redact,
+                    flush_seconds=60)
+    tee.write("key: super")  # a secret split across two writes is still one secret
+    tee.write("secret123\n")
+    tee.flush()
+    assert tee.getvalue() == "key: [redacted MY_TOKEN]\n"
+    assert chunks == ["key: [redacted MY_TOKEN]\n"]
+
+
+# Through the plain executor, as a step writes:
+
+def test_a_print_flood_is_a_handful_of_live_chunks_and_a_capped_record():
+    chunks = []
+    ex = PlainExecutor()
+    res = ex.execute("for i in range(200_000):\n    print(i)",
+                     on_output=lambda stream, text: chunks.append(text))
+    assert res.success
+    assert len(chunks) < 200, f"{len(chunks)} live chunks for one flood"
+    assert sum(map(len, chunks)) <= MAX_KEPT_CHARS + 200
+    assert len(res.stdout) <= MAX_KEPT_CHARS + 100
+    assert "characters of output dropped" in res.stdout
+    assert res.stdout.startswith("0\n1\n2\n") and res.stdout.endswith("199999\n")
+
+
+def test_one_print_arrives_as_one_chunk():
+    chunks = []
+    PlainExecutor().execute("print('a', 'b', sep='-')",
+                            on_output=lambda stream, text: chunks.append(text))
+    assert chunks == ["a-b\n"]

@@ -1,0 +1,174 @@
+"""Threads a step leaves running: quarantined, their writes to sys.stdout/sys.stderr
+dropped (and counted) while they live, the filters taken off once they end."""
+
+from __future__ import annotations
+
+import io
+import sys
+import threading
+import time
+
+import pytest
+
+from rlm_kernel.executors.redaction import Redactor
+from rlm_kernel.executors.streams import StreamTee
+from rlm_kernel.executors.thread_output import (
+    ThreadFilter,
+    filter_streams,
+    is_quarantined,
+    live_threads,
+    quarantine_step_threads,
+    quarantined_running,
+    release_finished_threads,
+)
+
+
+@pytest.fixture()
+def streams(monkeypatch):
+    """A function that makes sys.stdout/sys.stderr StringIOs for the rest of the test
+    (called in the test: pytest's capture sets them again between setup and call) and
+    returns them.  Threads an earlier test's step left running have ended before it
+    (they would count here), and none is left after it."""
+    deadline = time.monotonic() + 15
+    while quarantined_running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert quarantined_running() == 0, "a thread an earlier test left running still runs"
+
+    def use() -> tuple[io.StringIO, io.StringIO]:
+        out, err = io.StringIO(), io.StringIO()
+        monkeypatch.setattr(sys, "stdout", out)
+        monkeypatch.setattr(sys, "stderr", err)
+        return out, err
+
+    yield use
+    release_finished_threads()
+    assert quarantined_running() == 0
+
+
+class Waiter:
+    """A thread started now that runs ``action`` (in it) each time it is told to, until
+    stopped."""
+
+    def __init__(self, name: str | None = None) -> None:
+        self._go = threading.Event()
+        self._done = threading.Event()
+        self._action = None
+        self._stop = False
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while self._go.wait(10):
+            self._go.clear()
+            if self._stop:
+                return
+            self._action()
+            self._done.set()
+
+    def do(self, action) -> None:
+        self._done.clear()
+        self._action = action
+        self._go.set()
+        assert self._done.wait(10)
+
+    def stop(self) -> None:
+        self._stop = True
+        self._go.set()
+        self.thread.join(10)
+
+
+def test_live_threads_are_the_identifiers_of_the_threads_alive():
+    assert threading.get_ident() in live_threads()
+    waiter = Waiter()
+    try:
+        assert waiter.thread.ident in live_threads()
+    finally:
+        waiter.stop()
+    assert waiter.thread.ident not in live_threads()
+
+
+def test_a_thread_the_step_left_running_is_silenced_until_it_ends(streams):
+    out, err = streams()
+    before = live_threads()
+    waiter = Waiter()
+    try:
+        assert quarantine_step_threads(before) == 1
+        assert isinstance(sys.stdout, ThreadFilter) and isinstance(sys.stderr, ThreadFilter)
+        assert quarantined_running() == 1
+        seen = []
+        waiter.do(lambda: (seen.append(is_quarantined()), print("from the thread"),
+                           sys.stderr.write("err from the thread")))
+        print("from the host")
+        assert seen == [True] and not is_quarantined()
+        assert out.getvalue() == "from the host\n" and err.getvalue() == ""
+        assert sys.stdout.dropped == len("from the thread\n")
+        assert sys.stderr.dropped == len("err from the thread")
+        release_finished_threads()  # still running: the filters stay
+        assert isinstance(sys.stdout, ThreadFilter)
+    finally:
+        waiter.stop()
+    release_finished_threads()
+    assert sys.stdout is out and sys.stderr is err
+    assert quarantined_running() == 0
+
+
+def test_threads_already_running_ended_or_named_rlm_are_not_the_steps(streams):
+    out, _ = streams()
+    earlier = Waiter()
+    before = live_threads()
+    helper = Waiter(name="rlm-helper")
+    finished = threading.Thread(target=lambda: None)
+    finished.start()
+    finished.join()
+    try:
+        assert quarantine_step_threads(before) == 0
+        assert sys.stdout is out  # no filter when nothing is quarantined
+        assert quarantined_running() == 0
+    finally:
+        earlier.stop()
+        helper.stop()
+
+
+def test_the_filter_passes_other_writes_and_is_the_stream_otherwise():
+    inner = io.StringIO()
+    filtered = ThreadFilter(inner)
+    assert filtered.write("kept") == 4
+    assert filtered.getvalue() == "kept" and filtered.dropped == 0  # StringIO's own method
+
+
+def test_filter_streams_puts_the_filter_back_over_swapped_streams(streams, monkeypatch):
+    streams()
+    before = live_threads()
+    waiter = Waiter()
+    try:
+        quarantine_step_threads(before)
+        replacement = io.StringIO()
+        monkeypatch.setattr(sys, "stdout", replacement)  # as a step's redirect ends
+        filter_streams()
+        assert isinstance(sys.stdout, ThreadFilter) and sys.stdout._stream is replacement
+        filter_streams()  # idempotent: one filter, not two
+        assert sys.stdout._stream is replacement
+        waiter.do(lambda: print("late"))
+        assert replacement.getvalue() == ""
+    finally:
+        waiter.stop()
+
+
+def test_filter_streams_without_quarantined_threads_changes_nothing(streams):
+    out, err = streams()
+    filter_streams()
+    assert sys.stdout is out and sys.stderr is err
+
+
+def test_a_step_stream_ignores_a_quarantined_thread(streams):
+    streams()
+    before = live_threads()
+    waiter = Waiter()
+    try:
+        quarantine_step_threads(before)
+        tee = StreamTee("stdout", None, redact=Redactor({}))
+        waiter.do(lambda: tee.write("from an earlier step's thread"))
+        tee.write("this step")
+        assert tee.getvalue() == "this step"
+    finally:
+        waiter.stop()
