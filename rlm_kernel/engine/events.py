@@ -17,6 +17,7 @@ to type): :class:`RunStartedData`, :class:`ModelCallData`, :class:`StepStartedDa
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ from typing import Any, TypedDict
 from ..repl_types import REPLEntry, REPLVariable
 from .result import RLMResult
 from .step import StepOutcome
+
+log = logging.getLogger(__name__)
 
 __all__ = ["AnswerCheckData", "EVENT_DATA", "Event", "EventData", "ModelCallData",
            "Observer", "RunFinishedData", "RunStartedData", "StepFinishedData",
@@ -149,4 +152,5 @@ def emit(observer: Observer | None, event: Event) -> None:
     try:
         observer(event)
     except Exception as exc:  # noqa: BLE001 - a display bug must not end the run
+        log.warning("observer %r failed on %s", observer, event.kind, exc_info=True)
         print(f"rlm: observer failed on {event.kind}: {exc!r}", file=sys.__stderr__)

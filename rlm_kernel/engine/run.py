@@ -220,6 +220,8 @@ class Run:
         reply = self._ask(step)
         with tracing.step_span(step, self.depth):
             outcome = self._run_code(reply, step)
+        log.debug("step %d (depth %d): %d characters of code, success %s, final %s", step,
+                  self.depth, len(outcome.code), outcome.success, outcome.final)
         self._restore_names(outcome)
         self._record(step, outcome)
         if self.guard.exceeded or self.guard.overspent():

@@ -13,6 +13,7 @@ the IPython profile) and then from ``rlm_kernel_config.py`` beside it, e.g.::
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ipykernel.kernelapp import IPKernelApp
@@ -40,6 +41,21 @@ class RLMKernelApp(IPKernelApp):
     @default("config_files")
     def _config_files_default(self) -> list[str]:
         return ["ipython_kernel_config.py", "rlm_kernel_config.py"]
+
+    def init_io(self) -> None:
+        """ipykernel's stream set-up, then the package's log records (``rlm_kernel.*``
+        loggers: an engine error with its traceback, a failed model call, the embedded
+        server starting) go to the kernel application's own log handlers, which
+        ipykernel points at the process's real stderr (the Jupyter server shows it as
+        the kernel's log), never into a cell's output; the application's ``log_level``
+        (``--log-level``, default WARN) filters them as it does its own."""
+        super().init_io()
+        package = logging.getLogger("rlm_kernel")
+        for handler in self.log.handlers:
+            if handler not in package.handlers:
+                package.addHandler(handler)
+        package.setLevel(logging.INFO)
+        package.propagate = False  # not also into a cell through the root logger
 
 
 def main(argv: list[str] | None = None, **kwargs: Any) -> None:

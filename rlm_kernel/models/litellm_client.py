@@ -9,6 +9,7 @@ package (``LITELLM_LOCAL_MODEL_COST_MAP``) so that nothing touches the network.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -17,6 +18,8 @@ from typing import Any
 
 from .base import LanguageModel, LLMError, Message
 from .usage import Completion, LLMCall, UsageLedger
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "LLMError",
@@ -193,6 +196,7 @@ class LiteLLMClient:
         except Exception as exc:
             call.seconds = time.perf_counter() - start
             call.error = _describe(exc, self.api_base, self.timeout)
+            log.warning("%s (%s call) failed: %s", self.model, role, call.error, exc_info=True)
             self._record(call)
             raise LLMError(f"{self.model}: {call.error}") from exc
         call.seconds = time.perf_counter() - start

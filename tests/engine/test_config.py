@@ -47,3 +47,22 @@ def test_the_command_line_takes_the_models_as_settings(capsys):
     help_text = " ".join(capsys.readouterr().out.split())
     assert "--model M Root model: a litellm model string" in help_text
     assert "$RLM_SUB_MODEL, else the root model" in help_text
+
+
+def test_an_engine_error_is_logged_with_its_traceback_and_kept(caplog):
+    from rlm_kernel.executors import PlainExecutor
+    from rlm_kernel.models.scripted import ScriptedModel
+    from tests.replies import block
+
+    class Broken(PlainExecutor):
+        def execute(self, code, **kwargs):
+            raise RuntimeError("executor bug")
+
+    lm = ScriptedModel([block("x = 1")])
+    with caplog.at_level("ERROR", logger="rlm_kernel"):
+        res = RLM(root_client=lm, sub_client=lm).run("q", context="c", executor=Broken())
+    assert res.stopped_by == "error"
+    assert res.error == "internal error: RuntimeError: executor bug"  # one readable line
+    assert "Traceback" in res.traceback and "executor bug" in res.traceback
+    [record] = [r for r in caplog.records if r.name == "rlm_kernel.engine.run"]
+    assert record.exc_info and "internal error" in record.getMessage()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import importlib.util
+import logging
 import subprocess
 import threading
 import time
@@ -34,6 +35,8 @@ from .discovery import (
 )
 from .launcher import DEFAULT_N_CTX, _free_port, _spawner, _with_parent_death, server_command
 from .weights import LocalModelError, LocalModelSpec, get_spec, prepare
+
+log = logging.getLogger(__name__)
 
 __all__ = ["ServerInfo", "LocalModelClient", "ensure_server", "find_running", "stop_server",
            "server_command", "DEFAULT_N_CTX", "START_TIMEOUT"]
@@ -91,12 +94,16 @@ def ensure_server(name: str | None = None, *, n_ctx: int = DEFAULT_N_CTX,
     with _lock, _start_lock(spec):
         running = _lookup(spec, clean=True)
         if running is not None:
+            log.debug("reusing the %s server on port %d (pid %d)", spec.name, running.port,
+                      running.pid)
             return running
         if importlib.util.find_spec("llama_cpp") is None:
             raise LocalModelError(
                 "the embedded model needs llama-cpp-python: pip install 'rlm-kernel[local]'"
             )
         proc, info = _launch(spec, n_ctx, threads)
+        log.info("starting the %s server on port %d (pid %d, n_ctx %d)", spec.name, info.port,
+                 info.pid, n_ctx)
         _wait_until_ready(spec, proc, info, timeout)
         _servers[spec.name] = (proc, info)
         _write_state(spec, info)
@@ -109,15 +116,15 @@ def _launch(spec: LocalModelSpec, n_ctx: int,
     path = prepare(spec.name)
     port = _free_port()
     cmd = server_command(path, spec.name, port, n_ctx=n_ctx, threads=threads)
-    log = _log_path(spec).open("wb")
+    log_file = _log_path(spec).open("wb")
     # A session of its own: Ctrl-C or a kernel interrupt (sent to the process
     # group) must not kill the server mid-run.  It still dies with this process.
     try:
-        proc = _spawner.popen(_with_parent_death(cmd), stdout=log,
+        proc = _spawner.popen(_with_parent_death(cmd), stdout=log_file,
                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                               start_new_session=True)
     finally:
-        log.close()
+        log_file.close()
     return proc, ServerInfo(model=spec.name, port=port, pid=proc.pid, n_ctx=n_ctx)
 
 
