@@ -61,6 +61,11 @@ def _type_name(value: Any) -> str:
         return "object"
 
 
+def _pretty(value: Any) -> str:
+    """``pprint.pformat`` in the value's own order (dict keys not sorted)."""
+    return pprint.pformat(value, sort_dicts=False)
+
+
 def _short_repr(value: Any) -> str:
     """A bounded repr (``reprlib``: long strings, deep and long containers shortened)."""
     short = reprlib.Repr()  # Python 3.11's Repr takes no keyword arguments
@@ -89,7 +94,7 @@ def answer_text(value: Any, *, max_chars: int = ANSWER_CHARS,
     Returns:
         The text (never raises).
     """
-    for render in (format_final_answer, pprint.pformat, _short_repr):
+    for render in (format_final_answer, _pretty, _short_repr):
         text = _attempt(render, value, seconds)
         if text is not None:
             return _cap(text, max_chars)

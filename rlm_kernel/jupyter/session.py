@@ -10,7 +10,8 @@ import re
 import sys
 from typing import Any
 
-from ..termination import format_final_answer, resolve_final_var
+from ..engine.answer import answer_text
+from ..termination import resolve_final_var
 
 __all__ = ["bind_session_tools", "final_outside_run", "protect_question_mark"]
 
@@ -51,7 +52,7 @@ def _show_final(shell: Any, out: dict[str, Any]) -> None:
         print(f"FINAL_VAR: {exc.args[0]}", file=sys.stderr)
         return
     shell.user_ns["rlm_answer"] = answer
-    display({"text/plain": f"Final answer: {format_final_answer(answer)}"}, raw=True)
+    display({"text/plain": f"Final answer: {answer_text(answer)}"}, raw=True)
 
 
 def final_outside_run(shell, etype, value, tb, tb_offset=None):

@@ -7,10 +7,7 @@ import typing
 from rlm_kernel import RLM
 from rlm_kernel.engine.events import EVENT_DATA, Event
 from rlm_kernel.models.scripted import ScriptedModel
-
-
-def block(code: str) -> str:
-    return f"Thinking.\n```repl\n{code}\n```"
+from tests.replies import block
 
 
 def test_each_event_kind_matches_its_typeddict():

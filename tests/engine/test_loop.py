@@ -11,10 +11,7 @@ from rlm_kernel import RLM
 from rlm_kernel.executors import PlainExecutor
 from rlm_kernel.models import LLMError
 from rlm_kernel.models.scripted import ScriptedModel
-
-
-def block(code: str, thought: str = "Thinking.") -> str:
-    return f"{thought}\n```repl\n{code}\n```"
+from tests.replies import block
 
 
 def make(replies, sub_replies=None, **cfg) -> tuple[RLM, ScriptedModel]:

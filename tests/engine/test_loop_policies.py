@@ -22,6 +22,7 @@ from rlm_kernel.policies import (
     TerminationPolicy,
 )
 from rlm_kernel.repl_types import REPLEntry
+from tests.replies import block
 
 SEEN: list[tuple[ActionResult, PolicyContext]] = []
 
@@ -42,9 +43,6 @@ def recording():
     yield SEEN
     PolicyRegistry.unregister_termination("recording_test")
 
-
-def block(code: str) -> str:
-    return f"Thinking.\n```repl\n{code}\n```"
 
 
 REPLIES = [

@@ -13,10 +13,12 @@ from rlm_kernel.engine.recording import RESPONSE_CHARS, load_recording
 from rlm_kernel.export import export_run
 from rlm_kernel.models import LLMError
 from rlm_kernel.models.scripted import ScriptedModel
+from tests.replies import block as reply
 
 
 def block(code: str) -> str:
-    return f"I will look.\n```repl\n{code}\n```"
+    """This file's replies: the shared helper with its own thought line."""
+    return reply(code, 'I will look.')
 
 
 REPLIES = [

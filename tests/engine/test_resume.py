@@ -8,10 +8,12 @@ import pytest
 from rlm_kernel.engine import RLM, Continuation
 from rlm_kernel.executors import PlainExecutor
 from rlm_kernel.models.scripted import ScriptedModel
+from tests.replies import block as reply
 
 
-def block(code: str, why: str = "Next.") -> str:
-    return f"{why}\n```repl\n{code}\n```"
+def block(code: str, thought: str = "Next.") -> str:
+    """This file's replies: the shared helper, "Next." as the default thought line."""
+    return reply(code, thought)
 
 
 def first_run():

@@ -10,6 +10,12 @@ from IPython.testing.globalipapp import start_ipython
 import rlm_kernel.engine.loop as engine
 from rlm_kernel.jupyter.prose import is_prose
 from rlm_kernel.models.scripted import ScriptedModel
+from tests.replies import block as reply
+
+
+def block(code: str) -> str:
+    """This file's replies: the shared helper with its own thought line."""
+    return reply(code, 'thought')
 
 
 @pytest.fixture()
@@ -35,9 +41,6 @@ def script(monkeypatch, replies):
     monkeypatch.setattr(engine, "make_client", fake_client)
     return lm, seen
 
-
-def block(code: str) -> str:
-    return f"thought\n```repl\n{code}\n```"
 
 
 def test_cell_task_answers_into_the_namespace(ip, monkeypatch):
@@ -187,3 +190,11 @@ def test_a_malformed_line_is_one_usage_error_with_the_usage_line(ip, line, messa
         ip.run_line_magic("rlm", line)
     assert message in str(info.value)
     assert "usage: %rlm" in str(info.value)
+
+
+def test_final_outside_a_run_shows_any_value_through_the_guarded_text(ip, capsys):
+    result = ip.run_cell("d = {('a', 1): 2}\nd['me'] = [d]\nFINAL(d)")
+    assert result.success
+    assert ip.user_ns["rlm_answer"] is ip.user_ns["d"]
+    out = capsys.readouterr().out
+    assert out.startswith("Final answer: {('a', 1): 2, 'me': [<Recursion on dict")
