@@ -17,22 +17,22 @@ from rlm_kernel.executors.thread_output import release_finished_threads
 
 def test_exit_and_quit_raise_system_exit_and_close_nothing():
     stdin = sys.stdin
-    exit_before, quit_before = builtins.exit, builtins.quit
+    before = builtins.__dict__.get("exit"), builtins.__dict__.get("quit")  # None if absent
     with step_scope() as scope:
         for name, code in (("exit", 3), ("quit", None)):
             with pytest.raises(SystemExit) as raised:
                 getattr(builtins, name)(code)
             assert raised.value.code == code
         assert "cannot stop the REPL" in repr(builtins.exit)
-    assert (builtins.exit, builtins.quit) == (exit_before, quit_before)
+    assert (builtins.__dict__.get("exit"), builtins.__dict__.get("quit")) == before
     assert sys.stdin is stdin
     assert scope.changed_builtins == []  # the scope's own exit/quit are not the step's
 
 
 def test_own_exit_off_leaves_exit_as_it_is():
-    exit_before = builtins.exit
+    before = builtins.__dict__.get("exit")  # None if absent
     with step_scope(own_exit=False):
-        assert builtins.exit is exit_before
+        assert builtins.__dict__.get("exit") is before
 
 
 def test_stdin_reads_empty_during_the_step():
