@@ -34,6 +34,7 @@ import linecache
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -76,6 +77,7 @@ class _State:
         self.escalated = False
         self.thread = threading.get_ident()
         self.handler: Any = None
+        self.outer_timer: tuple[float, float, float] = (0.0, 0.0, 0.0)  # value, interval, when
         self.shadowed: dict[int, tuple[dict[str, Any], Any]] = {}
 
     def cut_short(self, final_output: Any) -> bool:
@@ -178,7 +180,8 @@ def _start_signal_timer(state: _State) -> tuple[bool, Any]:
 
     state.handler = handler
     previous = signal.signal(signal.SIGALRM, handler)
-    signal.setitimer(signal.ITIMER_REAL, state.seconds, REARM_SECONDS)
+    value, interval = signal.setitimer(signal.ITIMER_REAL, state.seconds, REARM_SECONDS)
+    state.outer_timer = (value, interval, time.monotonic())  # an enclosing limit's timer
     return True, previous
 
 
@@ -253,6 +256,10 @@ def _cleanup(state: _State, done: threading.Event, thread: threading.Thread,
     if use_signal:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        value, interval, when = state.outer_timer
+        if value > 0:  # an enclosing limit (a step around an rlm_query child) goes on
+            left = value - (time.monotonic() - when)
+            signal.setitimer(signal.ITIMER_REAL, max(left, 0.001), interval)
     if state.escalated:
         _remove_tracer()
     for names, value in state.shadowed.values():

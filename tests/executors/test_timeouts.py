@@ -148,3 +148,30 @@ def test_a_loop_swallowing_every_exception_in_step_code_is_still_stopped(monkeyp
     assert time.monotonic() - start < 2
     assert sys.gettrace() is None  # the escalation's line tracer is gone
     assert "BaseException" not in namespace  # and so is its shadow name
+
+
+def test_an_outer_limit_still_interrupts_a_blocking_call_after_an_inner_one_ended():
+    """A step's limit around a child run's limit (rlm_query): the child's end must not
+    switch off the step's alarm, or a blocking call after it runs to its end."""
+    started = time.monotonic()
+    with pytest.raises(StepTimeout):
+        with time_limit(1.0):
+            with time_limit(5.0):
+                pass  # the child run ends quickly
+            time.sleep(6)
+    assert time.monotonic() - started < 2.5
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_a_step_that_ran_rlm_query_is_still_stopped_in_a_blocking_call():
+    from rlm_kernel import RLM
+    from rlm_kernel.models.scripted import ScriptedModel
+    from tests.replies import block
+
+    lm = ScriptedModel([block("r = rlm_query('inner', context='x')\nimport time\ntime.sleep(6)"),
+                        block("FINAL('inner answer')"), block("FINAL('done')")])
+    started = time.monotonic()
+    res = RLM(root_client=lm, sub_client=lm, step_timeout=1.5, verify_answer=False,
+              resample_temperature=0).run("q", context="c")
+    assert "StepTimeout" in res.history.entries[0].output
+    assert time.monotonic() - started < 4.5
