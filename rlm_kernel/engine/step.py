@@ -1,6 +1,6 @@
-"""What a step is made of: the model's reply split into reasoning and code (the REPL
-spec's ``extract_code_blocks``), a ``FINAL`` written in prose, the step's record
-(:class:`StepOutcome`) and its notebook cell source.  The step itself runs in
+"""What a step is made of: the model's reply split into reasoning and code (the
+termination spec's ``extract_code_blocks``), a ``FINAL`` written in prose, the step's
+record (:class:`StepOutcome`) and its notebook cell source.  The step itself runs in
 :meth:`rlm_kernel.engine.run.Run._step`.
 """
 
