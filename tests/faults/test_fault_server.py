@@ -134,7 +134,7 @@ def test_a_busy_server_is_found_although_it_answers_no_http(empty_cache, busy_se
     proc, port = busy_server
     written = write_state(empty_cache, proc.pid, port)
     info = server.ServerInfo(**written)
-    assert not server._healthy(info, timeout=2.0)  # what the old 2 s health check saw
+    assert not server.healthy(info, timeout=2.0)  # what the old 2 s health check saw
     assert server.find_running() == info
 
     def refuse(*args, **kwargs):
@@ -213,7 +213,7 @@ PARENT = (  # starts a sleeper the way servers are started, from a thread that e
     "out = []\n"
     "def start():\n"
     "    cmd = [sys.executable, '-c', 'import time; time.sleep(120)']\n"
-    "    out.append(server._spawner.popen(server._with_parent_death(cmd)))\n"
+    "    out.append(server.spawner.popen(server.with_parent_death(cmd)))\n"
     "t = threading.Thread(target=start); t.start(); t.join()\n"
     "print(out[0].pid, flush=True)\n"
     "time.sleep(120)\n")
@@ -240,12 +240,12 @@ def test_stop_server_stops_a_server_that_ignores_sigterm(empty_cache, monkeypatc
     cmd = [sys.executable, "-c", "import signal, time\n"
            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\n"
            "time.sleep(120)\n", "llama_cpp.server"]
-    proc = server._spawner.popen(server._with_parent_death(cmd), stdout=subprocess.PIPE,
+    proc = server.spawner.popen(server.with_parent_death(cmd), stdout=subprocess.PIPE,
                                  text=True)
     assert proc.stdout.readline().strip() == "ready"
     info = server.ServerInfo(model=NAME, port=1, pid=proc.pid, n_ctx=8192)
     server._servers[NAME] = (proc, info)
-    server._write_state(get_spec(), info)
+    server.write_state(get_spec(), info)
     started = time.monotonic()
     assert server.stop_server(grace=0.5) is True
     assert proc.poll() is not None and time.monotonic() - started < 5

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from .weights import LocalModelSpec, cache_dir
 
-__all__ = ["ServerInfo"]
+__all__ = ["ServerInfo", "accepting", "healthy", "is_server", "log_path", "log_tail", "read_state",
+           "remove_state", "start_lock", "write_state"]
 
 
 @dataclass(slots=True)
@@ -45,11 +46,14 @@ def _state_path(spec: LocalModelSpec) -> Path:
     return cache_dir() / f"server-{spec.name}.json"
 
 
-def _log_path(spec: LocalModelSpec) -> Path:
+def log_path(spec: LocalModelSpec) -> Path:
+    """The file the server of ``spec`` writes its output to (in the weights' cache)."""
     return cache_dir() / f"server-{spec.name}.log"
 
 
-def _healthy(info: ServerInfo, timeout: float = 2.0) -> bool:
+def healthy(info: ServerInfo, timeout: float = 2.0) -> bool:
+    """True when the server answers ``GET /v1/models`` with 200 within ``timeout``
+    seconds (a server busy with a request may not: see :func:`accepting`)."""
     try:
         with urllib.request.urlopen(f"{info.api_base}/models", timeout=timeout) as resp:
             return resp.status == 200
@@ -57,7 +61,7 @@ def _healthy(info: ServerInfo, timeout: float = 2.0) -> bool:
         return False
 
 
-def _accepting(info: ServerInfo, timeout: float = 1.0) -> bool:
+def accepting(info: ServerInfo, timeout: float = 1.0) -> bool:
     """True when the server's port takes a TCP connection: a server busy generating
     (which may not answer HTTP within seconds) still accepts."""
     try:
@@ -67,7 +71,7 @@ def _accepting(info: ServerInfo, timeout: float = 1.0) -> bool:
         return False
 
 
-def _is_server(pid: int) -> bool:
+def is_server(pid: int) -> bool:
     """True when ``pid`` is a live llama-cpp-python server (not a zombie, not a pid
     the system has since given to another program); without ``/proc``, when alive."""
     proc = Path("/proc")
@@ -83,14 +87,16 @@ def _is_server(pid: int) -> bool:
         return False
 
 
-def _read_state(spec: LocalModelSpec) -> ServerInfo | None:
+def read_state(spec: LocalModelSpec) -> ServerInfo | None:
+    """The running server the state file of ``spec`` names, or None (no file, or not
+    readable as one)."""
     try:
         return ServerInfo(**json.loads(_state_path(spec).read_text()))
     except (OSError, ValueError, TypeError):
         return None
 
 
-def _write_state(spec: LocalModelSpec, info: ServerInfo) -> None:
+def write_state(spec: LocalModelSpec, info: ServerInfo) -> None:
     """Write the state file atomically (temp file + rename): a reader never sees half."""
     path = _state_path(spec)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -98,16 +104,16 @@ def _write_state(spec: LocalModelSpec, info: ServerInfo) -> None:
     os.replace(tmp, path)
 
 
-def _remove_state(spec: LocalModelSpec, pid: int) -> None:
+def remove_state(spec: LocalModelSpec, pid: int) -> None:
     """Delete the state file if it still names ``pid`` (call with the start lock held)."""
-    info = _read_state(spec)
+    info = read_state(spec)
     if info is not None and info.pid == pid:
         with contextlib.suppress(OSError):
             _state_path(spec).unlink()
 
 
 @contextlib.contextmanager
-def _start_lock(spec: LocalModelSpec, timeout: float | None = None) -> Iterator[bool]:
+def start_lock(spec: LocalModelSpec, timeout: float | None = None) -> Iterator[bool]:
     """An exclusive lock (``flock``) across processes around find-or-start, so two
     processes never start two servers for one model.
 
@@ -132,9 +138,11 @@ def _start_lock(spec: LocalModelSpec, timeout: float | None = None) -> Iterator[
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _log_tail(spec: LocalModelSpec, lines: int = 3) -> str:
+def log_tail(spec: LocalModelSpec, lines: int = 3) -> str:
+    """The last ``lines`` lines of the server's log, joined with `` | `` (for an error
+    message); ``"no log"`` or ``"empty log"`` when there are none."""
     try:
-        text = _log_path(spec).read_text(errors="replace").strip().splitlines()
+        text = log_path(spec).read_text(errors="replace").strip().splitlines()
     except OSError:
         return "no log"
     return " | ".join(text[-lines:]) or "empty log"

@@ -15,12 +15,13 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_N_CTX", "server_command"]
+__all__ = ["DEFAULT_N_CTX", "free_port", "server_command", "spawner", "with_parent_death"]
 
 DEFAULT_N_CTX = 8192  # tokens; llama.cpp's own default (2048) is too small for RLM prompts
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -67,7 +68,7 @@ _PARENT_DEATH = (
 )
 
 
-def _with_parent_death(cmd: list[str]) -> list[str]:
+def with_parent_death(cmd: list[str]) -> list[str]:
     """``cmd`` (a ``sys.executable`` command) wrapped so that its process is killed
     with the one starting it (Linux); unchanged elsewhere."""
     if not sys.platform.startswith("linux"):
@@ -113,4 +114,5 @@ class _Spawner:
                 done.set_exception(exc)
 
 
-_spawner = _Spawner()
+spawner = _Spawner()
+"""The process's one :class:`_Spawner`: every server is started from its thread."""

@@ -23,17 +23,17 @@ from ..litellm_client import LiteLLMClient
 from ..usage import Completion
 from .discovery import (
     ServerInfo,
-    _accepting,
-    _healthy,
-    _is_server,
-    _log_path,
-    _log_tail,
-    _read_state,
-    _remove_state,
-    _start_lock,
-    _write_state,
+    accepting,
+    healthy,
+    is_server,
+    log_path,
+    log_tail,
+    read_state,
+    remove_state,
+    start_lock,
+    write_state,
 )
-from .launcher import DEFAULT_N_CTX, _free_port, _spawner, _with_parent_death, server_command
+from .launcher import DEFAULT_N_CTX, free_port, server_command, spawner, with_parent_death
 from .weights import LocalModelError, LocalModelSpec, get_spec, prepare
 
 log = logging.getLogger(__name__)
@@ -50,14 +50,14 @@ def _lookup(spec: LocalModelSpec, *, clean: bool) -> ServerInfo | None:
     entry = _servers.get(spec.name)
     if entry and entry[0].poll() is None:  # ours and alive: no round trip per call
         return entry[1]
-    info = _read_state(spec)
+    info = read_state(spec)
     if info is None:
         return None
-    if not _is_server(info.pid):
+    if not is_server(info.pid):
         if clean:  # its server died without cleaning up (killed, or its host was)
-            _remove_state(spec, info.pid)
+            remove_state(spec, info.pid)
         return None
-    return info if _accepting(info) else None
+    return info if accepting(info) else None
 
 
 def find_running(name: str | None = None) -> ServerInfo | None:
@@ -71,7 +71,7 @@ def find_running(name: str | None = None) -> ServerInfo | None:
         name: embedded model short name (default model if None).
     """
     spec = get_spec(name)
-    with _start_lock(spec, timeout=0) as locked:
+    with start_lock(spec, timeout=0) as locked:
         return _lookup(spec, clean=locked)
 
 
@@ -91,7 +91,7 @@ def ensure_server(name: str | None = None, *, n_ctx: int = DEFAULT_N_CTX,
             prepared, or the server exits or does not answer within ``timeout``.
     """
     spec = get_spec(name)
-    with _lock, _start_lock(spec):
+    with _lock, start_lock(spec):
         running = _lookup(spec, clean=True)
         if running is not None:
             log.debug("reusing the %s server on port %d (pid %d)", spec.name, running.port,
@@ -106,7 +106,7 @@ def ensure_server(name: str | None = None, *, n_ctx: int = DEFAULT_N_CTX,
                  info.pid, n_ctx)
         _wait_until_ready(spec, proc, info, timeout)
         _servers[spec.name] = (proc, info)
-        _write_state(spec, info)
+        write_state(spec, info)
         return info
 
 
@@ -114,13 +114,13 @@ def _launch(spec: LocalModelSpec, n_ctx: int,
             threads: int | None) -> tuple[subprocess.Popen, ServerInfo]:
     """Prepare the weights and start the server process on a free port."""
     path = prepare(spec.name)
-    port = _free_port()
+    port = free_port()
     cmd = server_command(path, spec.name, port, n_ctx=n_ctx, threads=threads)
-    log_file = _log_path(spec).open("wb")
+    log_file = log_path(spec).open("wb")
     # A session of its own: Ctrl-C or a kernel interrupt (sent to the process
     # group) must not kill the server mid-run.  It still dies with this process.
     try:
-        proc = _spawner.popen(_with_parent_death(cmd), stdout=log_file,
+        proc = spawner.popen(with_parent_death(cmd), stdout=log_file,
                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                               start_new_session=True)
     finally:
@@ -136,16 +136,16 @@ def _wait_until_ready(spec: LocalModelSpec, proc: subprocess.Popen, info: Server
         LocalModelError: the process exited, or did not answer in time (it is killed).
     """
     deadline = time.monotonic() + timeout
-    while not _healthy(info, timeout=1.0):
+    while not healthy(info, timeout=1.0):
         if proc.poll() is not None:
             raise LocalModelError(
-                f"the model server exited with code {proc.returncode}: {_log_tail(spec)}"
+                f"the model server exited with code {proc.returncode}: {log_tail(spec)}"
             )
         if time.monotonic() > deadline:
             proc.kill()
             proc.wait()
             raise LocalModelError(
-                f"the model server did not answer within {timeout:.0f} s: {_log_tail(spec)}"
+                f"the model server did not answer within {timeout:.0f} s: {log_tail(spec)}"
             )
         time.sleep(0.25)
 
@@ -172,8 +172,8 @@ def stop_server(name: str | None = None, grace: float = 3.0) -> bool:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-    with _start_lock(spec, timeout=2.0):  # best effort when another process holds it
-        _remove_state(spec, info.pid)
+    with start_lock(spec, timeout=2.0):  # best effort when another process holds it
+        remove_state(spec, info.pid)
     return True
 
 
