@@ -482,7 +482,9 @@ class Run:
     # -- the end ------------------------------------------------------------------------
     def _answer_now(self) -> None:
         """After ``max_iterations`` steps: one last call asking for ``FINAL`` now; its
-        code runs only if it calls ``FINAL``/``FINAL_VAR``, else its text is the answer."""
+        code runs only if it calls ``FINAL``/``FINAL_VAR``.  A reply without one leaves
+        the run without an answer (``answer`` None, ``stopped_by`` ``max_iterations``):
+        its prose is a thought, not an answer."""
         cfg, result = self.config, self.result
         last = cfg.max_iterations + 1
         self.guard.check()
@@ -495,11 +497,8 @@ class Run:
         outcome = self._run_code(reply, last, final_only=True)
         if outcome.code:  # the FINAL call ran: it is part of the trajectory
             self._record(last, outcome)
-        if outcome.final:
+        if outcome.final:  # else no answer: a reply that is not a FINAL never becomes one
             result.answer, result.answer_value = outcome.answer, outcome.answer_value
-        else:
-            result.answer = outcome.reasoning.strip() or reply.strip() or None
-            result.answer_value = result.answer
 
     # -- continuing an earlier run --------------------------------------------------------
     def _seed(self, cont: Continuation) -> str | None:

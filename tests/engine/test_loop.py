@@ -360,3 +360,12 @@ def test_a_reply_that_repeats_earlier_code_is_sampled_again_once():
                    resample_temperature=0)
     res = rlm.run("q", context="x")
     assert [e.code for e in res.history] == ["print(1)", "print(1)", "FINAL(3)"]
+
+
+def test_a_last_reply_without_final_is_no_answer():
+    rlm, lm = make([block("print(1)"), block("print(2)"),
+                    "I will count the top-level classes in the file."], max_iterations=2)
+    res = rlm.run("q", context="x")
+    assert (res.stopped_by, res.answer, res.answer_value) == ("max_iterations", None, None)
+    rlm, lm = make([block("print(1)"), 'The answer is FINAL("x.py")'], max_iterations=1)
+    assert rlm.run("q", context="x").answer == "x.py"  # a FINAL in prose still counts
