@@ -383,7 +383,7 @@ def more_entries(split: str, rng: random.Random, i: int) -> Draft:
 @phrasing("compare/p5", "test")
 def longer_function(split: str, rng: random.Random, i: int) -> Draft:
     """Is top-level function f longer (``def`` line to last line) than g in a package (str,
-    ``==> path <==``)?  Lengths differ by at least 3 lines; yes and no alternate."""
+    ``<<< MODULE path >>>``)?  Lengths differ by at least 3 lines; yes and no alternate."""
     idx = pkg_pick(split, rng)
     funcs = sorted((f.name, f.length) for fs in idx.facts.values() for f in fs.top_funcs
                    if public(f.name) and idx.def_counts[f.name] == 1)
@@ -396,7 +396,7 @@ def longer_function(split: str, rng: random.Random, i: int) -> Draft:
         a, b, la, lb = b, a, lb, la
     q = (f"Is the function `{a}` longer than the function `{b}`, counting the lines from each "
          "`def` line to the function's last line? Reply yes or no.")
-    return yes_no(f"stdlib:{idx.name}", q, concat(idx.files, "arrows"), la > lb)
+    return yes_no(f"stdlib:{idx.name}", q, concat(idx.files, "module"), la > lb)
 
 
 @phrasing("compare/p6", "test")

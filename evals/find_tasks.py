@@ -66,14 +66,14 @@ def _unique_text_line(text: str, whole: str, rng: random.Random, low: int = 30,
 
 @phrasing("locate/p2", "dev")
 def locate_licence_line(split: str, rng: random.Random, i: int) -> Draft:
-    """Which licence (str, ``==> NAME <==`` headers) contains a given line?  The line
-    occurs exactly once in the whole context and does not name a licence."""
+    """Which licence (str, ``=== LICENSE FILE: NAME`` headers) contains a given line?  The
+    line occurs exactly once in the whole context and does not name a licence."""
     docs = need(sources.licenses(split))
-    text = concat(docs, "arrows")
+    text = concat(docs, "licence")
     name = pick(rng, sorted(docs))
     _, line = _unique_text_line(docs[name], text, rng, avoid=_NAMES_LICENCE)
     q = ("`context` holds several licence texts one after another, each introduced by a line "
-         f"`==> NAME <==`. Which licence contains the line{quote_line(line)}"
+         f"`=== LICENSE FILE: NAME`. Which licence contains the line{quote_line(line)}"
          "Reply with the licence's name as written in its header.")
     return file_answer("licenses", q, text, name, docs)
 

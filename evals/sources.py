@@ -146,6 +146,10 @@ HEADERS = {
     "arrows": "==> {} <==",
     "dashes": "--- {} ---",
     "equals": "=== {} ===",
+    # Shapes with a constant label before the name (names without an extension, with
+    # spaces or dots): the helpers must find them by shape, or take them as header=.
+    "licence": "=== LICENSE FILE: {}",
+    "module": "<<< MODULE {} >>>",
 }
 
 

@@ -312,3 +312,15 @@ def test_each_load_gets_its_own_contexts(splits: dict[str, list[Task]]) -> None:
     first.context.clear()
     again = next(t for t in load_split("dev") if t.id == first.id)
     assert again.context and again.check(again.expected)
+
+
+@pytest.mark.parametrize("style", sorted(sources.HEADERS))
+def test_the_helpers_find_every_header_shape_of_the_eval(style):
+    from rlm_kernel.context.documents import search_lines, split_documents
+
+    files = {"Apache-2.0": "Apache terms\nend", "pkg/mod.py": "x = 1\n", "GPL 3": "gpl\nend"}
+    text = sources.concat(files, style)
+    docs = split_documents(text)
+    assert list(docs) == list(files)
+    assert [d.strip() for d in docs.values()] == [f.strip() for f in files.values()]
+    assert [h["doc"] for h in search_lines(text, "end")] == ["Apache-2.0", "GPL 3"]

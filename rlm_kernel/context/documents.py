@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 __all__ = ["split_documents", "search_lines", "describe_structure", "Hit", "Hits", "Listing",
-           "parse_block", "field_of", "matches"]
+           "parse_block", "field_of", "matches", "is_document", "select_documents"]
 
 
 
@@ -76,6 +76,9 @@ _PATH = re.compile(r"[\w.\-~+@]*[\w\-~+@](?:/[\w.\-~+@]+)+/?|[\w\-~+@][\w.\-~+@]
 _DECOR = re.compile(r"^\W*(?:(?:file|path|document|source|name|title)\b\W*)*$", re.I)
 # One word between marks: at least two mark characters before it.
 _WORD = re.compile(r"^(\s*[^\w\s]{2,}\s*)([\w][\w.\-+]*)(\s*[^\w\s]*\s*)$")
+# Marks, an optional label ending in a colon, then a name of any words (spaces, dots),
+# then optional closing marks: "=== LICENSE FILE: Apache-2.0", "== Release notes 2.0 ==".
+_LABELLED = re.compile(r"^(\s*[^\w\s]{2,}\s*(?:[A-Za-z][\w .\-]{0,40}:\s*)?)(\w.*?)(\s*[^\w\s]*)\s*$")
 _FIELD = re.compile(r"^([A-Za-z][\w-]{0,40}):(?:\s|$)")
 _RECORD_FIELD = re.compile(r"^([A-Za-z][\w-]{0,60}):[ \t]?(.*)$")
 _MAX_HEADER = 300  # characters: longer lines are never headers
@@ -85,24 +88,48 @@ _DESCRIBE_CHARS = 20_000_000  # characters of a huge string looked at to describ
 def _shape(line: str) -> tuple[str, str] | None:
     """``(template, name)`` of a header-like line, or None.
 
-    The name is the line's last path-like token, or else its one word when that
-    word sits between marks (``==> GPL-3 <==``, ``=== BSD ===``, ``### intro``).
+    The name is the line's last path-like token after a decoration (``### FILE: a.py``,
+    ``==> a/b.py <==``), else its one word between marks (``==> GPL-3 <==``, ``## intro``),
+    else the words after marks and a label (``=== LICENSE FILE: Apache-2.0``,
+    ``=== CHANGELOG: bash``) or between marks on both sides (``== Release notes 2.0 ==``).
+    The template is the line with the name taken out: the lines of one text that share
+    it are its headers.
     """
     if not line.strip() or len(line) > _MAX_HEADER:
         return None
     tokens = list(_PATH.finditer(line))
     match = tokens[-1] if tokens else None  # the last path-like token is the name
-    if match is None:
-        match = _WORD.match(line)
-        if match is None:
-            return None
-        return f"{match.group(1)}\0{match.group(3)}", match.group(2)
-    before, after = line[: match.start()], line[match.end():]
-    if not before.strip() and not after.strip():
-        return None  # a bare path is data, not a header
-    if not (_DECOR.match(before) and re.fullmatch(r"\W*", after)):
-        return None
-    return f"{before}\0{after}", match.group(0)
+    if match is not None:
+        before, after = line[: match.start()], line[match.end():]
+        if not before.strip() and not after.strip():
+            return None  # a bare path is data, not a header
+        if _DECOR.match(before) and re.fullmatch(r"\W*", after):
+            return f"{before}\0{after}", match.group(0)
+    word = _WORD.match(line)
+    if word is not None:
+        return f"{word.group(1)}\0{word.group(3)}", word.group(2)
+    labelled = _LABELLED.match(line)
+    if labelled is not None and (":" in labelled.group(1) or labelled.group(3).strip()):
+        name, after = labelled.group(2), labelled.group(3)
+        for opening, closing in ("()", "[]", "{}"):  # "GPL 3 (or later)" keeps its ")"
+            while name.count(opening) > name.count(closing) and \
+                    after.lstrip().startswith(closing):
+                cut = after.index(closing) + 1
+                name, after = name + after[:cut], after[cut:]
+        return f"{labelled.group(1)}\0{after}", name
+    return None
+
+
+def _common_words(names: list[str]) -> str:
+    """The leading whole words all header names share (``"MODULE "`` of ``"MODULE a.py"``,
+    ``"MODULE b.py"``: a constant prefix is decoration), when each name keeps something
+    after them; else ``""``."""
+    split = [name.split(" ") for name in names]
+    n = 0
+    while all(len(words) > n + 1 and words[n] == split[0][n] for words in split):
+        n += 1
+    return " ".join(split[0][:n]) + " " if n else ""
+
 
 
 def _split_headers(text: str) -> dict[str, str] | None:
@@ -118,6 +145,8 @@ def _split_headers(text: str) -> dict[str, str] | None:
               if (s := _shape(ln)) is not None and s[0] == template]
     if len(starts) < 2:
         return None
+    shared = _common_words([name for _, name in starts])
+    starts = [(i, name[len(shared):]) for i, name in starts]
     docs: dict[str, str] = {}
     for k, (i, name) in enumerate(starts):
         end = starts[k + 1][0] if k + 1 < len(starts) else len(lines)
@@ -214,7 +243,37 @@ def _as_text(value: Any) -> str:
     return str(value)
 
 
-def split_documents(data: Any) -> dict[Any, str]:
+def _split_at(text: str, header: str) -> dict[Any, str]:
+    """Documents of ``text`` under the lines that match the regular expression ``header``
+    (``re.match`` at the line's start; its first group, else the whole line, names the
+    document).  Text before the first header is a document named None.
+
+    Raises:
+        re.error: ``header`` is not a valid expression.
+        ValueError: no line matches ``header``.
+    """
+    pattern = re.compile(header)
+    lines = text.splitlines()
+    starts = []
+    for i, line in enumerate(lines):
+        match = pattern.match(line)
+        if match is not None:
+            name = next((g for g in match.groups() if g is not None), match.group(0))
+            starts.append((i, name.strip()))
+    if not starts:
+        raise ValueError(f"no line matches the header {header!r}; lines start like "
+                         f"{[ln[:40] for ln in lines[:3]]}")
+    docs: dict[Any, str] = {}
+    preamble = "\n".join(lines[: starts[0][0]])
+    if preamble.strip():
+        docs[None] = preamble
+    for k, (i, name) in enumerate(starts):
+        end = starts[k + 1][0] if k + 1 < len(starts) else len(lines)
+        docs[_unique(docs, name)] = "\n".join(lines[i + 1:end])
+    return docs
+
+
+def split_documents(data: Any, header: str | None = None) -> dict[Any, str]:
     """Split ``data`` into its documents, ``{name: text}``.
 
     Args:
@@ -224,16 +283,51 @@ def split_documents(data: Any) -> dict[Any, str]:
             name and is not part of the text), blank-line-separated ``Key: value``
             records (named by their first field's value), or else one document
             named ``None``.
+        header: for a string, the header line as a regular expression
+            (``r"=== CHANGELOG: (.+)"``), matched at each line's start; its first
+            group (else the whole line) names each document, and text before the first
+            header is a document named None.  Default: found by shape (see
+            :func:`_shape`).  Ignored for a dict or a list (their documents are given).
 
     Returns:
         An insertion-ordered dict; duplicate names get ``#2``, ``#3`` suffixes.
+
+    Raises:
+        ValueError: ``header`` matches no line; re.error: ``header`` is not a valid
+            regular expression.
     """
     if isinstance(data, Mapping):
         return {k: _as_text(v) for k, v in data.items()}
     if isinstance(data, (list, tuple)):
         return {i: _as_text(v) for i, v in enumerate(data)}
     text = _as_text(data)
+    if header is not None:
+        return _split_at(text, header)
     return _split_headers(text) or _split_records(text) or {None: text}
+
+
+def is_document(name: Any, wanted: Any) -> bool:
+    """True when document ``name`` is the one ``wanted`` names: the same name (text
+    compared ignoring case), or a path that ends with it (``"json/decoder.py"`` for
+    ``"decoder.py"``)."""
+    if name == wanted:
+        return True
+    have, want = str(name).lower().strip(), str(wanted).lower().strip().lstrip("./")
+    return bool(want) and (have == want or have.endswith("/" + want))
+
+
+def select_documents(docs: Mapping[Any, str], doc: Any) -> dict[Any, str]:
+    """The documents of ``docs`` that ``doc`` names (:func:`is_document`).
+
+    Raises:
+        KeyError: none does (the message lists the first names there are).
+    """
+    chosen = {name: text for name, text in docs.items() if is_document(name, doc)}
+    if not chosen:
+        names = ", ".join(repr(n) for n in list(docs)[:8])
+        raise KeyError(f"no document {doc!r}; the documents are {names}"
+                       f"{', ...' if len(docs) > 8 else ''}")
+    return chosen
 
 
 def _matcher(pattern: str, regex: bool, ignore_case: bool):
@@ -258,7 +352,8 @@ def _iter_hits(docs: Mapping[Any, str], pattern: str, regex: bool,
 
 
 def search_lines(data: Any, pattern: str, *, regex: bool = False, ignore_case: bool = False,
-                 max_hits: int | None = None) -> Hits:
+                 max_hits: int | None = None, header: str | None = None,
+                 doc: Any = None) -> Hits:
     """The lines of ``data`` that contain ``pattern``, with the document each is in.
 
     Args:
@@ -267,6 +362,10 @@ def search_lines(data: Any, pattern: str, *, regex: bool = False, ignore_case: b
         regex: treat ``pattern`` as a ``re`` pattern (``re.search`` per line).
         ignore_case: match case-insensitively.
         max_hits: stop after this many hits (None = all).
+        header: the documents' header line as a regular expression (see
+            :func:`split_documents`).
+        doc: search only this document (:func:`select_documents`: its name, or the
+            end of its path).
 
     Returns:
         :class:`Hits`, ``[{"doc": name, "line": n, "text": line}, ...]`` in document
@@ -277,10 +376,15 @@ def search_lines(data: Any, pattern: str, *, regex: bool = False, ignore_case: b
         characters.
 
     Raises:
-        re.error: ``regex=True`` and ``pattern`` is not a valid expression.
+        re.error: ``regex=True`` and ``pattern`` (or ``header``) is not a valid expression.
+        KeyError: ``doc`` names no document.
+        ValueError: ``header`` matches no line.
     """
+    docs = split_documents(data, header)
+    if doc is not None:
+        docs = select_documents(docs, doc)
     hits = Hits()
-    for hit in _iter_hits(split_documents(data), pattern, regex, ignore_case):
+    for hit in _iter_hits(docs, pattern, regex, ignore_case):
         hits.append(hit)
         if max_hits is not None and len(hits) >= max_hits:
             break

@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .documents import Listing, matches, parse_block, split_documents
+from .documents import Listing, matches, parse_block, select_documents, split_documents
 
 __all__ = ["Records", "Outline", "parse_records", "code_outline", "looks_like_python",
            "detect_views", "sample_fields"]
@@ -145,14 +145,22 @@ def _walk(doc: Any, body: list[ast.stmt], parent: ast.AST | None, out: Outline,
                     _walk(doc, inner, parent, out, lines)
 
 
-def code_outline(data: Any, **where: Any) -> Outline:
+def code_outline(data: Any, header: str | None = None, **where: Any) -> Outline:
     """Every class and function defined in the Python documents of ``data``.
 
     Args:
         data: as for :func:`rlm_kernel.context.documents.split_documents`; documents that do
             not parse as Python are skipped.
+        header: the documents' header line as a regular expression (see
+            :func:`~rlm_kernel.context.documents.split_documents`).
         **where: keep only definitions whose fields equal these values, e.g.
-            ``kind="class"``, ``parent=None`` (top level), ``doc="a.py"``.
+            ``kind="class"``, ``parent=None`` (top level); ``doc="a.py"`` keeps one
+            document (its name, or the end of its path:
+            :func:`~rlm_kernel.context.documents.select_documents`).
+
+    Raises:
+        KeyError: ``doc`` names no document.
+        ValueError: ``header`` matches no line.
 
     Returns:
         :class:`Outline` of dicts ``{"doc", "kind": "class" | "function" | "method",
@@ -161,8 +169,11 @@ def code_outline(data: Any, **where: Any) -> Outline:
         "bases": base classes (classes only), "decorators"}``; ``parent is None`` means
         top level; lines count from 1 within the document.
     """
+    docs = split_documents(data, header)
+    if "doc" in where:
+        docs = select_documents(docs, where.pop("doc"))
     out = Outline()
-    for doc, text in split_documents(data).items():
+    for doc, text in docs.items():
         try:
             tree = ast.parse(text)
         except (SyntaxError, ValueError):

@@ -53,16 +53,19 @@ Your thought line says what the question asks for.
 Functions in the REPL:
 - search(pattern) -> list of hits {"doc": name of the document, "line": line number in that \
 document, "text": the line} for each line of `context` that contains pattern. \
-search(pattern, data) searches another variable; options regex=True, ignore_case=True. \
-For a bare name, the lines that define it (def name, class name) come first.
+search(pattern, data) searches another variable; options regex=True, ignore_case=True, \
+doc="name" (one document only). For a bare name, the lines that define it (def name, class \
+name) come first.
 - split_documents() -> dict {document name: text} of `context`: a dict's items, a list's \
-items by index, or the files or records that a long string is made of.
+items by index, or the files or records that a long string is made of. When the question \
+says how documents are headed, pass that line as a regular expression whose group is the \
+name: split_documents(header=r"=== FILE: (.+)"); search() and code_outline() take header= too.
 - parse_records() -> list of dicts {field: value}, one per record, when `context` holds \
 records of "Key: value" lines.
 - code_outline() -> list of the classes, functions and methods of the Python code in \
 `context`: dicts {"doc", "kind": "class"/"function"/"method", "name", "line", "end_line", \
 "text", "parent": enclosing class or function (None at top level), "args", "defaults", \
-"bases"}.
+"bases"}; code_outline(doc="name") for one document.
 - llm_query(prompt) -> str asks a helper model about a piece of text (under 4000 \
 characters); llm_query_batched(prompts) -> list of str.
 - FINAL(value) ends the run with value; FINAL_VAR("name") ends it with the variable name.

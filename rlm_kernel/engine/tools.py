@@ -253,25 +253,29 @@ class RunTools:
         return self.namespace[self.data_name]
 
     def search(self, pattern: str, data: Any = None, *, regex: bool = False,
-               ignore_case: bool = False) -> Hits:
+               ignore_case: bool = False, header: str | None = None,
+               doc: Any = None) -> Hits:
         """Lines of ``data`` (default: the run's main variable) containing ``pattern``.
 
         Each hit is ``{"doc": document name, "line": line number in that document
         (from 1), "text": the line}``; documents are a dict's keys, a list's
         indexes, or the files/records a string is made of
-        (:func:`rlm_kernel.context.documents.split_documents`).
+        (:func:`rlm_kernel.context.documents.split_documents`; ``header``: their header
+        line as a regular expression); ``doc`` searches one document only.
 
         Raises:
             NameError: no ``data`` given and the main variable does not exist.
             re.error: ``regex=True`` with an invalid pattern.
+            KeyError: ``doc`` names no document.
         """
         return search_lines(self._data(data), str(pattern), regex=regex,
-                            ignore_case=ignore_case)
+                            ignore_case=ignore_case, header=header, doc=doc)
 
-    def split_documents(self, data: Any = None) -> dict[Any, str]:
+    def split_documents(self, data: Any = None, header: str | None = None) -> dict[Any, str]:
         """``{document name: text}`` of ``data`` (default: the run's main variable);
-        see :func:`rlm_kernel.context.documents.split_documents`."""
-        return _split_documents(self._data(data))
+        ``header`` names the header line as a regular expression; see
+        :func:`rlm_kernel.context.documents.split_documents`."""
+        return _split_documents(self._data(data), header)
 
     def parse_records(self, data: Any = None, **where: Any) -> Records:
         """The ``Key: value`` records of ``data`` (default: the run's main variable) as
@@ -279,11 +283,12 @@ class RunTools:
         :func:`rlm_kernel.context.structure.parse_records`."""
         return parse_records(self._data(data), **where)
 
-    def code_outline(self, data: Any = None, **where: Any) -> Outline:
+    def code_outline(self, data: Any = None, header: str | None = None,
+                     **where: Any) -> Outline:
         """Every class, function and method of the Python in ``data`` (default: the
-        run's main variable) whose fields equal ``where``; see
-        :func:`rlm_kernel.context.structure.code_outline`."""
-        return code_outline(self._data(data), **where)
+        run's main variable) whose fields equal ``where`` (``doc=`` one document);
+        see :func:`rlm_kernel.context.structure.code_outline`."""
+        return code_outline(self._data(data), header, **where)
 
     def show_vars(self) -> None:
         """Print the metadata (name, type, length, preview) of the data variables."""

@@ -76,3 +76,51 @@ def test_a_bare_name_lists_its_definitions_first():
     data = {"a.py": "x = resolve(1)  # resolve it\n", "b.py": "def resolve(c):\n    pass\n"}
     assert [h["doc"] for h in search_lines(data, "resolve")] == ["b.py", "a.py"]
     assert [h["doc"] for h in search_lines(data, "resolve(")] == ["a.py", "b.py"]
+
+
+LICENSES = {"Apache-2.0": "Licensed under the Apache License\nVersion 2.0",
+            "GPL 3 (or later)": "GNU GENERAL PUBLIC LICENSE\nVersion 3",
+            "python3.11": "changes\n * fixed the build"}
+
+
+@pytest.mark.parametrize("header", ["=== LICENSE FILE: {}", "=== CHANGELOG: {}",
+                                    "== {} ==", "##### {} #####", "*** {} ***",
+                                    ">>> Document: {}", "<<< LICENCE TEXT {} >>>"])
+def test_any_repeated_header_names_its_documents(header):
+    text = "\n".join(header.format(name) + "\n" + body for name, body in LICENSES.items())
+    assert split_documents(text) == LICENSES
+    assert [(h["doc"], h["line"]) for h in search_lines(text, "Version")] == \
+        [("Apache-2.0", 2), ("GPL 3 (or later)", 2)]
+    assert "3 documents" in describe_structure(text)
+
+
+def test_comment_lines_of_words_are_not_headers():
+    sql = "-- users by day\nselect 1;\n-- users by week\nselect 2;\n"
+    assert split_documents(sql) == {None: sql}
+    assert split_documents("## see a.py for more\nx\n## see b.py for more\ny\n") == {
+        None: "## see a.py for more\nx\n## see b.py for more\ny\n"}
+
+
+def test_a_header_named_explicitly_splits_any_text():
+    text = ("Preamble line\nPKG bash 5.2 -- shells\nfixed a crash\nPKG dash 0.5 -- shells\n"
+            "sped up\n")
+    docs = split_documents(text, header=r"PKG (\S+)")
+    assert docs == {None: "Preamble line", "bash": "fixed a crash", "dash": "sped up"}
+    assert [h["doc"] for h in search_lines(text, "s", header=r"PKG (\S+)")] == \
+        ["bash", "dash"]
+    with pytest.raises(ValueError, match="no line matches the header"):
+        split_documents(text, header=r"=== (.+)")
+
+
+def test_one_document_by_name_or_the_end_of_its_path():
+    data = {"json/decoder.py": "class JSONDecoder:\n    pass\n",
+            "json/encoder.py": "class JSONEncoder:\n    pass\nclass Other:\n    pass\n"}
+    assert [h["doc"] for h in search_lines(data, "class", doc="encoder.py")] == \
+        ["json/encoder.py"] * 2
+    from rlm_kernel.context.structure import code_outline
+
+    assert [d["name"] for d in code_outline(data, doc="encoder.py", kind="class")] == \
+        ["JSONEncoder", "Other"]
+    with pytest.raises(KeyError, match="no document 'parser.py'; the documents are "
+                                       "'json/decoder.py', 'json/encoder.py'"):
+        search_lines(data, "class", doc="parser.py")
