@@ -190,9 +190,12 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         """Run an RLM task (see the module docstring for the forms).
 
         The question is taken as typed (:func:`parse_line`): no ``$name`` or ``{expr}``
-        expansion, no shell quoting.  In ``%%rlm`` the first line takes options; words
+        expansion, no shell quoting.  A sub-command's line is expanded as IPython expands
+        other magics' lines (``%rlm export $path``).  In ``%%rlm`` the first line takes options; words
         after them start the task, which goes on in the cell body."""
         opts, question = parse_line(line)
+        if opts.words and self.shell is not None:  # a sub-command's paths and names expand
+            opts, question = parse_line(self.shell.var_expand(line))
         if opts.words:
             try:
                 return self._command(opts, cell)

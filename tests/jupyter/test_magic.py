@@ -198,3 +198,17 @@ def test_final_outside_a_run_shows_any_value_through_the_guarded_text(ip, capsys
     assert ip.user_ns["rlm_answer"] is ip.user_ns["d"]
     out = capsys.readouterr().out
     assert out.startswith("Final answer: {('a', 1): 2, 'me': [<Recursion on dict")
+
+
+@pytest.mark.parametrize("form", ["%rlm export $out", "%rlm export {out}",
+                                  "%rlm export {str(out)}"])
+def test_a_sub_command_line_expands_variables_as_other_magics_do(ip, monkeypatch, tmp_path,
+                                                                   form):
+    script(monkeypatch, [block("FINAL('done')")])
+    ip.user_ns["context"] = "abc"
+    ip.run_cell("%rlm How long is {it}, $it?", store_history=True)
+    ip.user_ns["out"] = tmp_path / "run.ipynb"
+    result = ip.run_cell(form, store_history=True)
+    assert result.error_in_exec is None, result.error_in_exec
+    task = nbformat.read(tmp_path / "run.ipynb", as_version=4).cells[0].source
+    assert "> How long is {it}, $it?\n" in task  # the question itself was not expanded
