@@ -114,7 +114,8 @@ def test_no_answer_shows_the_stop_reason():
     assert res.stopped_by == "max_iterations"
     nb = export_run(res)
     assert "max_iterations" in nb.cells[-1].source
-    assert nb.cells[-1].source.startswith("**Answer:**")  # the "answer now" reply
+    assert res.answer is None  # the "answer now" reply called no FINAL: no answer
+    assert nb.cells[-1].source.startswith("**No answer.**")
     step = nb.cells[1]
     assert step.source == "# Thinking.\nx = 1" and step.outputs == []  # empty output omitted
     res.answer, res.stopped_by, res.error = None, "error", "boom | bad"
