@@ -9,8 +9,16 @@ import uuid
 
 from jupyter_client.manager import start_new_kernel
 
+from tests.replies import block as _reply
+
 THOUGHT = "Trying."
 """The reasoning line of the replies the kernel tests script (``block(code, THOUGHT)``)."""
+
+
+def block(code: str) -> str:
+    """A scripted reply with this module's thought line (``../shared/fault-cases/kern.py``
+    imports it from here)."""
+    return _reply(code, THOUGHT)
 
 
 def start(kernel_name: str = "rlm"):
