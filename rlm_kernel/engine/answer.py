@@ -94,6 +94,8 @@ def answer_text(value: Any, *, max_chars: int = ANSWER_CHARS,
     Returns:
         The text (never raises).
     """
+    if type(value) is str:  # the common answer: no code of the value's own to guard
+        return _cap(value, max_chars)
     for render in (format_final_answer, _pretty, _short_repr):
         text = _attempt(render, value, seconds)
         if text is not None:

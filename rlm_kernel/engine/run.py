@@ -54,21 +54,21 @@ from .prompts import (
 from .recording import Recording
 from .result import RLMResult
 from .resume import Continuation, recorded_reply
-from .step import SIGNAL_NAMES, StepOutcome, final_from_text, split_reply
+from .step import (
+    SIGNAL_NAMES,
+    TRACEBACK_LINE,
+    StepOutcome,
+    before_traceback,
+    final_from_text,
+    split_reply,
+)
 from .tools import RESERVED_NAMES, RunTools
 
-__all__ = ["Run", "before_traceback", "reply_text"]
+__all__ = ["Run", "reply_text"]
 
 log = logging.getLogger(__name__)
 
 _MISSING = object()
-_TRACEBACK = "Traceback (most recent call last)"
-
-
-def before_traceback(output: str) -> str:
-    """``output`` up to the line that starts a Python or IPython traceback."""
-    at = output.find(_TRACEBACK)
-    return output if at < 0 else output[: output.rfind("\n", 0, at) + 1]
 
 
 def reply_text(client: LanguageModel, messages: list[dict[str, str]], **kwargs: Any) -> str:
@@ -513,7 +513,7 @@ class Run:
             reply = recorded_reply(cont.previous, step, entry.reasoning, entry.code)
             kept = split_reply(reply, self.config.cut_after_first_block)[2]
             self._add_turns(kept, self._next_message(entry.code, entry.output,
-                                                     _TRACEBACK not in entry.output, step),
+                                                     TRACEBACK_LINE not in entry.output, step),
                             entry.code, step)
         return cont.first_reply()
 

@@ -12,7 +12,8 @@ from typing import Any
 
 from ..termination import detect_final_in_text, extract_code_blocks, resolve_final_var
 
-__all__ = ["SIGNAL_NAMES", "StepOutcome", "final_from_text", "split_reply", "step_source"]
+__all__ = ["SIGNAL_NAMES", "TRACEBACK_LINE", "StepOutcome", "before_traceback", "final_from_text",
+           "split_reply", "step_source"]
 
 #: REPL variables through which model code (or code a caller's task asks for) reports
 #: how a step went: their number goes to the termination policy (``RLM_REWARD`` as
@@ -21,6 +22,9 @@ __all__ = ["SIGNAL_NAMES", "StepOutcome", "final_from_text", "split_reply", "ste
 #: every step, so each report counts for the step that made it; a value that is not an
 #: ``int``/``float`` (``bool`` included) is dropped unread.
 SIGNAL_NAMES: dict[str, str] = {"RLM_REWARD": "last_reward", "RLM_CONFIDENCE": "confidence"}
+
+TRACEBACK_LINE = "Traceback (most recent call last)"
+"""The line that starts a Python or IPython traceback in a step's output."""
 
 _FENCE_LINE = re.compile(r"^[ \t]*```", re.MULTILINE)  # a line that opens or closes a block
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
@@ -63,6 +67,13 @@ class StepOutcome:
     error_for_model: str | None = None
     llm_calls: list[dict[str, Any]] = field(default_factory=list)
     signals: dict[str, float] = field(default_factory=dict)
+
+
+def before_traceback(output: str) -> str:
+    """``output`` (a step's printed text) up to the line that starts a traceback
+    (:data:`TRACEBACK_LINE`); all of it when there is none."""
+    at = output.find(TRACEBACK_LINE)
+    return output if at < 0 else output[: output.rfind("\n", 0, at) + 1]
 
 
 def split_reply(reply: str, cut_after_first_block: bool) -> tuple[str, list[str], str]:

@@ -24,11 +24,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..engine.step import TRACEBACK_LINE
 from .notebook import write_atomic
 
 __all__ = ["export_rlm_log", "rlm_log_lines"]
 
-_TRACEBACK = "Traceback (most recent call last)"
 
 
 def rlm_log_lines(result: Any, *, max_iterations: int | None = None,
@@ -70,7 +70,7 @@ def rlm_log_lines(result: Any, *, max_iterations: int | None = None,
 
 
 def _code_block(entry: Any) -> dict[str, Any]:
-    at = entry.output.find(_TRACEBACK)
+    at = entry.output.find(TRACEBACK_LINE)
     stdout, stderr = (entry.output, "") if at < 0 else (entry.output[:at], entry.output[at:])
     calls = [{"prompt": c.get("prompt", ""), "response": c.get("response", ""),
               "prompt_tokens": int(c.get("prompt_tokens", 0) or 0),

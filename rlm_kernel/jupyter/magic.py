@@ -46,8 +46,9 @@ COMMANDS = ("vars", "export", "replay", "continue", "recorded")
 """First words that make a ``%rlm`` line a sub-command, not a question (``%rlm -- vars
 ...`` asks a question that starts with one of them)."""
 
-# One shell-like word: unquoted characters, backslash escapes, '...' or "..." runs.
-_WORD = re.compile(r"""(?:[^\s'"\\]+|\\.?|'[^']*'?|"(?:[^"\\]|\\.)*"?)+""")
+# White space, then one shell-like word (group 1): unquoted characters, backslash
+# escapes, '...' or "..." runs.
+_WORD = re.compile(r"""\s*((?:[^\s'"\\]+|\\.?|'[^']*'?|"(?:[^"\\]|\\.)*"?)+)""")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -94,17 +95,17 @@ def parse_line(line: str) -> tuple[argparse.Namespace, str]:
             in an option's value; the message ends with the usage line.
     """
     parser = _parser("%rlm")
-    takes_value = {flag for action in parser._actions  # argparse has no public listing
-                   for flag in action.option_strings if action.nargs != 0}
-    known = {flag for action in parser._actions for flag in action.option_strings}
+    # flag -> whether it takes a value (argparse lists its actions in no public API)
+    takes_value = {flag: action.nargs != 0 for action in parser._actions
+                   for flag in action.option_strings}
     argv: list[str] = []
     pos, rest, explicit = 0, "", False
     while True:
-        match = _WORD.match(line, _skip_space(line, pos))
-        if match is None or not match.group().startswith("--"):
-            rest = line[match.start():] if match else ""
+        match = _WORD.match(line, pos)
+        if match is None or not match.group(1).startswith("--"):
+            rest = line[match.start(1):] if match else ""
             break
-        word, pos = _unquote(match.group()), match.end()
+        word, pos = _unquote(match.group(1)), match.end()
         if word == "--":
             explicit, rest = True, line[pos:]
             if rest[:1].isspace():  # the one space after "--" separates, the rest is kept
@@ -112,15 +113,15 @@ def parse_line(line: str) -> tuple[argparse.Namespace, str]:
             break
         argv.append(word)
         flag = word.split("=", 1)[0]
-        if flag not in known:
+        if flag not in takes_value:
             raise UsageError(f"%rlm: unknown option {flag} (a question that starts with "
                              f"--: %rlm -- {flag} ...)\n{_USAGE}")
-        if "=" in word or flag not in takes_value:
+        if "=" in word or not takes_value[flag]:
             continue
-        value = _WORD.match(line, _skip_space(line, pos))
+        value = _WORD.match(line, pos)
         if value is None:
             raise UsageError(f"%rlm: {flag} expects a value\n{_USAGE}")
-        argv.append(_unquote(value.group()))
+        argv.append(_unquote(value.group(1)))
         pos = value.end()
     first = rest.split(None, 1)[:1]
     if not explicit and first and first[0] in COMMANDS:
@@ -134,12 +135,6 @@ def parse_line(line: str) -> tuple[argparse.Namespace, str]:
     except argparse.ArgumentError as exc:
         raise UsageError(f"%rlm: {exc}\n{_USAGE}") from None
     return opts, rest.strip()
-
-
-def _skip_space(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos].isspace():
-        pos += 1
-    return pos
 
 
 def _unquote(word: str) -> str:
@@ -190,9 +185,10 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         """Run an RLM task (see the module docstring for the forms).
 
         The question is taken as typed (:func:`parse_line`): no ``$name`` or ``{expr}``
-        expansion, no shell quoting.  A sub-command's line is expanded as IPython expands
-        other magics' lines (``%rlm export $path``).  In ``%%rlm`` the first line takes options; words
-        after them start the task, which goes on in the cell body."""
+        expansion, no shell quoting.  A sub-command's line is expanded as IPython
+        expands other magics' lines (``%rlm export $path``).  In ``%%rlm`` the first
+        line takes options; words after them start the task, which goes on in the cell
+        body."""
         opts, question = parse_line(line)
         if opts.words and self.shell is not None:  # a sub-command's paths and names expand
             opts, question = parse_line(self.shell.var_expand(line))

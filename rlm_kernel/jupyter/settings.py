@@ -66,10 +66,11 @@ class RLM(Configurable):
 
     def run_config(self, **overrides: Any) -> RLMConfig:
         """The current trait values as an :class:`RLMConfig`, with ``overrides``
-        applied (None values ignored).
+        applied (:meth:`RLMConfig.replace`: None sets an optional setting to none).
 
         Raises:
-            ValueError: an override below its bound."""
+            ValueError: an override below its bound, or None for a setting that needs
+                a value."""
         return RLMConfig(**{name: getattr(self, name) for name in _BY_NAME}).replace(
             **overrides)
 
