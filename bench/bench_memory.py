@@ -37,7 +37,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from rlm_kernel.models.local.server import server_command
+from rlm_kernel.models.local.server import ServerSettings, server_command
 from rlm_kernel.models.local.weights import get_spec, prepare
 
 TARGET_GB = 2.5
@@ -70,7 +70,7 @@ def _start(logits_all: bool, n_ctx: int) -> tuple[subprocess.Popen, str, str]:
     """Start the server as rlm-kernel does, with ``--logits_all`` set as given."""
     spec = get_spec()
     port = _free_port()
-    cmd = server_command(prepare(spec.name), spec.name, port, n_ctx=n_ctx)
+    cmd = server_command(prepare(spec.name), spec.name, port, ServerSettings(n_ctx=n_ctx))
     cmd[cmd.index("--logits_all") + 1] = str(logits_all)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}/v1"

@@ -12,10 +12,11 @@ import subprocess
 import sys
 import threading
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_N_CTX", "free_port", "server_command", "spawner", "with_parent_death"]
+__all__ = ["DEFAULT_N_CTX", "ServerSettings", "free_port", "server_command", "spawner", "with_parent_death"]
 
 DEFAULT_N_CTX = 8192  # tokens; llama.cpp's own default (2048) is too small for RLM prompts
 
@@ -27,31 +28,64 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def server_command(model_path: Path, alias: str, port: int, *, n_ctx: int = DEFAULT_N_CTX,
-                   threads: int | None = None) -> list[str]:
+@dataclass(frozen=True)
+class ServerSettings:
+    """How llama-cpp-python's server runs the embedded model.
+
+    Attributes:
+        n_ctx: context window in tokens.
+        threads: CPU threads for generation and prompt processing (None: all cores;
+            llama.cpp would use half).
+        draft_tokens: prompt-lookup speculative decoding: tokens proposed per draft
+            from n-grams of the prompt (llama-cpp-python's
+            ``LlamaPromptLookupDecoding``, after Saxena's "prompt lookup decoding");
+            None: off.  Replies at temperature 0 are the model's own either way.
+        prompt_cache_bytes: llama-cpp-python's RAM prompt cache (``--cache``): the
+            state after each request is kept and the longest cached prefix restored,
+            so a root step after a sub-call need not evaluate its prompt again; None:
+            off (only the previous request's prefix is reused).
+        verbose: the server logs each request's reused prefix and timings.
+    """
+
+    n_ctx: int = DEFAULT_N_CTX
+    threads: int | None = None
+    draft_tokens: int | None = None
+    prompt_cache_bytes: int | None = None
+    verbose: bool = False
+
+
+def server_command(model_path: Path, alias: str, port: int,
+                   settings: ServerSettings | None = None) -> list[str]:
     """The command that runs llama-cpp-python's server for the embedded model.
 
     Args:
         model_path: the GGUF weights file.
         alias: the model name clients send (``openai/<alias>`` for litellm).
         port: TCP port on 127.0.0.1.
-        n_ctx: context window in tokens.
-        threads: CPU threads for generation and prompt processing (default: all
-            cores; llama.cpp would use half).
+        settings: how the server runs (default :class:`ServerSettings`).
 
     ``--logits_all False``: llama-cpp-python's server keeps the logits of every
     position by default, an n_ctx x vocabulary float array (8,192 x 151,936 x 4
     bytes, about 5 GB for Qwen2.5); replies need the last position's only (which
     llama.cpp's sampler reads itself), and requests for ``logprobs`` fail without it.
     ``bench/bench_memory.py`` measures both and checks replies at temperature 0
-    are the same.
+    are the same.  Speculative decoding needs it on (llama-cpp-python samples at every
+    drafted position and sizes its logits array by this flag).
     """
-    threads = threads or os.cpu_count() or 2
-    return [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
-            "--model_alias", alias, "--host", "127.0.0.1", "--port", str(port),
-            "--n_ctx", str(n_ctx), "--n_threads", str(threads),
-            "--n_threads_batch", str(threads), "--verbose", "False",
-            "--logits_all", "False"]
+    s = settings or ServerSettings()
+    threads = s.threads or os.cpu_count() or 2
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
+           "--model_alias", alias, "--host", "127.0.0.1", "--port", str(port),
+           "--n_ctx", str(s.n_ctx), "--n_threads", str(threads),
+           "--n_threads_batch", str(threads), "--verbose", str(s.verbose),
+           "--logits_all", str(bool(s.draft_tokens))]
+    if s.draft_tokens:
+        cmd += ["--draft_model", "prompt-lookup-decoding",
+                "--draft_model_num_pred_tokens", str(s.draft_tokens)]
+    if s.prompt_cache_bytes:
+        cmd += ["--cache", "True", "--cache_type", "ram",
+                "--cache_size", str(s.prompt_cache_bytes)]
+    return cmd
 
 
 # Run by the child's own interpreter, then replaced by the server (``execv`` keeps

@@ -33,15 +33,25 @@ from .discovery import (
     start_lock,
     write_state,
 )
-from .launcher import DEFAULT_N_CTX, free_port, server_command, spawner, with_parent_death
+from .launcher import (
+    DEFAULT_N_CTX,
+    ServerSettings,
+    free_port,
+    server_command,
+    spawner,
+    with_parent_death,
+)
 from .weights import LocalModelError, LocalModelSpec, get_spec, prepare
 
 log = logging.getLogger(__name__)
 
 __all__ = ["ServerInfo", "LocalModelClient", "ensure_server", "find_running", "stop_server",
-           "server_command", "DEFAULT_N_CTX", "START_TIMEOUT"]
+           "server_command", "DEFAULT_N_CTX", "DEFAULT_SETTINGS", "START_TIMEOUT",
+           "ServerSettings"]
 
 START_TIMEOUT = 180.0  # seconds to wait for the server to answer /v1/models
+DEFAULT_SETTINGS = ServerSettings()
+"""How a server started here runs (``bench/bench_step_speed.py`` measured the choice)."""
 _lock = threading.Lock()
 _servers: dict[str, tuple[subprocess.Popen, ServerInfo]] = {}
 
@@ -75,15 +85,14 @@ def find_running(name: str | None = None) -> ServerInfo | None:
         return _lookup(spec, clean=locked)
 
 
-def ensure_server(name: str | None = None, *, n_ctx: int = DEFAULT_N_CTX,
-                  threads: int | None = None, timeout: float = START_TIMEOUT) -> ServerInfo:
+def ensure_server(name: str | None = None, *, settings: ServerSettings | None = None,
+                  timeout: float = START_TIMEOUT) -> ServerInfo:
     """Return a running server for the embedded model, starting one if needed.
 
     Args:
         name: embedded model short name (default model if None).
-        n_ctx: context window in tokens.
-        threads: CPU threads for generation and prompt processing
-            (default: all cores; llama.cpp would use half).
+        settings: how a server started here runs (default :data:`DEFAULT_SETTINGS`);
+            a running server is reused as it is.
         timeout: seconds to wait for the server to become ready.
 
     Raises:
@@ -101,21 +110,22 @@ def ensure_server(name: str | None = None, *, n_ctx: int = DEFAULT_N_CTX,
             raise LocalModelError(
                 "the embedded model needs llama-cpp-python: pip install 'rlm-kernel[local]'"
             )
-        proc, info = _launch(spec, n_ctx, threads)
-        log.info("starting the %s server on port %d (pid %d, n_ctx %d)", spec.name, info.port,
-                 info.pid, n_ctx)
+        settings = settings or DEFAULT_SETTINGS
+        proc, info = _launch(spec, settings)
+        log.info("starting the %s server on port %d (pid %d, %s)", spec.name, info.port,
+                 info.pid, settings)
         _wait_until_ready(spec, proc, info, timeout)
         _servers[spec.name] = (proc, info)
         write_state(spec, info)
         return info
 
 
-def _launch(spec: LocalModelSpec, n_ctx: int,
-            threads: int | None) -> tuple[subprocess.Popen, ServerInfo]:
+def _launch(spec: LocalModelSpec,
+            settings: ServerSettings) -> tuple[subprocess.Popen, ServerInfo]:
     """Prepare the weights and start the server process on a free port."""
     path = prepare(spec.name)
     port = free_port()
-    cmd = server_command(path, spec.name, port, n_ctx=n_ctx, threads=threads)
+    cmd = server_command(path, spec.name, port, settings)
     log_file = log_path(spec).open("wb")
     # A session of its own: Ctrl-C or a kernel interrupt (sent to the process
     # group) must not kill the server mid-run.  It still dies with this process.
@@ -125,7 +135,7 @@ def _launch(spec: LocalModelSpec, n_ctx: int,
                               start_new_session=True)
     finally:
         log_file.close()
-    return proc, ServerInfo(model=spec.name, port=port, pid=proc.pid, n_ctx=n_ctx)
+    return proc, ServerInfo(model=spec.name, port=port, pid=proc.pid, n_ctx=settings.n_ctx)
 
 
 def _wait_until_ready(spec: LocalModelSpec, proc: subprocess.Popen, info: ServerInfo,
