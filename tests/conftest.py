@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# Kernels and shells of the tests start cold: a warm start (c.RLM.warm_start) would
+# send each new kernel's system prompt to the shared server in the background.
+# tests/jupyter/test_warm_start.py turns it back on where it is the subject.
+os.environ["RLM_WARM_START"] = "0"
 
 
 @pytest.fixture(scope="session")

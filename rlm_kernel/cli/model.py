@@ -6,6 +6,7 @@ import importlib.metadata
 import sys
 import time
 
+from ..engine.warmup import prewarm
 from ..models.local.server import ensure_server, find_running, stop_server
 from ..models.local.weights import LocalModelError, get_spec, is_prepared, prepare, weights_path
 
@@ -59,6 +60,7 @@ def model_command(action: str, name: str | None) -> int:
             return 0
         t0 = time.monotonic()
         info = ensure_server(spec.name)
+        prewarm(f"local/{spec.name}").join()  # the system prompt read before "Serving"
         print(f"Serving {spec.name} at {info.api_base} (pid {info.pid}, ready in "
               f"{time.monotonic() - t0:.1f} s). Ctrl-C stops it.", flush=True)
         try:

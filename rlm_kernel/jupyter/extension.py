@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..engine.warmup import prewarm
 from ..termination import FinalOutput
 from .magic import RLMMagics
 from .session import bind_session_tools, final_outside_run, protect_question_mark
@@ -19,11 +20,16 @@ __all__ = ["load_ipython_extension"]
 
 
 def load_ipython_extension(shell: Any) -> None:
-    """``%load_ext rlm_kernel``: register the magic and the out-of-run helpers."""
+    """``%load_ext rlm_kernel``: register the magic and the out-of-run helpers, and
+    (``c.RLM.warm_start``) start warming the root model in the background
+    (:func:`~rlm_kernel.engine.warmup.prewarm`)."""
     if protect_question_mark not in shell.input_transformers_cleanup:
         shell.input_transformers_cleanup.append(protect_question_mark)
     magics = RLMMagics(shell=shell, parent=shell)
     shell.register_magics(magics)
     shell.configurables.append(magics)
-    bind_session_tools(shell, magics.run_config().models()[1])
+    model, sub_model = magics.run_config().models()
+    bind_session_tools(shell, sub_model)
     shell.set_custom_exc((FinalOutput,), final_outside_run)
+    if magics.warm_start:  # litellm imported, the embedded model's prompt head read
+        prewarm(model)

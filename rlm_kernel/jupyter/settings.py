@@ -9,9 +9,10 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from traitlets import Bool, Dict, Float, Int, TraitError, TraitType, Unicode, validate
+from traitlets import Bool, Dict, Float, Int, TraitError, TraitType, Unicode, default, validate
 from traitlets.config import Configurable
 
 from ..engine.config import RLMConfig, Setting, settings
@@ -37,7 +38,7 @@ _BY_NAME = {s.name: s for s in settings()}
 
 class RLM(Configurable):
     """The ``RLM`` config section: every run setting as a trait (``model`` and
-    ``sub_model`` among them), plus ``widgets``.
+    ``sub_model`` among them), plus ``widgets`` and ``warm_start``.
 
     The class is named ``RLM`` because traitlets takes a section's name from its class
     (``c.RLM.<setting>``, ``--RLM.<setting>``, ``%config RLM``); it is not the engine's
@@ -50,9 +51,20 @@ class RLM(Configurable):
     # the namespace the class is built from, so these become ordinary class traits.
     locals().update(config_traits())
 
-    # Beside the run settings (the models among them): the widgets.
+    # Beside the run settings (the models among them): the widgets and the warm start.
     widgets = Bool(
         True, help="Show the progress and variables widgets in the task cell.").tag(config=True)
+    warm_start = Bool(
+        help="When the extension loads (every RLM kernel start), import litellm in "
+        "the background and, if the root model is the embedded one, start its server and "
+        "have it read the system prompt, so the first task's first step comes sooner. "
+        "Default: on, unless the environment sets RLM_WARM_START=0.",
+    ).tag(config=True)
+
+    @default("warm_start")
+    def _warm_start_default(self) -> bool:
+        return os.environ.get("RLM_WARM_START", "1").strip().lower() not in ("0", "false",
+                                                                              "no", "off")
 
     @validate(*_BY_NAME)
     def _check_bounds(self, proposal: Any) -> Any:

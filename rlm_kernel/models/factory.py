@@ -8,7 +8,13 @@ from typing import Any
 
 from .base import LanguageModel
 
-__all__ = ["make_client"]
+__all__ = ["is_embedded", "make_client"]
+
+
+def is_embedded(model: str | None) -> bool:
+    """Whether ``model`` selects the embedded model: ``None``, ``""``, ``"local"`` or
+    ``"local/<name>"``."""
+    return not model or model == "local" or model.startswith("local/")
 
 
 def make_client(model: str | None, **kwargs: Any) -> LanguageModel:
@@ -27,7 +33,7 @@ def make_client(model: str | None, **kwargs: Any) -> LanguageModel:
     Raises:
         LocalModelError: ``local/<name>`` names no embedded model.
     """
-    if not model or model == "local" or model.startswith("local/"):
+    if is_embedded(model):
         from .local.server import LocalModelClient
         from .local.weights import get_spec
 
