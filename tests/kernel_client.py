@@ -75,12 +75,14 @@ def text_of(messages: list[dict]) -> str:
 
 def script_model(kc, replies: list[str], **config) -> None:
     """Inside the kernel: every model the magic makes is a ScriptedModel with ``replies``
-    (the loop's mechanics under test, not answers), and ``c.RLM.<key> = value``."""
+    (the loop's mechanics under test, not answers: no answer or grounding check), and
+    ``c.RLM.<key> = value``."""
     lines = ["import rlm_kernel.engine.loop as _e",
              "from rlm_kernel.models.scripted import ScriptedModel as _S",
              f"_lm = _S({replies!r})",
              "_e.make_client = lambda *a, **k: _lm",
              "get_ipython().run_line_magic('config', 'RLM.verify_answer = False')",
+             "get_ipython().run_line_magic('config', 'RLM.ground_answer = False')",
              "get_ipython().run_line_magic('config', 'RLM.resample_temperature = 0.0')"]
     lines += [f"get_ipython().run_line_magic('config', 'RLM.{k} = {v!r}')"
               for k, v in config.items()]

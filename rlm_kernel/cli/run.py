@@ -87,7 +87,7 @@ def _main(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from ..engine import RLM
-    from ..models import LLMError
+    from ..models import LLMError, is_embedded
 
     if args.export and not args.export.endswith((".ipynb", ".jsonl")):
         _err(f"--export needs a path ending in .ipynb or .jsonl, got {args.export}")
@@ -101,7 +101,7 @@ def _run(args: argparse.Namespace) -> int:
     question = args.question or recording.question
     rlm = RLM(observer=printer, replay=recording, **config_overrides(args))
     model = rlm.model
-    if recording is None and (model in (None, "local") or str(model).startswith("local/")):
+    if recording is None and is_embedded(model):
         from .model import prepare_with_progress
 
         try:
@@ -222,8 +222,37 @@ class StepPrinter:
                 print(f"{indent}  │ ... ({len(lines) - len(shown)} more lines)", file=out)
             out.flush()
         elif event.kind == "answer_check":
-            print(f"{indent}(FINAL {d['answer']!r:.80}: the model checks it against the "
-                  "question)", file=out, flush=True)
+            why = ("no output or variable holds it; the model is sent back to find it "
+                   "with code" if d["reason"] == "grounding"
+                   else "the model checks it against the question")
+            print(f"{indent}(FINAL {d['answer']!r:.80}: {why})", file=out, flush=True)
+        elif event.kind in ("candidate_started", "candidate_finished", "run_finished"):
+            self._candidates(event.kind, d)
+
+    def _candidates(self, kind: str, d: dict[str, Any]) -> None:
+        """A candidates run: a line when each candidate starts and ends, and the vote
+        at the end."""
+        from ..engine.candidates import short_answer, vote_line
+
+        out = self.stream
+        if kind == "candidate_started":
+            how = (f" (temperature {d['temperature']:g}, seed {d['seed']})"
+                   if d.get("temperature") is not None else "")
+            print(f"── candidate {d['candidate']}/{d['candidates']} ──{how}", file=out,
+                  flush=True)
+        elif kind == "candidate_finished":
+            votes = d["votes"]
+            got = (f"answer {short_answer(d['answer'])} ({votes} vote{'s' * (votes != 1)} "
+                   "so far)" if d["answer"] is not None else "no answer")
+            lead = (f"; a majority is certain: {short_answer(d['leading'])}"
+                    if d["decided"] else "")
+            steps = f"{d['steps']} step{'s' * (d['steps'] != 1)}"
+            print(f"   candidate {d['candidate']}/{d['candidates']}: {got}, stopped by "
+                  f"{d['stopped_by']} after {steps}{lead}", file=out, flush=True)
+        elif d.get("depth", 0) == 0 and getattr(d.get("result"), "candidates", None):
+            ran = d["result"].candidates
+            print(f"Vote ({len(ran)} of {d.get('candidates', len(ran))} candidates ran): "
+                  f"{vote_line(ran)}", file=out, flush=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -103,6 +103,11 @@ class RLMConfig:
         False, "Before a run's first FINAL is accepted, show the model the question "
         "beside its answer to confirm or correct it (one extra step).",
         flag="--verify-answer")
+    ground_answer: bool = _opt(
+        True, "Before a run's first FINAL is accepted, check that its value came from "
+        "executed code: a value typed into FINAL that no step output and no variable "
+        "holds sends the model back once to find it with code (one extra step; with "
+        "verify_answer, still one look back in all).", flag="--ground-answer")
     cache: str | None = _opt(
         "memory", "Sub-call cache (litellm's): 'memory' (this process), 'disk' (kept "
         "across sessions) or None (off); identical llm_query calls are answered from it "
@@ -114,6 +119,17 @@ class RLMConfig:
     resample_temperature: float | None = _opt(
         0.7, "When a reply repeats an earlier step's code, ask once more at this "
         "temperature (None or 0: never).", low=0)
+    candidates: int = _opt(
+        1, "Independent trajectories of the task; the answer is the one most of them "
+        "agree on (values normalised: 42 == '42.0', case, order of a set), ties broken "
+        "by fewer failed steps, then higher RLM_CONFIDENCE, then the earlier candidate; "
+        "it stops once a majority is certain.  Budgets cover all candidates together; "
+        "the namespace ends as if only the chosen one had run.  1: a single run.",
+        low=1, flag="--candidates")
+    candidate_temperature: float = _opt(
+        0.7, "Sampling temperature of the root model in candidates 2..N (each with its "
+        "own seed); candidate 1 samples at temperature, as a single run does.", low=0,
+        flag="--candidate-temperature")
 
     def __post_init__(self) -> None:
         for s in settings():

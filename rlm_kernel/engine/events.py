@@ -4,15 +4,26 @@ Kinds, in order: ``run_started``, then per step ``model_call``, ``step_started``
 ``step_output`` (zero or more, streamed while the code runs), ``sub_call`` (after
 each ``llm_query`` of the step: ``done`` calls so far, ``active`` in flight),
 ``step_finished``, and ``answer_check`` after a step whose ``FINAL`` is held for
-the model to check (``answer``: the held answer as text); finally ``run_finished``.  Every event's data carries
-``depth`` (0 = top run) and ``elapsed`` (seconds since the run started); all but
+one look back (``answer``: the held answer as text; ``reason``: ``"grounding"``, no
+output or variable holds it, or ``"verify"``); finally ``run_finished``.  Every
+event's data carries ``depth`` (0 = top run) and ``elapsed`` (seconds since the run
+started); all but
 ``step_output`` carry ``totals`` (``llm_calls``, ``prompt_tokens``,
 ``completion_tokens``, ``cost_usd`` so far).
+
+In a candidates run (``RLMConfig.candidates`` > 1, :mod:`~rlm_kernel.engine.candidates`)
+every event also carries ``candidate`` (1-based) and ``candidates`` (how many were asked
+for); ``candidate_started`` comes before each candidate's steps and
+``candidate_finished`` (its answer and the vote so far) after them; there is one
+``run_started`` (the first candidate's) and one ``run_finished`` (the chosen
+candidate's result, with ``result.candidates``), and ``elapsed`` counts from the start
+of the first candidate.
 
 Each kind's data has the keys of one ``TypedDict`` here (:data:`EVENT_DATA` maps kind
 to type): :class:`RunStartedData`, :class:`ModelCallData`, :class:`StepStartedData`,
 :class:`StepOutputData`, :class:`SubCallData`, :class:`StepFinishedData`,
-:class:`AnswerCheckData`, :class:`RunFinishedData`.
+:class:`AnswerCheckData`, :class:`RunFinishedData`, :class:`CandidateStartedData`,
+:class:`CandidateFinishedData`.
 """
 
 from __future__ import annotations
@@ -29,7 +40,8 @@ from .step import StepOutcome
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AnswerCheckData", "EVENT_DATA", "Event", "EventData", "ModelCallData",
+__all__ = ["AnswerCheckData", "CANDIDATE_EVENTS", "CandidateFinishedData",
+           "CandidateStartedData", "EVENT_DATA", "Event", "EventData", "ModelCallData",
            "Observer", "RunFinishedData", "RunStartedData", "StepFinishedData",
            "StepOutputData", "StepStartedData", "SubCallData", "Totals", "emit"]
 
@@ -43,7 +55,14 @@ class Totals(TypedDict):
     cost_usd: float  # US dollars
 
 
-class _Base(TypedDict):
+class _CandidateKeys(TypedDict, total=False):
+    """Present in every event of a candidates run only."""
+
+    candidate: int  # which candidate, from 1
+    candidates: int  # how many candidates the run was asked for
+
+
+class _Base(_CandidateKeys):
     depth: int  # 0 = the top run, >0 = rlm_query children
     elapsed: float  # seconds since the run started
 
@@ -103,10 +122,15 @@ class StepFinishedData(_Counted):
 
 
 class AnswerCheckData(_Counted):
-    """``answer_check``: ``step``'s ``FINAL`` is held for the model to check."""
+    """``answer_check``: ``step``'s ``FINAL`` is held for one look back: ``reason``
+    ``"grounding"`` (the value is typed, and no output or variable holds it:
+    ``finding`` says so, as the model is told) or ``"verify"`` (``verify_answer``: the
+    model checks it against the question; ``finding`` None)."""
 
     step: int
     answer: str | None  # the held answer as text
+    reason: str  # "grounding" or "verify"
+    finding: str | None  # the grounding check's finding
 
 
 class RunFinishedData(_Counted):
@@ -115,8 +139,37 @@ class RunFinishedData(_Counted):
     result: RLMResult
 
 
+class CandidateStartedData(_Counted):
+    """``candidate_started``: candidate ``candidate`` of ``candidates`` begins; its root
+    model samples at ``temperature`` with ``seed`` (both None for candidate 1: the
+    client's own, as in a single run)."""
+
+    temperature: float | None
+    seed: int | None
+
+
+class CandidateFinishedData(_Counted):
+    """``candidate_finished``: the candidate's end and the vote so far.
+
+    ``answer`` is its answer as text (None: no answer, no vote), ``stopped_by`` and
+    ``steps`` its own; ``votes``: the candidates so far whose answer agrees with this
+    one's (0 without an answer); ``leading`` / ``leading_votes``: the answer ahead so
+    far and its votes; ``decided``: no candidate left could change the winner (the run
+    stops after this one, as it also does when the budget ran out).
+    """
+
+    answer: str | None
+    stopped_by: str
+    steps: int
+    votes: int
+    leading: str | None
+    leading_votes: int
+    decided: bool
+
+
 EventData = (RunStartedData | ModelCallData | StepStartedData | StepOutputData
-             | SubCallData | StepFinishedData | AnswerCheckData | RunFinishedData)
+             | SubCallData | StepFinishedData | AnswerCheckData | RunFinishedData
+             | CandidateStartedData | CandidateFinishedData)
 
 #: Event kind -> the TypedDict of its data.
 EVENT_DATA: dict[str, type] = {
@@ -124,7 +177,11 @@ EVENT_DATA: dict[str, type] = {
     "step_started": StepStartedData, "step_output": StepOutputData,
     "sub_call": SubCallData, "step_finished": StepFinishedData,
     "answer_check": AnswerCheckData, "run_finished": RunFinishedData,
+    "candidate_started": CandidateStartedData, "candidate_finished": CandidateFinishedData,
 }
+
+#: The kinds only a candidates run emits.
+CANDIDATE_EVENTS: frozenset[str] = frozenset({"candidate_started", "candidate_finished"})
 
 
 @dataclass(slots=True)
@@ -134,7 +191,8 @@ class Event:
     Attributes:
         kind: a key of :data:`EVENT_DATA` (``run_started``, ``model_call``,
             ``step_started``, ``step_output``, ``sub_call``, ``step_finished``,
-            ``answer_check``, ``run_finished``).
+            ``answer_check``, ``run_finished``; ``candidate_started``,
+            ``candidate_finished`` in a candidates run).
         data: the kind's fields, as typed by ``EVENT_DATA[kind]``.
     """
 

@@ -45,18 +45,22 @@ def add_setting_options(parser: argparse.ArgumentParser, *, with_help: bool = Tr
 
     Values land under the setting's name (``max_cost_usd`` for ``--max-cost``);
     unset options are None, so :func:`config_overrides` leaves their defaults alone.
+    A yes/no setting takes its flag and the flag's ``--no-`` form (``--verify-answer``,
+    ``--no-ground-answer``), whatever its default.
     """
     for s in settings():
         if s.flag is None:
             continue
-        if s.kind in ("bool", "str"):
+        if s.kind == "bool":
+            text = f"{s.help.rstrip('.')} (default: {'on' if s.default else 'off'})."
+        elif s.kind == "str":
             text = s.help
         else:
             shown = "no limit" if s.default is None else f"{s.default:g}"
             text = f"{s.help.rstrip('.')} (default: {shown})."
         kwargs: dict[str, Any] = {"dest": s.name, "help": text if with_help else None}
         if s.kind == "bool":
-            parser.add_argument(s.flag, action="store_const", const=True, **kwargs)
+            parser.add_argument(s.flag, action=argparse.BooleanOptionalAction, **kwargs)
         elif s.kind == "str":
             parser.add_argument(s.flag, metavar="M", **kwargs)
         else:

@@ -28,6 +28,7 @@ __all__ = [
     "no_code_message",
     "answer_now_message",
     "check_answer_message",
+    "grounding_message",
     "next_message",
     "truncate_output",
     "SUB_CALL_SYSTEM_PROMPT",
@@ -306,4 +307,21 @@ def check_answer_message(question: str, value: Any, output: str, step: int,
             "for (a name, a file, a number, yes or no...), in the form it asks for? If it is, "
             "reply with the same FINAL call. If not, reply with a ```repl block that computes "
             "the right value and calls FINAL with it.\n"
+            f"Step {step} of {max_steps}.")
+
+
+def grounding_message(question: str, finding: str, step: int, max_steps: int) -> str:
+    """User message that sends a ``FINAL`` whose value no code produced back once.
+
+    Args:
+        question: the task.
+        finding: what the grounding check found
+            (:func:`~rlm_kernel.engine.grounding.finding`: the answer, and that no
+            output or variable holds it).
+        step: the number of the step to come; max_steps: the step limit.
+    """
+    return (f"Your FINAL answer was not accepted yet. {finding} Find it with code (print "
+            "where it comes from), then call FINAL again; call FINAL with the same value "
+            "only if the outputs support it.\n"
+            f"The question: {question}\n"
             f"Step {step} of {max_steps}.")

@@ -14,7 +14,9 @@ record it is checked against.  A step reads in order::
           _restore_names(outcome)   reserved names and protected inputs put back
           _record(n, outcome)       history entry, replay divergence, step_finished
         _judge(n, outcome)          the termination policy says whether to stop;
-                                    else the answer check or the next user message
+                                    a FINAL may be held for one look back
+                                    (_look_back: the grounding check, the answer
+                                    check); else the next user message
       _answer_now()                 after max_iterations: one last call for FINAL
 
 The answer has one path: ``FINAL``/``FINAL_VAR`` record it host-side in
@@ -44,10 +46,12 @@ from .answer import answer_text
 from .budget import BudgetExceeded, BudgetGuard, GuardedClient
 from .config import RLMConfig
 from .events import Event, Observer, emit
+from .grounding import finding
 from .prompts import (
     answer_now_message,
     build_messages,
     check_answer_message,
+    grounding_message,
     next_message,
     task_message,
 )
@@ -384,28 +388,22 @@ class Run:
     # -- judging a step -----------------------------------------------------------------
     def _judge(self, step: int, outcome: StepOutcome) -> bool:
         """Ask the termination policy whether to stop; then end the run (True), hold
-        the step's ``FINAL`` for the answer check, or add the next user message.  True
-        also when ``max_consecutive_errors`` steps in a row failed or ran no code."""
+        the step's ``FINAL`` for one look back (:meth:`_look_back`), or add the next
+        user message.  True also when ``max_consecutive_errors`` steps in a row failed
+        or ran no code."""
         cfg = self.config
         done, policy_answer = self.policy.should_terminate(
             self._action_result(outcome, step), self._policy_context(step, outcome))
-        check = (done and outcome.final and self.pending is None and cfg.verify_answer
-                 and step < cfg.max_iterations)
-        if done and not check:
+        check = self._look_back(step, outcome) if done and outcome.final else None
+        if done and check is None:
             if outcome.final:
                 self._accept(outcome)
             else:  # a policy that stops without FINAL (a reward threshold): its text
                 self.result.answer = self.result.answer_value = policy_answer
                 self.result.stopped_by = "final"
             return True
-        if check:  # one look back before the answer is accepted
-            self.pending = outcome
-            evidence = outcome.output
-            if not evidence.strip() and len(self.result.history) >= 2:
-                evidence = self.result.history.entries[-2].output
-            text = check_answer_message(self.question, outcome.answer_value, evidence,
-                                        step + 1, cfg.max_iterations)
-            self.notify("answer_check", {"step": step, "answer": outcome.answer})
+        if check is not None:  # the FINAL is held; the next step answers the check
+            self.pending, text = outcome, check
         else:
             text = self._next_message(outcome.code, outcome.output, outcome.success, step,
                                       repeated_from=self.seen_code.get(outcome.code),
@@ -417,6 +415,47 @@ class Run:
             self.result.error = f"{self.failures} steps in a row failed or ran no code"
             return True
         return False
+
+    def _look_back(self, step: int, outcome: StepOutcome) -> str | None:
+        """The message that holds ``step``'s ``FINAL`` for one more step, or None to
+        accept it.  At most one look back per run, never after the last step:
+
+        - ``ground_answer`` (top-level runs): a value typed into ``FINAL`` that no
+          output and no variable holds (:func:`~rlm_kernel.engine.grounding.finding`)
+          sends the model back to find it with code;
+        - else ``verify_answer``: the model checks the answer against the question.
+
+        Tells the observer ``answer_check`` (``reason`` ``"grounding"`` or ``"verify"``).
+        """
+        cfg = self.config
+        if self.pending is not None or step >= cfg.max_iterations:
+            return None
+        found = None
+        if cfg.ground_answer and self.depth == 0:
+            found = finding(outcome.code, outcome.answer_value, self._outputs(), self.ns)
+        if found is not None:
+            text = grounding_message(self.question, found, step + 1, cfg.max_iterations)
+        elif cfg.verify_answer:
+            evidence = outcome.output
+            if not evidence.strip() and len(self.result.history) >= 2:
+                evidence = self.result.history.entries[-2].output
+            text = check_answer_message(self.question, outcome.answer_value, evidence,
+                                        step + 1, cfg.max_iterations)
+        else:
+            return None
+        self.notify("answer_check", {"step": step, "answer": outcome.answer,
+                                     "reason": "verify" if found is None else "grounding",
+                                     "finding": found})
+        return text
+
+    def _outputs(self) -> list[str]:
+        """What the run's executed code produced so far: each step's output and its
+        sub-calls' responses (as kept in the trajectory)."""
+        texts = []
+        for entry in self.result.history.entries:
+            texts.append(entry.output)
+            texts.extend(str(call.get("response", "")) for call in entry.llm_calls)
+        return texts
 
     def _accept(self, outcome: StepOutcome) -> None:
         """End the run with ``outcome``'s FINAL as the answer."""

@@ -67,7 +67,8 @@ def test_reserved_names_are_restored(code):
 
 def test_step_timeout_stops_runaway_code_and_tells_the_model():
     rlm, lm = make([block("while True:\n    try:\n        pass\n    except BaseException:\n"
-                          "        pass"), block("FINAL('done')")], step_timeout=0.5)
+                          "        pass"), block("FINAL('done')")], step_timeout=0.5,
+                   ground_answer=False)
     t0 = time.monotonic()
     res = rlm.run("q", context="x")
     assert time.monotonic() - t0 < 10
@@ -81,7 +82,7 @@ def test_step_timeout_in_a_worker_thread():
 
     def work():
         rlm, _ = make([block("import time\nx = 0\nwhile True:\n    x += 1"), block("FINAL(2)")],
-                      step_timeout=0.5)
+                      step_timeout=0.5, ground_answer=False)
         out["res"] = rlm.run("q", context="x")
 
     t = threading.Thread(target=work)
@@ -93,7 +94,8 @@ def test_step_timeout_in_a_worker_thread():
 
 
 def test_except_exception_cannot_swallow_final():
-    rlm, _ = make([block("try:\n    FINAL('kept')\nexcept Exception:\n    print('swallowed')")])
+    rlm, _ = make([block("try:\n    FINAL('kept')\nexcept Exception:\n    print('swallowed')")],
+                  ground_answer=False)
     res = rlm.run("q", context="x")
     assert res.stopped_by == "final" and res.answer == "kept"
 
@@ -197,7 +199,7 @@ def test_unterminated_block_from_stop_sequence_runs():
 
 def test_final_in_prose_accepted_only_when_unambiguous():
     rlm, _ = make(["I will call FINAL(answer) later.", 'The answer is FINAL("42")'])
-    res = rlm.run("q", context="x")
+    res = rlm.run("q", context="the answer: 42")
     assert res.answer == "42" and res.steps == 2
 
 
@@ -243,9 +245,9 @@ def test_json_summary_keys():
 
 def test_printed_lowercase_final_does_not_end_the_run():
     rlm, _ = make([block("print('def final(f):  # the final (corrected) total')"),
-                   block("FINAL('real')")])
+                   block("FINAL('total')")])
     res = rlm.run("q", context="x")
-    assert res.answer == "real" and res.steps == 2
+    assert res.answer == "total" and res.steps == 2
 
 
 def test_stateful_policy_accumulates_over_steps():
@@ -352,14 +354,14 @@ def test_a_failed_final_call_echoed_in_its_traceback_does_not_end_the_run():
 
 
 def test_a_reply_that_repeats_earlier_code_is_sampled_again_once():
-    rlm, lm = make([block("print(1)"), block("print(1)"), block("print(2)"), block("FINAL(3)")])
+    rlm, lm = make([block("print(1)"), block("print(1)"), block("print(2)"), block("FINAL(2)")])
     res = rlm.run("q", context="x")
-    assert [e.code for e in res.history] == ["print(1)", "print(2)", "FINAL(3)"]
+    assert [e.code for e in res.history] == ["print(1)", "print(2)", "FINAL(2)"]
     assert lm.temperatures == [None, None, 0.7, None]
-    rlm, lm = make([block("print(1)"), block("print(1)"), block("FINAL(3)")],
+    rlm, lm = make([block("print(1)"), block("print(1)"), block("FINAL(1)")],
                    resample_temperature=0)
     res = rlm.run("q", context="x")
-    assert [e.code for e in res.history] == ["print(1)", "print(1)", "FINAL(3)"]
+    assert [e.code for e in res.history] == ["print(1)", "print(1)", "FINAL(1)"]
 
 
 def test_a_last_reply_without_final_is_no_answer():

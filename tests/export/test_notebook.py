@@ -124,7 +124,7 @@ def test_no_answer_shows_the_stop_reason():
 
 
 def test_multiline_answer_is_fenced():
-    nb = export_run(run([block("FINAL('a\\nb ``` c')")]))
+    nb = export_run(run([block("FINAL('a\\nb ``` c')")], context="a\nb ``` c"))
     assert nb.cells[-1].source == "**Answer:**\n\n````text\na\nb ``` c\n````"
 
 

@@ -10,9 +10,10 @@ THOUGHT = "Trying something."
 
 
 def scripted_run(replies, sub_replies=None, **cfg) -> tuple[RLM, ScriptedModel]:
-    """An RLM over a scripted model (both roles); no answer check, no resampling,
-    so each scripted reply is exactly one step."""
+    """An RLM over a scripted model (both roles); no answer check, no grounding check,
+    no resampling, so each scripted reply is exactly one step."""
     lm = ScriptedModel(replies, sub_replies=sub_replies)
     cfg.setdefault("verify_answer", False)
+    cfg.setdefault("ground_answer", False)
     cfg.setdefault("resample_temperature", 0)
     return RLM(root_client=lm, sub_client=lm, **cfg), lm

@@ -117,7 +117,8 @@ def test_stdout_of_the_json_cli_is_only_json(monkeypatch, capfd):
                         block("import time\ntime.sleep(0.3)\nFINAL('ok')", THOUGHT)])
     monkeypatch.setattr(engine, "make_client", lambda *a, **k: lm)
     path = os.path.join(os.path.dirname(__file__), "__init__.py")
-    assert cli.main(["run", "--model", "openai/scripted", "--context", path, "--json", "q"]) == 0
+    assert cli.main(["run", "--model", "openai/scripted", "--context", path, "--json",
+                     "--no-ground-answer", "q"]) == 0
     time.sleep(0.6)  # the chatter thread has finished by now
     out = capfd.readouterr().out
     assert json.loads(out)["answer"] == "ok"
@@ -135,7 +136,8 @@ def test_text_mode_cli_prints_a_surrogate_answer(monkeypatch, tmp_path):
         "lm = ScriptedModel(['x\\n```repl\\nprint(\"a\\\\ud800\")\\nFINAL(\"z\\\\udc80\")\\n```'])\n"
         "e.make_client = lambda *a, **k: lm\n"
         "from rlm_kernel.cli import main\n"
-        f"sys.exit(main(['run', '--model', 'openai/x', '--context', {CONTEXT_FILE!r}, 'q']))\n")
+        f"sys.exit(main(['run', '--model', 'openai/x', '--context', {CONTEXT_FILE!r}, "
+        "'--no-ground-answer', 'q']))\n")
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")
     assert b"Answer: z\\udc80" in proc.stdout

@@ -79,7 +79,7 @@ def test_missing_context_variable_is_a_usage_error(ip):
 
 
 def test_export_writes_a_valid_notebook_with_setup_cells(ip, monkeypatch, tmp_path):
-    script(monkeypatch, [block("print(len(context))"), block("FINAL('done')")])
+    script(monkeypatch, [block("print(len(context))"), block("FINAL(len(context))")])
     ip.run_cell("context = 'abc' * 3", store_history=True)
     ip.run_cell("%%rlm\nHow long?", store_history=True)
     out = tmp_path / "run.ipynb"
@@ -151,7 +151,7 @@ def last_question(ip) -> str:
 ])
 def test_the_question_is_taken_as_typed(ip, monkeypatch, cell, question):
     script(monkeypatch, [block("FINAL('ok')")])
-    ip.user_ns["context"] = "x"
+    ip.user_ns["context"] = "ok"
     result = ip.run_cell(cell)
     assert result.error_in_exec is None, result.error_in_exec
     assert last_question(ip) == question
