@@ -181,10 +181,11 @@ class GuardedClient:
 
     def complete(self, messages: list[dict[str, str]], *, role: str = "root",
                  stop: list[str] | None = None, max_tokens: int | None = None,
-                 temperature: float | None = None) -> Completion:
+                 temperature: float | None = None, seed: int | None = None) -> Completion:
         """One call, counted and capped by the guard, in the run's one ``chat`` span
         (:func:`~rlm_kernel.models.tracing.chat_span`: every model call of a run passes
-        here); see ``LanguageModel.complete``.
+        here); see ``LanguageModel.complete``.  ``seed`` is passed on only when given
+        (clients written before it existed keep working).
 
         Raises:
             BudgetExceeded: the budget is used up (no call is made).
@@ -195,8 +196,10 @@ class GuardedClient:
         depth = self._client.depth or 0
         try:
             with tracing.chat_span(self.model, role, depth) as sp:
+                more = {} if seed is None else {"seed": seed}
                 completion = self._client.complete(messages, role=role, stop=stop,
-                                                   max_tokens=cap, temperature=temperature)
+                                                   max_tokens=cap, temperature=temperature,
+                                                   **more)
                 if sp is not None:
                     sp.set_attributes(tracing.call_attributes(completion.call))
         finally:

@@ -18,6 +18,7 @@ from ..executors import Executor, PlainExecutor
 from ..models import LanguageModel, UsageLedger, make_client, tracing
 from ..models.cache import configure_cache
 from .budget import Budget, BudgetGuard
+from .candidates import CandidateRuns
 from .children import child_runner
 from .config import RLMConfig
 from .events import Observer
@@ -57,6 +58,10 @@ class RLM:
     namespace after the step into ``metrics["last_reward"]`` and
     ``metrics["confidence"]`` / ``metadata["confidence"]``, for the
     ``reward_threshold`` and ``confidence`` policies.
+
+    With ``config.candidates`` > 1 a run is up to that many independent trajectories
+    and a vote over their answers (:mod:`rlm_kernel.engine.candidates`); a replay
+    replays the recorded (chosen) trajectory alone.
 
     Example::
 
@@ -145,8 +150,14 @@ class RLM:
     def _run(self, question: str, variables: dict[str, Any], executor: Executor,
              root: LanguageModel, sub: LanguageModel, ledger: UsageLedger,
              guard: BudgetGuard, continuation: Continuation | None) -> RLMResult:
-        """The top-level :class:`Run` on ready clients (see :meth:`run`)."""
+        """The top-level :class:`Run` on ready clients (see :meth:`run`), or the
+        candidates and their vote (``config.candidates`` > 1, not a replay)."""
         cfg = self.config
+        if cfg.candidates > 1 and self.replay is None:
+            runs = CandidateRuns(question, variables, config=cfg, executor=executor,
+                                 root=root, sub=sub, ledger=ledger, guard=guard,
+                                 observer=self.observer)
+            return runs.execute(continuation)
         run = Run(question, variables, config=cfg, executor=executor, root=root, sub=sub,
                   ledger=ledger, guard=guard, depth=0, observer=self.observer,
                   replay=self.replay,

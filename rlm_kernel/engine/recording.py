@@ -126,8 +126,9 @@ class ReplayModel:
 
     def complete(self, messages: list[dict[str, str]], *, role: str = "root",
                  stop: list[str] | None = None, max_tokens: int | None = None,
-                 temperature: float | None = None) -> Completion:
-        """The recorded reply for this call (see the class docstring)."""
+                 temperature: float | None = None, seed: int | None = None) -> Completion:
+        """The recorded reply for this call (see the class docstring); the sampling
+        arguments are ignored."""
         with self._lock:
             text = self._next_root() if role in _ROOT_ROLES else \
                 self._matching_sub(_request_text(messages))
@@ -224,15 +225,21 @@ def _from_dict(data: dict[str, Any]) -> Recording:
 
 
 def _from_notebook(nb: dict[str, Any]) -> Recording:
-    """The last run of an exported (or live) notebook: its cells' ``metadata.rlm``."""
+    """The last run of an exported (or live) notebook: its cells' ``metadata.rlm``.  Of
+    a live candidates run, the chosen candidate's cells (its summary cell, role
+    ``candidates``, names it in ``chosen``; without one, the last candidate's)."""
     cells = [c for c in nb.get("cells", []) if isinstance(c.get("metadata", {}).get("rlm"), dict)]
     runs = [c["metadata"]["rlm"].get("run_id") for c in cells]
     last = runs[-1] if runs else None
+    mine = [c["metadata"]["rlm"] for c in cells if c["metadata"]["rlm"].get("run_id") == last]
+    made_by = [m["candidate"] for m in mine if m.get("candidate") is not None]
+    chosen = next((m.get("chosen") for m in mine if m.get("role") == "candidates"),
+                  made_by[-1] if made_by else None)
     exchanges: list[dict[str, Any]] = []
     outputs: list[str | None] = []
     for cell in cells:
         meta = cell["metadata"]["rlm"]
-        if meta.get("run_id") != last:
+        if meta.get("run_id") != last or meta.get("candidate", chosen) != chosen:
             continue
         exchanges += list(meta.get("exchanges", []))
         if meta.get("role") == "step":

@@ -38,6 +38,16 @@ class RLMResult:
             (in memory only, not in :meth:`to_dict`; the rlm-format log needs them).
         traceback: when the engine itself failed (``error`` starts with "internal
             error"), the traceback, for a bug report (also logged); else None.
+        candidates: in a candidates run (``RLMConfig.candidates`` > 1), one summary
+            per candidate that ran, in order (:mod:`rlm_kernel.engine.candidates`):
+            ``index`` (from 1), ``answer`` (text or None), ``votes`` (candidates whose
+            answer agrees with its one; 0 without an answer), ``steps``,
+            ``stopped_by``, ``failed_steps``, ``confidence`` (its last
+            ``RLM_CONFIDENCE``, or None), ``llm_calls``, ``tokens`` (prompt plus
+            completion), ``cost_usd``, ``seconds`` and ``chosen``.  The result's own
+            trajectory, answer, stop reason and ``exchanges`` are the chosen
+            candidate's; its ``calls`` and ``seconds`` cover all of them.  Empty for
+            a single run.
     """
 
     question: str
@@ -56,6 +66,7 @@ class RLMResult:
     diverged_at: int | None = None
     root_prompts: list[list[dict[str, str]]] = field(default_factory=list, repr=False)
     traceback: str | None = field(default=None, repr=False)
+    candidates: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def steps(self) -> int:
@@ -87,9 +98,10 @@ class RLMResult:
 
         Keys: ``answer``, ``steps``, ``llm_calls``, ``prompt_tokens``,
         ``completion_tokens``, ``cost_usd``, ``seconds``, ``stopped_by``, plus
-        ``error``, ``model``, ``sub_model`` and ``diverged_at``.
+        ``error``, ``model``, ``sub_model`` and ``diverged_at``; and ``candidates`` (see
+        the class) after a candidates run.
         """
-        return {
+        data: dict[str, Any] = {
             "answer": self.answer,
             "steps": self.steps,
             "llm_calls": self.llm_calls,
@@ -103,6 +115,9 @@ class RLMResult:
             "sub_model": self.sub_model,
             "diverged_at": self.diverged_at,
         }
+        if self.candidates:
+            data["candidates"] = [dict(c) for c in self.candidates]
+        return data
 
     def to_dict(self) -> dict[str, Any]:
         """Everything, JSON-ready: the summary plus trajectory and per-call records."""

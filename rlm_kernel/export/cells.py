@@ -17,9 +17,15 @@ class _CellRLMKeys(TypedDict):
 class CellRLM(_CellRLMKeys, total=False):
     """A cell's ``metadata.rlm``, in exported notebooks and on live step cells.
 
-    ``role`` is ``task``, ``setup``, ``step`` or ``answer``; ``step`` is the step
-    number (from 1) on step cells, else None; ``task_cell`` (live cells only, see
-    ``docs/protocol.md``) is the id of the task cell that ran the run.  The record a
+    ``role`` is ``task``, ``setup``, ``recorded``, ``step``, ``candidates`` or
+    ``answer``; ``step`` is the step number (from 1) on step cells, else None;
+    ``task_cell`` (live cells only, see ``docs/protocol.md``) is the id of the task
+    cell that ran the run.  A candidates run (``RLMConfig.candidates`` > 1): live step
+    cells carry ``candidate`` (which candidate made them, from 1; step numbers restart
+    with each candidate), and its summary cell (role ``candidates``) ``chosen`` (the
+    candidate whose steps are the run's record) and ``candidates`` (the summaries of
+    ``RLMResult.candidates``); an exported notebook holds the chosen candidate's steps
+    only.  The record a
     replay reads: ``exchanges`` (step and answer cells: the model exchanges made
     during that step, the reply that produced the cell's code among them; see
     :mod:`rlm_kernel.engine.recording` for their form and size caps) and
@@ -29,3 +35,6 @@ class CellRLM(_CellRLMKeys, total=False):
     task_cell: str | None
     exchanges: list[dict[str, Any]]
     output_sha256: str
+    candidate: int
+    chosen: int | None
+    candidates: list[dict[str, Any]]

@@ -1,7 +1,9 @@
 """Trajectory export: one RLM run as a valid nbformat v4 notebook.
 
 The notebook holds, in order: a markdown cell with the task and the run's totals,
-the setup cells that re-create the inputs (e.g. ``context = ...``), a ``%%rlm recorded``
+after a candidates run a markdown cell that sums up the candidates (answers, votes,
+steps, the chosen one: its trajectory is the one below; role ``candidates``), the
+setup cells that re-create the inputs (e.g. ``context = ...``), a ``%%rlm recorded``
 cell with the replies to the steps' ``llm_query`` calls (so the notebook re-runs with
 no model; delete it to ask the model again), one code cell per
 step (the model's reasoning as leading ``# `` comments, then its code, with its
@@ -71,6 +73,9 @@ def export_run(result: Any, path: str | os.PathLike[str] | None = None, *,
     run_id = run_id or uuid.uuid4().hex
     entries = list(result.history)
     cells = [_tag(v4.new_markdown_cell(_task_markdown(result)), run_id, "task")]
+    if getattr(result, "candidates", None):
+        cells.append(_tag(v4.new_markdown_cell(_candidates_markdown(result.candidates)),
+                          run_id, "candidates"))
     cells += [_tag(v4.new_code_cell(src), run_id, "setup") for src in setup_cells]
     cells += _recorded_cells(result, run_id)
     cells += _step_cells(entries, run_id, step_outputs, execution_counts)
@@ -236,6 +241,27 @@ def _task_markdown(result: Any) -> str:
     return f"## RLM run\n\n**Task:**\n\n{quoted}\n\n| | |\n|:--|--:|\n{table}"
 
 
+def _candidates_markdown(candidates: list[dict[str, Any]]) -> str:
+    """The summary of a candidates run: one table row per candidate that ran."""
+    chosen = next((c for c in candidates if c.get("chosen")), candidates[0])
+    rows = []
+    for c in candidates:
+        answer = "*no answer*" if c.get("answer") is None else _cell_text(c["answer"])[:80]
+        mark = "**chosen**" if c.get("chosen") else ""
+        rows.append(f"| {c.get('index')} | {answer} | {c.get('votes', 0)} | "
+                    f"{c.get('steps', 0)} | {c.get('failed_steps', 0)} | "
+                    f"`{c.get('stopped_by')}` | {c.get('tokens', 0):,} | "
+                    f"{float(c.get('seconds') or 0):.1f} | {mark} |")
+    head = ("| Candidate | Answer | Votes | Steps | Failed steps | Stopped by | Tokens | "
+            "Seconds | |\n|--:|:--|--:|--:|--:|:--|--:|--:|:--|")
+    n, votes = len(candidates), int(chosen.get("votes") or 0)
+    why = (f"the answer most of them agree on won (candidate {chosen.get('index')}, "
+           f"{votes} vote{'s' * (votes != 1)})" if votes else
+           f"none answered (candidate {chosen.get('index')} kept: the fewest failed steps)")
+    return (f"### Candidates\n\n{n} candidate{'s' * (n != 1)} ran; {why}. The steps "
+            "below are the chosen candidate's.\n\n" + head + "\n" + "\n".join(rows))
+
+
 def _fenced(text: str) -> str:
     fence = "```"
     while fence in text:
@@ -273,4 +299,6 @@ def _run_metadata(result: Any, run_id: str, entries: list[Any]) -> dict[str, Any
         "seconds": result.seconds,
         "step_seconds": [e.execution_time for e in entries],
         "calls": [c.to_dict() for c in result.calls],
+        **({"candidates": [dict(c) for c in result.candidates]}
+           if getattr(result, "candidates", None) else {}),
     }

@@ -3,8 +3,10 @@
 The format is the one of that project's ``rlm/logger/rlm_logger.py`` and its
 visualizer's ``src/lib/types.ts``: a first line ``{"type": "metadata", ...}``
 (``RLMConfigMetadata``: ``root_model``, ``max_depth``, ``max_iterations``, ``backend``,
-``backend_kwargs``, ``environment_type``, ``environment_kwargs``, ``other_backends``),
-then one ``{"type": "iteration", ...}`` line per root-model call (``RLMIteration``:
+``backend_kwargs``, ``environment_type``, ``environment_kwargs``, ``other_backends``;
+and ``candidates``, ``RLMResult.candidates``, after a candidates run, whose iterations
+are the chosen candidate's), then one ``{"type": "iteration", ...}`` line
+per root-model call (``RLMIteration``:
 ``iteration`` from 1, ``timestamp``, ``prompt`` (the chat messages sent), ``response``,
 ``code_blocks`` = ``[{code, result: {stdout, stderr, locals, execution_time,
 rlm_calls}}]``, ``final_answer``, ``iteration_time``).  ``rlm_calls`` are the step's
@@ -46,6 +48,8 @@ def rlm_log_lines(result: Any, *, max_iterations: int | None = None,
             "environment_type": "rlm-kernel", "environment_kwargs": {},
             "other_backends": [result.sub_model] if result.sub_model and
             result.sub_model != result.model else None}
+    if getattr(result, "candidates", None):  # the iterations below are the chosen one's
+        meta["candidates"] = [dict(c) for c in result.candidates]
     lines: list[dict[str, Any]] = [meta]
     roots = [(i, e) for i, e in enumerate(result.exchanges)
              if e.get("role") in ("root", "final") and not e.get("depth")]

@@ -7,6 +7,15 @@ kernel; a run then opens a comm to :data:`RUN_TARGET` and streams
 ``run_finished``.  Without an extension, each step is rendered in the task
 cell's own output as one collapsible block (code, then output), updated in
 place while the step runs, with a plain-text form for text-only frontends.
+
+A candidates run (``RLMConfig.candidates`` > 1) shows every candidate's steps live as
+they come: with the extension, each step cell carries ``candidate`` in its
+``metadata.rlm`` and a candidate's first cell starts with a ``# ── candidate k/N ──``
+line; a summary cell (role ``candidates``: answers, votes, the chosen one) goes
+before the answer cell.  Inline, each block's title names its candidate; at the end
+the blocks of the candidates not chosen are collapsed and a summary block follows.
+Either way the run's record (:attr:`StepRenderer.step_outputs`, for ``%rlm export``)
+keeps the chosen candidate's steps only.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ import threading
 import time
 from typing import Any
 
+from ..engine.candidates import short_answer, vote_line
 from ..engine.events import Event
 from ..engine.recording import output_digest
 from ..engine.step import step_source
@@ -93,6 +103,11 @@ class StepRenderer:
         self._last_refresh = 0.0
         self._lock = threading.Lock()
         self.messages: list[RunMessage] = []  # what was sent, for export and tests
+        self.candidate: int | None = None  # in a candidates run: the one running now
+        self.candidates = 0  # in a candidates run: how many were asked for
+        self.step_candidates: list[int | None] = []  # per item of step_outputs
+        self._blocks: list[dict[str, Any]] = []  # inline: each finished step's block
+        self._new_candidate = False  # the next step is its candidate's first
 
     # -- engine events ----------------------------------------------------------------
     def __call__(self, event: Event) -> None:
@@ -133,17 +148,33 @@ class StepRenderer:
         self.messages.append(msg)
         self.comm = create_comm(target_name=RUN_TARGET, data=msg)
 
+    def _on_candidate_started(self, d: dict[str, Any]) -> None:
+        self.candidate, self.candidates = d["candidate"], d["candidates"]
+        self._new_candidate = True
+
     def _on_step_started(self, d: dict[str, Any]) -> None:
         self.current = {"step": d["step"], "source": step_source(d["reasoning"], d["code"]),
-                        "outputs": [], "started": time.monotonic()}
+                        "outputs": [], "started": time.monotonic(),
+                        "candidate": d.get("candidate")}
         if self.use_comm:
-            rlm = CellRLM(run_id=self.run_id, step=d["step"], role="step",
-                          task_cell=self.cell_id)
+            rlm = self._cell_rlm(d["step"])
+            source = self.current["source"]
+            if self._new_candidate:
+                source = f"# ── candidate {self.candidate}/{self.candidates} ──\n{source}"
             self._send(StepAdded(type="step_added", run_id=self.run_id, cell_id=self.cell_id,
-                                 step=d["step"], source=self.current["source"],
+                                 step=d["step"], source=source,
                                  metadata=CellMetadata(rlm=rlm)))
         else:
             self._render_inline(update=False)
+        self._new_candidate = False
+
+    def _cell_rlm(self, step: int, **more: Any) -> CellRLM:
+        """A step cell's ``metadata.rlm`` (with ``candidate`` in a candidates run)."""
+        rlm = CellRLM(run_id=self.run_id, step=step, role="step", task_cell=self.cell_id,
+                      **more)
+        if self.current is not None and self.current.get("candidate") is not None:
+            rlm["candidate"] = self.current["candidate"]
+        return rlm
 
     def _on_step_finished(self, d: dict[str, Any]) -> None:
         cur = self.current
@@ -153,10 +184,10 @@ class StepRenderer:
         cur["count"], cur["seconds"] = count, d["outcome"].seconds
         self.step_outputs.append(_merge_streams(cur["outputs"]))
         self.execution_counts.append(count)
+        self.step_candidates.append(cur.get("candidate"))
         if self.use_comm:
-            rlm = CellRLM(run_id=self.run_id, step=d["step"], role="step",
-                          task_cell=self.cell_id, exchanges=list(d.get("exchanges", [])),
-                          output_sha256=output_digest(d["outcome"].output))
+            rlm = self._cell_rlm(d["step"], exchanges=list(d.get("exchanges", [])),
+                                 output_sha256=output_digest(d["outcome"].output))
             self._send(StepFinished(type="step_finished", run_id=self.run_id,
                                     cell_id=self.cell_id, step=d["step"],
                                     execution_count=count,
@@ -166,10 +197,14 @@ class StepRenderer:
                                     diverged=bool(d.get("diverged", False))))
         else:
             self._render_inline(update=True)
+            if cur.get("candidate") is not None:
+                self._blocks.append(cur)
         self.current = None
 
     def _on_run_finished(self, d: dict[str, Any]) -> None:
         res = d["result"]
+        if getattr(res, "candidates", None):
+            self._candidates_finished(res.candidates)
         if self.use_comm:
             self._send(RunFinished(type="run_finished", run_id=self.run_id,
                                    cell_id=self.cell_id, answer=res.answer,
@@ -178,6 +213,37 @@ class StepRenderer:
             if self.comm is not None:
                 self.comm.close()
 
+    def _candidates_finished(self, candidates: list[dict[str, Any]]) -> None:
+        """The end of a candidates run: keep the chosen candidate's steps as the run's
+        record; show the summary (a cell with the extension, else a block) and
+        collapse the inline blocks of the candidates not chosen."""
+        chosen = next((c["index"] for c in candidates if c.get("chosen")), None)
+        keep = [i for i, c in enumerate(self.step_candidates) if c == chosen]
+        self.step_outputs = [self.step_outputs[i] for i in keep]
+        self.execution_counts = [self.execution_counts[i] for i in keep]
+        self.step_candidates = [self.step_candidates[i] for i in keep]
+        lines = [f"# RLM candidates: {len(candidates)} of {self.candidates or len(candidates)}"
+                 f" ran; candidate {chosen} chosen"]
+        for c in candidates:
+            votes = int(c.get("votes") or 0)
+            lines.append(f"# candidate {c['index']}: {short_answer(c.get('answer'))} "
+                         f"({votes} vote{'s' * (votes != 1)}, {c.get('steps')} steps, "
+                         f"{c.get('stopped_by')}){'  <- chosen' if c.get('chosen') else ''}")
+        if self.use_comm:  # a cell of comments before the answer cell: running it is a no-op
+            rlm = CellRLM(run_id=self.run_id, step=None, role="candidates",
+                          task_cell=self.cell_id, chosen=chosen,
+                          candidates=[dict(c) for c in candidates])
+            self._send(StepAdded(type="step_added", run_id=self.run_id, cell_id=self.cell_id,
+                                 step=0, source="\n".join(lines),
+                                 metadata=CellMetadata(rlm=rlm)))
+            return
+        for block in self._blocks:
+            if block["candidate"] != chosen:
+                self._render_inline(update=True, block=block, collapsed=True)
+        text = f"Candidates: {vote_line(candidates)}"
+        self.publish({"text/html": f"<b>{html.escape(text)}</b>", "text/plain": text}, {},
+                     f"rlm-{self.run_id}-candidates", False)
+
     # -- plumbing ---------------------------------------------------------------------
     def _send(self, msg: RunMessage) -> None:
         """Keep ``msg`` in :attr:`messages` and send it on the run's comm."""
@@ -185,8 +251,11 @@ class StepRenderer:
         if self.comm is not None:
             self.comm.send(msg)
 
-    def _render_inline(self, *, update: bool) -> None:
-        cur = self.current
+    def _render_inline(self, *, update: bool, block: dict[str, Any] | None = None,
+                       collapsed: bool = False) -> None:
+        """Show (or update) a step's block: the running step's, or ``block``;
+        ``collapsed``: closed, titled as a candidate not chosen."""
+        cur = self.current if block is None else block
         if cur is None:
             return
         self._last_refresh = time.monotonic()
@@ -196,13 +265,20 @@ class StepRenderer:
         count = cur.get("count")
         status = (f"[{count}] {cur['seconds']:.2f} s" if "seconds" in cur else "running…")
         head = f"Step {cur['step']} · {status}"
-        body = (f"<details open><summary><b>{html.escape(head)}</b></summary>"
+        display_id = f"rlm-{self.run_id}-{cur['step']}"
+        if cur.get("candidate") is not None:
+            head = f"Candidate {cur['candidate']}/{self.candidates} · {head}" + \
+                (" · not chosen" if collapsed else "")
+            display_id = f"rlm-{self.run_id}-{cur['candidate']}-{cur['step']}"
+        body = (f"<details{'' if collapsed else ' open'}><summary><b>{html.escape(head)}"
+                "</b></summary>"
                 f"<pre style='border-left:3px solid #7b61ff;padding-left:6px'>"
                 f"{html.escape(cur['source'])}</pre>"
                 + (f"<pre>{html.escape(text)}</pre>" if text else "") + "</details>")
         plain = f"── {head} ──\n{cur['source']}\n" + (f"{text}" if text else "")
-        self.publish({"text/html": body, "text/plain": plain}, {},
-                     f"rlm-{self.run_id}-{cur['step']}", update)
+        if collapsed:  # a candidate not chosen: its title is enough in plain text
+            plain = f"── {head} ──"
+        self.publish({"text/html": body, "text/plain": plain}, {}, display_id, update)
 
 
 def _merge_streams(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ..engine.candidates import short_answer
 from ..engine.events import Event
 from .variables_view import VariablesView, html_widget, variables_from_namespace
 
@@ -69,6 +70,7 @@ class ProgressView:
         self.totals: dict[str, Any] = {"prompt_tokens": 0, "completion_tokens": 0,
                                        "cost_usd": 0.0}
         self.activity, self._active = "not started", False
+        self.candidate: str = ""  # in a candidates run: "candidate 2/3 · "
         self._tick, self._origin = tick, time.monotonic()
         self._lock, self._stop = threading.Lock(), threading.Event()
         self._thread: threading.Thread | None = None
@@ -113,9 +115,20 @@ class ProgressView:
             out = d.get("outcome")
             ok, secs = getattr(out, "success", True), getattr(out, "seconds", 0.0)
             self.activity = f"step {d['step']} {'done' if ok else 'failed'} ({secs:.2f} s)"
+        elif kind == "candidate_started":
+            self.candidate = f"candidate {d['candidate']}/{d['candidates']} · "
+            self.step, self.activity = 0, f"candidate {d['candidate']} started"
+        elif kind == "candidate_finished":
+            got = "no answer" if d.get("answer") is None else \
+                f"{short_answer(d['answer'])} ({d['votes']} vote{'s' * (d['votes'] != 1)})"
+            self.activity = f"candidate {d['candidate']} done: {got}"
         elif kind == "run_finished":
             res = d["result"]
             self._active = False
+            chosen = [c for c in getattr(res, "candidates", None) or [] if c.get("chosen")]
+            if chosen:  # the steps shown are the chosen candidate's
+                self.candidate = f"candidate {chosen[0]['index']} chosen · "
+                self.step = int(chosen[0].get("steps") or 0)
             self.bar.bar_style = _BAR_STYLES.get(res.stopped_by, "danger")
             word = "finished" if res.stopped_by == "final" else "stopped"
             self.activity = f"{word}: {res.stopped_by}" + (f" — {res.error}" if res.error else "")
@@ -129,9 +142,9 @@ class ProgressView:
 
     def _render(self) -> None:
         self.bar.value = max(0, min(self.step, self.max_iterations))
-        self.step_label.value = (f"step {self.step} of {self.max_iterations}"
-                                 if self.step <= self.max_iterations
-                                 else f"answer-now step (after {self.max_iterations})")
+        self.step_label.value = self.candidate + (
+            f"step {self.step} of {self.max_iterations}" if self.step <= self.max_iterations
+            else f"answer-now step (after {self.max_iterations})")
         self.elapsed_label.value = f"{self.elapsed:.1f} s"
         t = self.totals
         self.tokens_label.value = (f"{t['prompt_tokens']:,} prompt + "
@@ -215,10 +228,12 @@ class RunView:
         self.widgets = (self.progress.widget, self.variables.widget)
 
     def on_event(self, event: Event) -> None:
-        """Forward to the progress view; refresh the variables at run start and
-        after each top-level step."""
+        """Forward to the progress view; refresh the variables at run start, after
+        each top-level step and at the end (a candidates run leaves the chosen
+        candidate's variables)."""
         self.progress.on_event(event)
-        if event.data.get("depth", 0) > 0 or event.kind not in ("run_started", "step_finished"):
+        if event.data.get("depth", 0) > 0 or \
+                event.kind not in ("run_started", "step_finished", "run_finished"):
             return
         if self.namespace is not None:
             try:

@@ -64,6 +64,7 @@ class LanguageModel(Protocol):
         stop: list[str] | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        seed: int | None = None,
     ) -> Completion:
         """Return the reply to ``messages`` (OpenAI chat format); ``temperature``
         overrides the client's own for this call (with a fixed ``seed``, so a rerun
@@ -76,6 +77,12 @@ class LanguageModel(Protocol):
             stop: stop sequences.
             max_tokens: the completion cap of this call (None: the client's).
             temperature: this call's sampling temperature (None: the client's).
+            seed: this call's sampling seed, sent to the provider as ``seed`` (OpenAI's
+                parameter; llama-cpp-python's server honours it, providers without
+                seeds ignore it); None: the client's default (a fixed seed when
+                ``temperature`` is given, else none).  Candidate runs give each
+                candidate its own (:mod:`rlm_kernel.engine.candidates`).  Clients that
+                cannot seed (scripted models) accept and ignore it.
 
         Raises:
             LLMError: the provider failed after retries, the model is unknown or

@@ -163,8 +163,10 @@ class LiteLLMClient:
         stop: list[str] | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        seed: int | None = None,
     ) -> Completion:
-        """Send ``messages`` and return the reply; see :class:`LanguageModel`.
+        """Send ``messages`` and return the reply; see :class:`LanguageModel`
+        (``seed`` goes to litellm as ``seed``).
 
         Transient failures are retried twice over: by the provider SDK and by
         litellm's own layer (``tenacity``, a declared dependency).
@@ -175,7 +177,7 @@ class LiteLLMClient:
                 connection to ``api_base``, or no answer within ``timeout`` seconds.
         """
         litellm = import_litellm()
-        kwargs = self._request_kwargs(stop, max_tokens, temperature)
+        kwargs = self._request_kwargs(stop, max_tokens, temperature, seed)
         if self.cache and role == "sub":  # sub-calls only: never the root model's turns
             kwargs["cache"] = {"use-cache": True}
         return self._send(litellm, messages, role, kwargs)
@@ -206,8 +208,11 @@ class LiteLLMClient:
         return Completion(text=text, call=call)
 
     def _request_kwargs(self, stop: list[str] | None, max_tokens: int | None,
-                        temperature: float | None) -> dict[str, Any]:
-        """litellm ``completion`` arguments besides the model and messages."""
+                        temperature: float | None,
+                        seed: int | None = None) -> dict[str, Any]:
+        """litellm ``completion`` arguments besides the model and messages: ``seed``
+        when given, else :data:`SAMPLING_SEED` when ``temperature`` overrides the
+        client's."""
         kwargs: dict[str, Any] = dict(self.extra)
         kwargs["temperature"] = self.temperature if temperature is None else temperature
         if self.api_base:
@@ -219,8 +224,8 @@ class LiteLLMClient:
         cap = max_tokens if max_tokens is not None else self.max_tokens
         if cap:
             kwargs["max_tokens"] = cap
-        if temperature is not None:  # a provider without seeds ignores it
-            kwargs.update(seed=SAMPLING_SEED, drop_params=True)
+        if seed is not None or temperature is not None:  # a provider without seeds ignores it
+            kwargs.update(seed=SAMPLING_SEED if seed is None else seed, drop_params=True)
         return kwargs
 
     def _count_usage(self, call: LLMCall, response: Any) -> None:

@@ -44,6 +44,7 @@ class ScriptedModel:
         self.context_window: int | None = None
         self.calls: list[list[dict[str, str]]] = []
         self.temperatures: list[float | None] = []  # per call: the override, if any
+        self.seeds: list[int | None] = []  # per call: the seed sent, if any (else ignored)
         self.caps: list[int | None] = []  # per call: the completion cap (max_tokens) sent
         self._lock = threading.Lock()
 
@@ -51,11 +52,13 @@ class ScriptedModel:
         """Scripted models are always available."""
 
     def complete(self, messages, *, role="root", stop=None, max_tokens=None,
-                 temperature=None) -> Completion:
-        """Return the next scripted reply (see class docstring)."""
+                 temperature=None, seed=None) -> Completion:
+        """Return the next scripted reply (see class docstring); ``temperature`` and
+        ``seed`` are recorded (:attr:`temperatures`, :attr:`seeds`), not used."""
         with self._lock:
             self.calls.append(list(messages))
             self.temperatures.append(temperature)
+            self.seeds.append(seed)
             self.caps.append(max_tokens)
             if role == "sub" and self._sub is not None:
                 item: Reply = self._sub.pop(0) if self._sub else "sub: out of script"

@@ -113,7 +113,10 @@ def test_typeddict_fields_are_the_documents():
         own = set(typing.get_type_hints(td)) - {"type", "run_id", "cell_id"}
         assert own <= named, (kind, own - named)
     assert set(typing.get_type_hints(protocol.CellRLM)) == {
-        "run_id", "step", "role", "task_cell", "exchanges", "output_sha256"}
+        "run_id", "step", "role", "task_cell", "exchanges", "output_sha256",
+        "candidate", "chosen", "candidates"}  # the last three: a candidates run's cells
+    candidates = doc.split("### A candidates run", 1)[1].split("\n## ", 1)[0]
+    assert {"candidate", "chosen", "candidates"} <= set(re.findall(r"`(\w+)`", candidates))
     assert protocol.CellRLM.__required_keys__ == {"run_id", "step", "role"}
     assert set(typing.get_type_hints(protocol.VariableInfo)) == {"name", "type", "length",
                                                                  "unit"}

@@ -1,0 +1,389 @@
+"""Candidates and agreement: N independent trajectories of one task, one answer by vote.
+
+With ``RLMConfig.candidates = N`` (> 1) :class:`CandidateRuns` runs the task up to N
+times, one :class:`~rlm_kernel.engine.run.Run` after the other in the same executor,
+and returns the trajectory of the candidate whose answer most candidates agree on
+(:mod:`rlm_kernel.engine.vote`: values normalised, ties broken by fewer failed steps,
+then a higher stated ``RLM_CONFIDENCE``, then the earlier candidate).  This is
+self-consistency over whole RLM trajectories (Wang et al., 2023, "Self-Consistency
+Improves Chain of Thought Reasoning in Language Models", ICLR 2023, arXiv:2203.11171),
+as self-reflective program search selects among sampled context-interaction programs
+(Alizadeh-Vahid et al., 2026, "Recursive Language Models Meet Uncertainty: The
+Surprising Effectiveness of Self-Reflective Program Search for Long Context", SRLM,
+arXiv:2603.15653).
+
+- **Diversity.** Candidate 1 runs exactly as a single run does (the clients as built,
+  ``RLMConfig.temperature``).  Candidates 2..N call the root model at
+  ``RLMConfig.candidate_temperature`` with a seed of their own
+  (:func:`candidate_seed`), through :class:`SampledClient`; ``llm_query`` sub-calls
+  keep the configured temperature (and so the sub-call cache serves all candidates).
+- **Early stop.** After each candidate the vote is counted; once the leading answer
+  has more votes than the runner-up plus every candidate not yet run
+  (:meth:`~rlm_kernel.engine.vote.Tally.decided`: N=3, two agree: stop after 2; N=5:
+  three), no more candidates run.
+- **Budgets.** All candidates share the run's :class:`BudgetGuard` and
+  :class:`UsageLedger`: ``max_llm_calls``, ``max_tokens``, ``max_seconds`` and
+  ``max_cost_usd`` cover them together.  A candidate stopped by the budget (or by an
+  interrupt) ends the whole run with the vote over the candidates so far; it votes
+  itself only if it had an answer.
+- **Namespace.** The user's namespace ends as if only the chosen candidate had run:
+  a shallow snapshot (name -> object) is taken before the first candidate; after each,
+  its bindings (names added, rebound or deleted relative to the snapshot) are kept
+  and the snapshot is restored; at the end the chosen candidate's bindings are
+  applied.  In-place changes to objects that existed before (``data.append(...)``,
+  ``df.loc[...] = ...``) are not undone: every candidate sees, and leaves, them.
+  Works for any :class:`~rlm_kernel.executors.Executor`.
+- **Result.** The chosen candidate's :class:`RLMResult` (history, answer, stop reason,
+  ``exchanges`` for replay, which replays that trajectory alone), with ``calls`` and
+  ``seconds`` over all candidates and ``candidates``: one summary per candidate run.
+- **Events.** See :mod:`rlm_kernel.engine.events`: every event carries ``candidate``
+  and ``candidates``; ``candidate_started`` / ``candidate_finished`` frame each
+  candidate; one ``run_started`` and one ``run_finished`` frame the whole run.
+
+Imports nothing from Jupyter.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Hashable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..executors import Executor
+from ..models import Completion, LanguageModel, UsageLedger
+from .budget import BudgetGuard
+from .children import child_runner
+from .config import RLMConfig
+from .events import Event, Observer, emit
+from .recording import Recorder
+from .result import RLMResult
+from .resume import Continuation
+from .run import Run
+from .vote import Ballot, Tally, answer_key, tally
+
+__all__ = ["CandidateRuns", "SampledClient", "candidate_seed", "short_answer",
+           "vote_line"]
+
+log = logging.getLogger(__name__)
+
+_ABSENT = object()
+_ROOT_ROLES = ("root", "final")
+_ENDS_THE_RUN = ("budget", "interrupt")
+
+
+def candidate_seed(index: int) -> int | None:
+    """The sampling seed of candidate ``index`` (from 1): None for candidate 1 (the
+    client's own, as in a single run), else ``index`` itself, so each candidate
+    samples differently and a rerun samples the same (where the provider honours
+    seeds, llama-cpp-python's server among them)."""
+    return None if index <= 1 else index
+
+
+class SampledClient:
+    """A :class:`~rlm_kernel.models.LanguageModel` that gives root-model calls
+    (``role`` ``root`` or ``final``) a temperature and a seed of its own; a call that
+    names its own temperature (a resample) keeps it.  ``llm_query`` sub-calls pass
+    unchanged.
+
+    Args:
+        client: the model client.
+        temperature: sampling temperature of root calls.
+        seed: sampling seed of root calls (None: the client's default).
+    """
+
+    def __init__(self, client: LanguageModel, temperature: float, seed: int | None) -> None:
+        self._client = client
+        self.temperature = temperature
+        self.seed = seed
+        self.model = client.model
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The wrapped client's default completion cap (tokens)."""
+        return self._client.max_tokens
+
+    @property
+    def context_window(self) -> int | None:
+        """The wrapped model's input window (tokens), if known."""
+        return self._client.context_window
+
+    @property
+    def ledger(self) -> UsageLedger | None:
+        """The wrapped client's ledger (setting it sets the client's)."""
+        return self._client.ledger
+
+    @ledger.setter
+    def ledger(self, value: UsageLedger | None) -> None:
+        self._client.ledger = value
+
+    @property
+    def depth(self) -> int:
+        """The wrapped client's call depth (setting it sets the client's)."""
+        return self._client.depth
+
+    @depth.setter
+    def depth(self, value: int) -> None:
+        self._client.depth = value
+
+    def check(self) -> None:
+        """The wrapped client's availability check.
+
+        Raises:
+            LLMError: the model cannot be called."""
+        self._client.check()
+
+    def complete(self, messages: list[dict[str, str]], *, role: str = "root",
+                 stop: list[str] | None = None, max_tokens: int | None = None,
+                 temperature: float | None = None, seed: int | None = None) -> Completion:
+        """One call of the wrapped client; see ``LanguageModel.complete``.
+
+        Raises:
+            LLMError: the call failed.
+        """
+        if role in _ROOT_ROLES:
+            temperature = self.temperature if temperature is None else temperature
+            seed = self.seed if seed is None else seed
+        more = {} if seed is None else {"seed": seed}
+        return self._client.complete(messages, role=role, stop=stop, max_tokens=max_tokens,
+                                     temperature=temperature, **more)
+
+
+@dataclass
+class _Candidate:
+    """One finished candidate: its result, namespace bindings and evidence."""
+
+    index: int
+    result: RLMResult | None = None
+    key: Hashable | None = None  # its answer's vote key (None: no answer)
+    changed: dict[str, Any] = field(default_factory=dict)  # names added or rebound
+    deleted: set[str] = field(default_factory=set)  # names of the snapshot it deleted
+    failed_steps: int = 0
+    confidence: float | None = None
+    recorder: Recorder = field(default_factory=Recorder)
+    first_call: int = 0  # its calls are the ledger's [first_call:last_call]
+    last_call: int = 0
+
+    def ballot(self) -> Ballot:
+        """The candidate as the vote sees it (no answer: no vote)."""
+        return Ballot(self.index, self.key, self.failed_steps, self.confidence)
+
+
+class CandidateRuns:
+    """Up to ``config.candidates`` runs of one task and the vote over their answers
+    (see the module docstring).
+
+    Args:
+        question: the task, in natural language.
+        variables: the REPL variables the model is told about, by name.
+        config: the settings (``candidates`` > 1; ``candidate_temperature``).
+        executor: where every candidate's code runs (its namespace is shared and
+            restored between candidates).
+        root / sub: the clients as :class:`~rlm_kernel.engine.loop.RLM` built them.
+        ledger / guard: the run's usage ledger and budget guard, shared by all
+            candidates (and their child runs).
+        observer: told about every event (see :mod:`rlm_kernel.engine.events`), or None.
+    """
+
+    def __init__(self, question: str, variables: dict[str, Any], *, config: RLMConfig,
+                 executor: Executor, root: LanguageModel, sub: LanguageModel,
+                 ledger: UsageLedger, guard: BudgetGuard,
+                 observer: Observer | None) -> None:
+        self.question, self.variables, self.config = question, variables, config
+        self.executor, self.root, self.sub = executor, root, sub
+        self.ledger, self.guard, self.observer = ledger, guard, observer
+        self.total = config.candidates
+        self.done: list[_Candidate] = []
+        self.start = time.perf_counter()
+
+    # -- the run ------------------------------------------------------------------------
+    def execute(self, continuation: Continuation | None = None) -> RLMResult:
+        """Run the candidates, vote, leave the chosen candidate's namespace, and return
+        its result with the run's totals and the ``candidates`` summaries.  Never
+        raises for errors of the model, its code or the budget (each candidate's
+        :meth:`Run.execute` turns them into a stop reason).
+
+        Args:
+            continuation: every candidate continues an earlier run from this step
+                (:mod:`rlm_kernel.engine.resume`).
+        """
+        ns = self.executor.namespace
+        snapshot = dict(ns.items())
+        try:
+            for index in range(1, self.total + 1):
+                if index > 1 and (self.guard.exceeded or self.guard.reason()):
+                    log.info("candidates: the budget is used up after %d", index - 1)
+                    break
+                cand = self._run_one(index, continuation, ns, snapshot)
+                votes = tally([c.ballot() for c in self.done])
+                decided = votes.decided(self.total)
+                self._notify_finished(cand, votes, decided)
+                if decided or cand.result.stopped_by in _ENDS_THE_RUN:
+                    break
+        except KeyboardInterrupt:  # outside a run's own handling: keep what was done
+            self.done = [c for c in self.done if c.result is not None]
+            log.info("candidates: interrupted after %d", len(self.done))
+            _restore(ns, snapshot)
+            if not self.done:  # not even the first candidate ran
+                raise
+        votes = tally([c.ballot() for c in self.done])
+        return self._finish(votes, ns)
+
+    def _run_one(self, index: int, continuation: Continuation | None,
+                 ns: MutableMapping[str, Any], snapshot: dict[str, Any]) -> _Candidate:
+        """Candidate ``index`` from start to end; its bindings are kept and the
+        namespace is put back to ``snapshot``."""
+        cand = _Candidate(index, first_call=len(self.ledger.calls))
+        self.guard.recorder = cand.recorder  # its own record: steps restart at 1
+        root, sub = self.root, self.sub
+        temperature, seed = None, candidate_seed(index)
+        if index > 1:
+            temperature = self.config.candidate_temperature
+            sampled = SampledClient(root, temperature, seed)
+            sub = sampled if sub is root else sub
+            root = sampled
+        observer = self._observer(cand, temperature, seed)
+        cfg = self.config
+        run = Run(self.question, self.variables, config=cfg, executor=self.executor,
+                  root=root, sub=sub, ledger=self.ledger, guard=self.guard, depth=0,
+                  observer=observer, replay=None,
+                  child_runner=child_runner(cfg, observer, root, sub, self.ledger,
+                                            self.guard, 0))
+        self.done.append(cand)
+        try:
+            cand.result = res = run.execute(continuation)
+            if res.answer is not None:  # normalised once (it may render the value)
+                cand.key = answer_key(res.answer_value, res.answer)
+        finally:
+            cand.last_call = len(self.ledger.calls)
+            cand.changed, cand.deleted = _bindings(ns, snapshot)
+            _restore(ns, snapshot)
+        log.info("candidate %d/%d: %s (%s, %d steps, %d failed)", index, self.total,
+                 cand.result.answer, cand.result.stopped_by, cand.result.steps,
+                 cand.failed_steps)
+        return cand
+
+    def _finish(self, votes: Tally, ns: MutableMapping[str, Any]) -> RLMResult:
+        """The chosen candidate's result with the run's totals and summaries; its
+        bindings applied to the namespace; ``run_finished`` told."""
+        chosen = next(c for c in self.done if c.index == votes.chosen)
+        for name in chosen.deleted:
+            ns.pop(name, None)
+        ns.update(chosen.changed)
+        self.guard.recorder = chosen.recorder
+        result = chosen.result
+        assert result is not None  # every candidate in self.done ran
+        result.candidates = [self._summary(c, votes, c is chosen) for c in self.done]
+        result.calls = list(self.ledger.calls)
+        result.seconds = time.perf_counter() - self.start
+        log.info("candidates: %d of %d ran; candidate %d chosen (%d votes)", len(self.done),
+                 self.total, chosen.index, votes.votes(votes.winner))
+        self._notify("run_finished", chosen.index, {"result": result})
+        return result
+
+    def _summary(self, cand: _Candidate, votes: Tally, chosen: bool) -> dict[str, Any]:
+        """One entry of ``RLMResult.candidates`` (keys documented there)."""
+        res = cand.result
+        assert res is not None
+        calls = self.ledger.calls[cand.first_call:cand.last_call]
+        return {"index": cand.index, "answer": res.answer,
+                "votes": votes.votes(cand.key), "steps": res.steps,
+                "stopped_by": res.stopped_by, "failed_steps": cand.failed_steps,
+                "confidence": cand.confidence, "llm_calls": len(calls),
+                "tokens": sum(c.prompt_tokens + c.completion_tokens for c in calls),
+                "cost_usd": round(sum(c.cost_usd for c in calls), 6),
+                "seconds": round(res.seconds, 3), "chosen": chosen}
+
+    # -- events -------------------------------------------------------------------------
+    def _observer(self, cand: _Candidate, temperature: float | None,
+                  seed: int | None) -> Observer:
+        """The observer of one candidate's run: it notes the candidate's evidence
+        (failed steps, last stated confidence), adds ``candidate``/``candidates`` to
+        every event, counts top-level ``elapsed`` from the first candidate's start,
+        and turns the run's own ``run_started`` (but the first) and ``run_finished``
+        into ``candidate_started`` (``candidate_finished`` follows the vote)."""
+        def observe(event: Event) -> None:
+            d: dict[str, Any] = dict(event.data)
+            top = d.get("depth", 0) == 0
+            if top and event.kind == "step_finished":
+                outcome = d["outcome"]
+                if not outcome.success or not outcome.code:
+                    cand.failed_steps += 1
+                if "confidence" in outcome.signals:
+                    cand.confidence = outcome.signals["confidence"]
+            if top and event.kind == "run_finished":
+                return
+            if top:
+                d["elapsed"] = time.perf_counter() - self.start
+            d.update(candidate=cand.index, candidates=self.total)
+            if not (top and event.kind == "run_started" and cand.index > 1):
+                emit(self.observer, Event(event.kind, d))  # type: ignore[arg-type]
+            if top and event.kind == "run_started":
+                self._notify("candidate_started", cand.index,
+                             {"temperature": temperature, "seed": seed})
+
+        return observe
+
+    def _notify_finished(self, cand: _Candidate, votes: Tally, decided: bool) -> None:
+        res = cand.result
+        assert res is not None
+        winner = next((c.result for c in self.done if c.index == votes.chosen), None)
+        leading = winner.answer if winner is not None and votes.winner is not None else None
+        self._notify("candidate_finished", cand.index, {
+            "answer": res.answer, "stopped_by": res.stopped_by, "steps": res.steps,
+            "votes": votes.votes(cand.key), "leading": leading,
+            "leading_votes": votes.votes(votes.winner), "decided": decided})
+
+    def _notify(self, kind: str, index: int, data: dict[str, Any]) -> None:
+        """Tell the observer ``kind`` for candidate ``index`` (top level, with totals)."""
+        if self.observer is None:
+            return
+        base = {"depth": 0, "elapsed": time.perf_counter() - self.start,
+                "totals": self.ledger.totals(), "candidate": index,
+                "candidates": self.total}
+        emit(self.observer, Event(kind, {**base, **data}))  # type: ignore[arg-type]
+
+
+def short_answer(answer: str | None, limit: int = 60) -> str:
+    """An answer's text on one line for a summary: quoted (``repr``), cut to ``limit``
+    characters with ``…``; ``no answer`` for None."""
+    if answer is None:
+        return "no answer"
+    text = repr(" ".join(answer.split()))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def vote_line(candidates: list[dict[str, Any]]) -> str:
+    """``RLMResult.candidates`` in one line: each candidate's answer and votes, the
+    chosen one marked, e.g. ``#1 '41' (1 vote) · #2 '42' (2 votes, chosen) · #3 '42.0'
+    (2 votes)``."""
+    parts = []
+    for c in candidates:
+        votes = int(c.get("votes") or 0)
+        what = f"{votes} vote{'' if votes == 1 else 's'}"
+        if c.get("answer") is None:
+            what = str(c.get("stopped_by"))
+        parts.append(f"#{c.get('index')} {short_answer(c.get('answer'))} "
+                     f"({what}{', chosen' if c.get('chosen') else ''})")
+    return " · ".join(parts)
+
+
+# -- the namespace ------------------------------------------------------------------------
+def _bindings(ns: MutableMapping[str, Any],
+              snapshot: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    """What a candidate did to the names of ``ns`` relative to ``snapshot``: the names
+    added or rebound (to another object) with their objects, and the names deleted."""
+    changed = {name: value for name, value in list(ns.items())
+               if snapshot.get(name, _ABSENT) is not value}
+    deleted = {name for name in snapshot if name not in ns}
+    return changed, deleted
+
+
+def _restore(ns: MutableMapping[str, Any], snapshot: dict[str, Any]) -> None:
+    """Put ``ns`` back to ``snapshot``'s names and objects (a shallow restore)."""
+    for name in [n for n in list(ns.keys()) if n not in snapshot]:
+        ns.pop(name, None)
+    for name, value in snapshot.items():
+        if ns.get(name, _ABSENT) is not value:
+            ns[name] = value
