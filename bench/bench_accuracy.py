@@ -31,6 +31,12 @@ a last line gives the difference in points (ours - rlms) and the ratio of
 seconds per correct (ours / rlms).  Then the number of runs that ended in an
 error (on the dev split, also the first distinct error texts).
 
+With ``--set candidates=K --set candidates_early_stop=false`` (every candidate runs),
+a second table gives per kind: pass@1 (candidate 1, a single run's answer), pass@K
+(any candidate right: the ceiling of selecting among them), and the vote over the
+first 3 and over all K candidates with early stop, replayed on the same trajectories
+(:func:`replay_vote`), each with seconds per correct answer.
+
 ``--rows`` prints one line per task as it finishes (system, id, ok, steps,
 seconds, expected -> answer, stop reason) and ``--save`` writes every outcome
 as one JSON line; both are refused on the test split, whose individual results
@@ -87,6 +93,8 @@ class Outcome:
     stopped_by: str
     error: str | None = None
     trace: list[dict[str, str]] | None = None  # our steps (reasoning, code, output): --save only
+    # candidates runs: each candidate's answer, correctness, seconds, failed steps
+    candidates: list[dict[str, Any]] | None = None
 
 
 def judge(task: Any, answer: str | None) -> bool:
@@ -167,6 +175,10 @@ def run_ours(task: Any, args: argparse.Namespace) -> Outcome:
                            res.prompt_tokens + res.completion_tokens, res.stopped_by, res.error)
     outcome.trace = [{"reasoning": e.reasoning, "code": e.code, "output": e.output[:1500]}
                      for e in res.history]
+    if res.candidates:
+        outcome.candidates = [{"answer": c["answer"], "correct": judge(task, c["answer"]),
+                               "seconds": c["seconds"], "failed_steps": c["failed_steps"],
+                               "confidence": c["confidence"]} for c in res.candidates]
     return outcome
 
 
@@ -321,6 +333,69 @@ def print_errors(results: dict[str, list[Outcome]], detail: bool) -> None:
                 print(f"  {text}")
 
 
+# -- candidates: the ceiling and what a vote gets from it ------------------------------------
+def replay_vote(cands: list[dict[str, Any]], k: int, early_stop: bool) -> tuple[bool, float]:
+    """The vote over the first ``k`` of a task's candidates, as a ``--candidates k`` run
+    would have cast it on the same trajectories (answers keyed from their text): whether
+    the chosen answer is right, and the seconds of the candidates it would have run."""
+    from rlm_kernel.engine.vote import Ballot, answer_key, tally
+
+    ballots: list[Any] = []
+    seconds = 0.0
+    for i, c in enumerate(cands[:k], 1):
+        key = None if c["answer"] is None else answer_key(c["answer"], c["answer"])
+        ballots.append(Ballot(i, key, c["failed_steps"], c["confidence"]))
+        seconds += c["seconds"]
+        if early_stop and tally(ballots).decided(k):
+            break
+    chosen = tally(ballots).chosen
+    right = chosen is not None and bool(cands[chosen - 1]["correct"])
+    return right, seconds
+
+
+def print_ceiling(kinds: list[str], outcomes: list[Outcome]) -> None:
+    """pass@1 (candidate 1), pass@k (any candidate right) and the vote over the first 3
+    and all k candidates, with early stop, per kind, with seconds per correct answer."""
+    runs = [o for o in outcomes if o.candidates]
+    if not runs:
+        return
+    k = min(len(o.candidates or []) for o in runs)
+    cols = [("pass@1", 1, False, False), (f"pass@{k}", k, False, True),
+            ("vote@3", min(3, k), True, False), (f"vote@{k}", k, True, False)]
+    width = max([len("TOTAL")] + [len(x) for x in kinds])
+    head = f"{'kind':<{width}} | " + " | ".join(f"{name:>8} {'s/corr':>7}"
+                                                for name, *_ in cols)
+    print(f"\ncandidates of each task (k = {k}; votes replayed on the same trajectories)")
+    print(head)
+    print("-" * len(head))
+
+    def row(label: str, group: list[Outcome]) -> None:
+        cells = []
+        for _, n, early, any_right in cols:
+            right, seconds = 0, 0.0
+            for o in group:
+                cands = (o.candidates or [])[:n]
+                if any_right:
+                    right += any(c["correct"] for c in cands)
+                    seconds += sum(c["seconds"] for c in cands)
+                elif n == 1:
+                    right += bool(cands[0]["correct"])
+                    seconds += cands[0]["seconds"]
+                else:
+                    ok, secs = replay_vote(o.candidates or [], n, early)
+                    right, seconds = right + ok, seconds + secs
+            spc = f"{seconds / right:.0f}" if right else "inf"
+            cells.append(f"{f'{right}/{len(group)}':>8} {spc:>7}")
+        print(f"{label:<{width}} | " + " | ".join(cells))
+
+    for kind in kinds:
+        group = [o for o in runs if o.kind == kind]
+        if group:
+            row(kind, group)
+    print("-" * len(head))
+    row("TOTAL", runs)
+
+
 # -- main -------------------------------------------------------------------------------------
 def is_embedded(model: str | None) -> bool:
     return not model or model == "local" or model.startswith("local/")
@@ -427,6 +502,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.rows:
         print()
     print_table(kinds, results)
+    print_ceiling(kinds, results.get(OURS, []))
     if args.vs == RLMS and results.get(OURS):
         print_comparison(results)
     print_errors(results, detail=args.split != "test")

@@ -20,7 +20,7 @@ arXiv:2603.15653).
 - **Early stop.** After each candidate the vote is counted; once the leading answer
   has more votes than the runner-up plus every candidate not yet run
   (:meth:`~rlm_kernel.engine.vote.Tally.decided`: N=3, two agree: stop after 2; N=5:
-  three), no more candidates run.
+  three), no more candidates run (``RLMConfig.candidates_early_stop``; off: all N run).
 - **Budgets.** All candidates share the run's :class:`BudgetGuard` and
   :class:`UsageLedger`: ``max_llm_calls``, ``max_tokens``, ``max_seconds`` and
   ``max_cost_usd`` cover them together.  A candidate stopped by the budget (or by an
@@ -219,7 +219,8 @@ class CandidateRuns:
                 votes = tally([c.ballot() for c in self.done])
                 decided = votes.decided(self.total)
                 self._notify_finished(cand, votes, decided)
-                if decided or cand.result.stopped_by in _ENDS_THE_RUN:
+                if (decided and self.config.candidates_early_stop) \
+                        or cand.result.stopped_by in _ENDS_THE_RUN:
                     break
         except KeyboardInterrupt:  # outside a run's own handling: keep what was done
             self.done = [c for c in self.done if c.result is not None]

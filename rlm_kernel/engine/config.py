@@ -126,6 +126,10 @@ class RLMConfig:
         "it stops once a majority is certain.  Budgets cover all candidates together; "
         "the namespace ends as if only the chosen one had run.  1: a single run.",
         low=1, flag="--candidates")
+    candidates_early_stop: bool = _opt(
+        True, "Stop running candidates once the leading answer cannot be outvoted (off: "
+        "all N run, e.g. to measure how often any of them is right).",
+        flag="--candidates-early-stop")
     candidate_temperature: float = _opt(
         0.7, "Sampling temperature of the root model in candidates 2..N (each with its "
         "own seed); candidate 1 samples at temperature, as a single run does.", low=0,

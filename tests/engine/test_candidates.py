@@ -86,6 +86,15 @@ def test_a_certain_majority_stops_early():
     assert res.answer == "7" and res.candidates[0]["chosen"]
 
 
+def test_early_stop_off_runs_every_candidate():
+    res, lm, events = run([answer("7"), answer("7.0"), answer("8")], n=3,
+                          candidates_early_stop=False)
+    assert len(res.candidates) == 3 and len(lm.calls) == 3
+    assert [c["votes"] for c in res.candidates] == [2, 2, 1] and res.answer == "7"
+    finished = [e.data for e in events if e.kind == "candidate_finished"]
+    assert [d["decided"] for d in finished] == [False, True, True]
+
+
 def test_without_agreement_every_candidate_runs():
     res, lm, _ = run([answer("1"), answer("2"), answer("3")], n=3)
     assert len(lm.calls) == 3 and res.answer == "1"  # all tied: the earliest
