@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..models import Completion, LanguageModel, UsageLedger, tracing
+from ..models import ClientWrapper, Completion, LanguageModel, UsageLedger, tracing
 from .recording import Recorder
 
 __all__ = ["Budget", "BudgetExceeded", "BudgetGuard", "GuardedClient"]
@@ -127,7 +127,7 @@ class BudgetGuard:
             self._in_flight -= 1
 
 
-class GuardedClient:
+class GuardedClient(ClientWrapper):
     """A :class:`~rlm_kernel.models.LanguageModel` whose every call asks a
     :class:`BudgetGuard` first: the budget holds for model code that reaches the
     client itself (``llm_query.__self__.sub_client.complete(...)``), not only for
@@ -139,53 +139,15 @@ class GuardedClient:
     """
 
     def __init__(self, client: LanguageModel, guard: BudgetGuard) -> None:
-        self._client = client
+        super().__init__(client)
         self._guard = guard
-        self.model = client.model
-
-    # -- the LanguageModel protocol: the wrapped client's, explicitly --------------------
-    @property
-    def max_tokens(self) -> int | None:
-        """The wrapped client's default completion cap (tokens)."""
-        return self._client.max_tokens
-
-    @property
-    def context_window(self) -> int | None:
-        """The wrapped model's input window (tokens), if known."""
-        return self._client.context_window
-
-    @property
-    def ledger(self) -> UsageLedger | None:
-        """The wrapped client's ledger (setting it sets the client's)."""
-        return self._client.ledger
-
-    @ledger.setter
-    def ledger(self, value: UsageLedger | None) -> None:
-        self._client.ledger = value
-
-    @property
-    def depth(self) -> int:
-        """The depth recorded on the wrapped client's calls (setting it sets the client's)."""
-        return self._client.depth
-
-    @depth.setter
-    def depth(self, value: int) -> None:
-        self._client.depth = value
-
-    def check(self) -> None:
-        """The wrapped client's availability check.
-
-        Raises:
-            LLMError: the model cannot be called."""
-        self._client.check()
 
     def complete(self, messages: list[dict[str, str]], *, role: str = "root",
                  stop: list[str] | None = None, max_tokens: int | None = None,
                  temperature: float | None = None, seed: int | None = None) -> Completion:
         """One call, counted and capped by the guard, in the run's one ``chat`` span
         (:func:`~rlm_kernel.models.tracing.chat_span`: every model call of a run passes
-        here); see ``LanguageModel.complete``.  ``seed`` is passed on only when given
-        (clients written before it existed keep working).
+        here); see ``LanguageModel.complete``.
 
         Raises:
             BudgetExceeded: the budget is used up (no call is made).
@@ -196,10 +158,9 @@ class GuardedClient:
         depth = self._client.depth or 0
         try:
             with tracing.chat_span(self.model, role, depth) as sp:
-                more = {} if seed is None else {"seed": seed}
-                completion = self._client.complete(messages, role=role, stop=stop,
-                                                   max_tokens=cap, temperature=temperature,
-                                                   **more)
+                completion = super().complete(messages, role=role, stop=stop,
+                                              max_tokens=cap, temperature=temperature,
+                                              seed=seed)
                 if sp is not None:
                     sp.set_attributes(tracing.call_attributes(completion.call))
         finally:

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..executors import Executor
-from ..models import Completion, LanguageModel, UsageLedger
+from ..models import ClientWrapper, Completion, LanguageModel, UsageLedger
 from .budget import BudgetGuard
 from .children import child_runner
 from .config import RLMConfig
@@ -81,7 +81,7 @@ def candidate_seed(index: int) -> int | None:
     return None if index <= 1 else index
 
 
-class SampledClient:
+class SampledClient(ClientWrapper):
     """A :class:`~rlm_kernel.models.LanguageModel` that gives root-model calls
     (``role`` ``root`` or ``final``) a temperature and a seed of its own; a call that
     names its own temperature (a resample) keeps it.  ``llm_query`` sub-calls pass
@@ -94,45 +94,9 @@ class SampledClient:
     """
 
     def __init__(self, client: LanguageModel, temperature: float, seed: int | None) -> None:
-        self._client = client
+        super().__init__(client)
         self.temperature = temperature
         self.seed = seed
-        self.model = client.model
-
-    @property
-    def max_tokens(self) -> int | None:
-        """The wrapped client's default completion cap (tokens)."""
-        return self._client.max_tokens
-
-    @property
-    def context_window(self) -> int | None:
-        """The wrapped model's input window (tokens), if known."""
-        return self._client.context_window
-
-    @property
-    def ledger(self) -> UsageLedger | None:
-        """The wrapped client's ledger (setting it sets the client's)."""
-        return self._client.ledger
-
-    @ledger.setter
-    def ledger(self, value: UsageLedger | None) -> None:
-        self._client.ledger = value
-
-    @property
-    def depth(self) -> int:
-        """The wrapped client's call depth (setting it sets the client's)."""
-        return self._client.depth
-
-    @depth.setter
-    def depth(self, value: int) -> None:
-        self._client.depth = value
-
-    def check(self) -> None:
-        """The wrapped client's availability check.
-
-        Raises:
-            LLMError: the model cannot be called."""
-        self._client.check()
 
     def complete(self, messages: list[dict[str, str]], *, role: str = "root",
                  stop: list[str] | None = None, max_tokens: int | None = None,
@@ -145,9 +109,8 @@ class SampledClient:
         if role in _ROOT_ROLES:
             temperature = self.temperature if temperature is None else temperature
             seed = self.seed if seed is None else seed
-        more = {} if seed is None else {"seed": seed}
-        return self._client.complete(messages, role=role, stop=stop, max_tokens=max_tokens,
-                                     temperature=temperature, **more)
+        return super().complete(messages, role=role, stop=stop, max_tokens=max_tokens,
+                                temperature=temperature, seed=seed)
 
 
 @dataclass

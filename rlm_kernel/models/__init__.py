@@ -8,10 +8,10 @@ llama.cpp until a call needs them.
 
 from __future__ import annotations
 
-from .base import LanguageModel, LLMError, Message
+from .base import ClientWrapper, LanguageModel, LLMError, Message
 from .factory import is_embedded, make_client
 from .litellm_client import LiteLLMClient, import_litellm
 from .usage import Completion, LLMCall, UsageLedger
 
-__all__ = ["LanguageModel", "LiteLLMClient", "LLMError", "Message", "import_litellm",
+__all__ = ["ClientWrapper", "LanguageModel", "LiteLLMClient", "LLMError", "Message", "import_litellm",
            "is_embedded", "make_client", "Completion", "LLMCall", "UsageLedger"]

@@ -1,5 +1,6 @@
 """What the engine needs from a model, and nothing else: the :class:`LanguageModel`
-protocol, the chat :data:`Message` shape and :class:`LLMError`.
+protocol, the chat :data:`Message` shape, :class:`LLMError`, and :class:`ClientWrapper`
+(a client over another one).
 
 Every backend (litellm, the embedded server, the scripted stand-in) implements the
 protocol; the engine imports this module and :func:`~rlm_kernel.models.make_client`,
@@ -12,7 +13,7 @@ from typing import Protocol, runtime_checkable
 
 from .usage import Completion, UsageLedger
 
-__all__ = ["LanguageModel", "LLMError", "Message"]
+__all__ = ["ClientWrapper", "LanguageModel", "LLMError", "Message"]
 
 #: One chat message in OpenAI's format: ``{"role": "system"|"user"|"assistant", "content": str}``.
 Message = dict[str, str]
@@ -89,3 +90,66 @@ class LanguageModel(Protocol):
                 a key is missing.
         """
         ...
+
+
+class ClientWrapper:
+    """A :class:`LanguageModel` over another one: the wrapped client's facts and hooks
+    (``model``, ``max_tokens``, ``context_window``, ``ledger``, ``depth``, ``check``)
+    passed through explicitly; subclasses change :meth:`complete` only (the budget
+    guard, a candidate's sampling).
+
+    Args:
+        client: the model client to wrap.
+    """
+
+    def __init__(self, client: LanguageModel) -> None:
+        self._client = client
+        self.model = client.model
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The wrapped client's default completion cap (tokens)."""
+        return self._client.max_tokens
+
+    @property
+    def context_window(self) -> int | None:
+        """The wrapped model's input window (tokens), if known."""
+        return self._client.context_window
+
+    @property
+    def ledger(self) -> UsageLedger | None:
+        """The wrapped client's ledger (setting it sets the client's)."""
+        return self._client.ledger
+
+    @ledger.setter
+    def ledger(self, value: UsageLedger | None) -> None:
+        self._client.ledger = value
+
+    @property
+    def depth(self) -> int:
+        """The depth recorded on the wrapped client's calls (setting it sets the client's)."""
+        return self._client.depth
+
+    @depth.setter
+    def depth(self, value: int) -> None:
+        self._client.depth = value
+
+    def check(self) -> None:
+        """The wrapped client's availability check.
+
+        Raises:
+            LLMError: the model cannot be called."""
+        self._client.check()
+
+    def complete(self, messages: list[Message], *, role: str = "root",
+                 stop: list[str] | None = None, max_tokens: int | None = None,
+                 temperature: float | None = None, seed: int | None = None) -> Completion:
+        """The wrapped client's call (``seed`` passed on only when given, so clients
+        written before it existed keep working); see :meth:`LanguageModel.complete`.
+
+        Raises:
+            LLMError: the call failed.
+        """
+        more = {} if seed is None else {"seed": seed}
+        return self._client.complete(messages, role=role, stop=stop, max_tokens=max_tokens,
+                                     temperature=temperature, **more)
