@@ -27,10 +27,17 @@ __all__ = ["split_documents", "search_lines", "describe_structure", "Hit", "Hits
 
 
 
+DOCS_SHOWN = 6
+"""Documents named in a listing's per-document count (the ones with most items)."""
+
+
 class Listing(list):
     """A plain list whose repr starts with how many items it holds and shows at most
     the first few, one per line, so printing a long result never floods the model's
-    output.  ``noun`` names the items (``"hit"``, ``"record"``...)."""
+    output.  ``noun`` names the items (``"hit"``, ``"record"``...).  When the items
+    are dicts from more than one document (a ``"doc"`` key), the first line also
+    counts them per document (the :data:`DOCS_SHOWN` largest), so a question about
+    one document shows at a glance that the result needs ``doc=``."""
 
     noun = "item"
     shown = 10
@@ -41,7 +48,22 @@ class Listing(list):
             return f"0 {self.noun}s"
         lines = "\n".join(self._show(x) for x in self[: self.shown])
         more = f"\n... and {n - self.shown} more" if n > self.shown else ""
-        return f"{n} {self.noun}{'s' if n > 1 else ''}:\n{lines}{more}"
+        return f"{n} {self.noun}{'s' if n > 1 else ''}{self._per_document()}:\n{lines}{more}"
+
+    def _per_document(self) -> str:
+        """`` in 3 documents (a.py 5, b.py 2, c.py 1; doc="name" keeps one)`` or ``""``."""
+        counts: dict[str, int] = {}
+        for item in self:
+            doc = item.get("doc") if isinstance(item, dict) else None
+            if doc is None:
+                return ""
+            counts[str(doc)] = counts.get(str(doc), 0) + 1
+        if len(counts) < 2:
+            return ""
+        top = sorted(counts.items(), key=lambda kv: -kv[1])[:DOCS_SHOWN]
+        rest = ", ..." if len(counts) > DOCS_SHOWN else ""
+        listed = ", ".join(f"{doc} {k}" for doc, k in top)
+        return f' in {len(counts)} documents ({listed}{rest}; doc="name" keeps one)'
 
     __str__ = __repr__
 

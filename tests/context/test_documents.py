@@ -124,3 +124,19 @@ def test_one_document_by_name_or_the_end_of_its_path():
     with pytest.raises(KeyError, match="no document 'parser.py'; the documents are "
                                        "'json/decoder.py', 'json/encoder.py'"):
         search_lines(data, "class", doc="parser.py")
+
+
+def test_a_listing_over_several_documents_counts_them_per_document():
+    from rlm_kernel.context.documents import DOCS_SHOWN, Hits
+
+    data = {"pkg/a.py": "def f(): pass\ndef g(): pass\n", "pkg/b.py": "def h(): pass\n",
+            "pkg/c.txt": "nothing"}
+    hits = search_lines(data, "def ")
+    first = repr(hits).splitlines()[0]
+    assert first == '3 hits in 2 documents (pkg/a.py 2, pkg/b.py 1; doc="name" keeps one):'
+    one = search_lines(data, "def ", doc="b.py")
+    assert repr(one).splitlines()[0] == "1 hit:"
+    many = Hits({"doc": f"d{i}.py", "line": 1, "text": "x"} for i in range(DOCS_SHOWN + 2))
+    assert repr(many).splitlines()[0].endswith(', ...; doc="name" keeps one):')
+    assert repr(Hits([{"line": 1, "text": "x"}, {"line": 2, "text": "y"}])).startswith(
+        "2 hits:\n")
