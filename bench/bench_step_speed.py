@@ -19,8 +19,8 @@ the server evaluated (``remaining N prompt tokens to eval`` in its log after a
 prefix hit, 0 after an exact hit, else all of them); tokens generated.  Printed: one
 row per setting with requests, median and mean seconds per step (a root-model call
 plus its code), median seconds per request, tokens sent / evaluated / generated per
-request, generation speed (generated tokens per second of requests that evaluated
-under 64 prompt tokens), correct answers, and the ratio of median seconds per step
+request, prompt evaluation and generation speed (tokens/s, a least-squares fit over
+the requests), correct answers, peak resident memory, and the ratio of median seconds per step
 against ``today``; then, per setting, how many tasks had every root reply identical
 to ``today``'s (temperature 0: a setting that only changes speed must keep them).
 """
@@ -163,6 +163,21 @@ def peak_gb(pid: int) -> float:
     return float("nan")
 
 
+def speeds(reqs: list[Request]) -> tuple[float, float]:
+    """Prompt evaluation and generation speed (tokens/s) of a server: the least-squares
+    fit of ``seconds = evaluated / p + generated / g + overhead`` over its requests
+    (NaN with fewer than 4 requests or a fit that is not positive)."""
+    import numpy as np
+
+    if len(reqs) < 4:
+        return float("nan"), float("nan")
+    a = np.array([[r.evaluated, r.generated, 1.0] for r in reqs])
+    y = np.array([r.seconds for r in reqs])
+    (per_eval, per_gen, _), *_ = np.linalg.lstsq(a, y, rcond=None)
+    return (1 / per_eval if per_eval > 0 else float("nan"),
+            1 / per_gen if per_gen > 0 else float("nan"))
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -173,23 +188,21 @@ def mean(values: list[float]) -> float:
 
 def report(servers: list[Server], tasks: int) -> None:
     print(f"{'server':14} | {'reqs':>4} {'step med s':>10} {'step mean':>9} {'req med s':>9} "
-          f"{'sent/req':>8} {'eval/req':>8} {'gen/req':>7} {'gen tok/s':>9} "
+          f"{'sent/req':>8} {'eval/req':>8} {'gen/req':>7} {'eval t/s':>8} {'gen t/s':>7} "
           f"{'correct':>7} {'peak GB':>7} | {'ratio':>5}")
-    print("-" * 114)
+    print("-" * 124)
     base = median(servers[0].steps)
     for s in servers:
         reqs = s.requests
-        warm = [r for r in reqs if r.evaluated < 64 and r.generated]
-        gen_speed = (sum(r.generated for r in warm) / sum(r.seconds for r in warm)) \
-            if warm else float("nan")
+        prompt_speed, gen_speed = speeds(reqs)
         print(f"{s.name:14} | {len(reqs):4d} {median(s.steps):10.2f} "
               f"{mean(s.steps):9.2f} "
               f"{median([r.seconds for r in reqs]):9.2f} "
               f"{mean([r.sent for r in reqs]):8.0f} "
               f"{mean([r.evaluated for r in reqs]):8.0f} "
-              f"{mean([r.generated for r in reqs]):7.0f} {gen_speed:9.1f} "
+              f"{mean([r.generated for r in reqs]):7.0f} {prompt_speed:8.1f} {gen_speed:7.1f} "
               f"{s.correct:3d}/{tasks:<3d} {s.peak_gb:7.2f} | {base / median(s.steps):5.2f}x")
-    print("-" * 114)
+    print("-" * 124)
     today = servers[0].replies
     for s in servers[1:]:
         same = sum(s.replies.get(k) == v for k, v in today.items())
