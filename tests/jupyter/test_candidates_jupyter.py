@@ -4,7 +4,6 @@ inline rendering, and the widgets on the candidate events."""
 
 from __future__ import annotations
 
-import comm as comm_module
 import nbformat
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
@@ -19,7 +18,7 @@ from rlm_kernel.jupyter.frontend import StepRenderer
 from rlm_kernel.jupyter.magic import parse_line
 from rlm_kernel.jupyter.widgets import ProgressView
 from rlm_kernel.models.scripted import ScriptedModel
-from tests.jupyter.test_protocol import FakeComm, check
+from tests.jupyter.test_protocol import check, run_comms
 from tests.replies import block
 
 REPLIES = [block("only_one = 1\nx = 41\nFINAL_VAR('x')", "First try."),
@@ -78,18 +77,7 @@ def test_c_rlm_candidates_is_a_setting(ip, monkeypatch):
 
 def test_the_comm_shows_every_candidate_live_and_records_the_chosen_one(ip, monkeypatch):
     scripted(monkeypatch)
-    comms: list[FakeComm] = []
-    real_create = comm_module.create_comm
-
-    def create_comm(*args, **kwargs):
-        if kwargs.get("target_name") != protocol.RUN_TARGET:  # widgets' comms
-            return real_create(*args, **kwargs)
-        comms.append(FakeComm(kwargs["target_name"], kwargs["data"]))
-        return comms[-1]
-
-    monkeypatch.setattr(comm_module, "create_comm", create_comm)
-    magics = ip.magics_manager.registry["RLMMagics"]
-    monkeypatch.setitem(magics.registry.frontends, "fake-extension", {"version": 1})
+    comms = run_comms(ip, monkeypatch)
     ip.user_ns["context"] = "hello"
     ip.run_cell("%%rlm --context context --candidates 3\nWhat is it?", store_history=True)
     assert ip.user_ns["rlm_answer"] == 42

@@ -32,6 +32,24 @@ class FakeComm:
         self.closed = True
 
 
+def run_comms(ip, monkeypatch) -> list[FakeComm]:
+    """Announce a fake extension to the shell's ``%rlm`` and record every run comm the
+    frontend opens (widgets' comms are real); returns the list it fills."""
+    comms: list[FakeComm] = []
+    real_create = comm_module.create_comm
+
+    def create_comm(*args, **kwargs):
+        if kwargs.get("target_name") != protocol.RUN_TARGET:  # widgets' comms
+            return real_create(*args, **kwargs)
+        comms.append(FakeComm(kwargs["target_name"], kwargs["data"]))
+        return comms[-1]
+
+    monkeypatch.setattr(comm_module, "create_comm", create_comm)
+    magics = ip.magics_manager.registry["RLMMagics"]
+    monkeypatch.setitem(magics.registry.frontends, "fake-extension", {"version": 1})
+    return comms
+
+
 def keys_of(td: type) -> tuple[frozenset, frozenset]:
     return td.__required_keys__, td.__optional_keys__
 
@@ -70,18 +88,7 @@ THOUGHT = "Measure first.\n\nThen print."
 def test_each_message_of_a_run_matches_its_typeddict(ip, monkeypatch):
     lm = ScriptedModel([block("n = len(context)\nprint(n)", THOUGHT), block("FINAL(n)", THOUGHT)])
     monkeypatch.setattr(engine, "make_client", lambda model, **kw: lm)
-    comms: list[FakeComm] = []
-    real_create = comm_module.create_comm
-
-    def create_comm(*args, **kwargs):
-        if kwargs.get("target_name") != protocol.RUN_TARGET:  # widgets' comms
-            return real_create(*args, **kwargs)
-        comms.append(FakeComm(kwargs["target_name"], kwargs["data"]))
-        return comms[-1]
-
-    monkeypatch.setattr(comm_module, "create_comm", create_comm)
-    magics = ip.magics_manager.registry["RLMMagics"]
-    monkeypatch.setitem(magics.registry.frontends, "fake-extension", {"version": 1})
+    comms = run_comms(ip, monkeypatch)
     ip.user_ns["context"] = "hello world"
     ip.run_cell("%%rlm --context context\nHow long?", store_history=True)
     assert ip.user_ns["rlm_answer"] == 11
