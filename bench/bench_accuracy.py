@@ -70,6 +70,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # rlms_system (sibling
 from rlms_system import RLMS_VERSION, rlms_available, run_rlms  # noqa: E402
 
 from rlm_kernel import RLM, RLMConfig  # noqa: E402
+from rlm_kernel.models import is_embedded  # noqa: E402
 
 OURS = "ours"
 RLMS = "rlms"
@@ -397,10 +398,6 @@ def print_ceiling(kinds: list[str], outcomes: list[Outcome]) -> None:
 
 
 # -- main -------------------------------------------------------------------------------------
-def is_embedded(model: str | None) -> bool:
-    return not model or model == "local" or model.startswith("local/")
-
-
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--split", choices=["dev", "test"], default="dev")

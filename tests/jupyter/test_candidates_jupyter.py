@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
-from IPython.testing.globalipapp import start_ipython
 
 import rlm_kernel.engine.loop as engine
 from rlm_kernel import RLM
@@ -27,14 +25,13 @@ REPLIES = [block("only_one = 1\nx = 41\nFINAL_VAR('x')", "First try."),
 
 
 @pytest.fixture()
-def ip():
-    start_ipython()
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "rlm_kernel")
-    shell.run_line_magic("config", "RLM.verify_answer = False")
-    yield shell
+def ip(ip):
+    """tests/conftest.py's shell, with no answer check (scripted replies); this file's
+    names are removed afterwards."""
+    ip.run_line_magic("config", "RLM.verify_answer = False")
+    yield ip
     for name in ("context", "x", "rlm_answer", "only_one", "only_two", "only_three"):
-        shell.user_ns.pop(name, None)
+        ip.user_ns.pop(name, None)
 
 
 def scripted(monkeypatch) -> ScriptedModel:

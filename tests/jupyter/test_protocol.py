@@ -10,8 +10,6 @@ from pathlib import Path
 
 import comm as comm_module
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
-from IPython.testing.globalipapp import start_ipython
 
 import rlm_kernel.engine.loop as engine
 from rlm_kernel.jupyter import protocol
@@ -72,14 +70,13 @@ def check(msg: dict, td: type) -> None:
 
 
 @pytest.fixture()
-def ip():
-    start_ipython()
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "rlm_kernel")
-    shell.run_line_magic("config", "RLM.verify_answer = False")
-    yield shell
+def ip(ip):
+    """tests/conftest.py's shell, with no answer check (scripted replies); this file's
+    names are removed afterwards."""
+    ip.run_line_magic("config", "RLM.verify_answer = False")
+    yield ip
     for name in ("context", "n", "rlm_answer"):
-        shell.user_ns.pop(name, None)
+        ip.user_ns.pop(name, None)
 
 
 THOUGHT = "Measure first.\n\nThen print."
