@@ -61,6 +61,7 @@ from .recording import Recorder
 from .result import RLMResult
 from .resume import Continuation
 from .run import Run
+from .task import TaskSpec
 from .vote import Ballot, Tally, answer_key, tally
 
 __all__ = ["CandidateRuns", "SampledClient", "candidate_seed", "short_answer",
@@ -152,8 +153,9 @@ class CandidateRuns:
     def __init__(self, question: str, variables: dict[str, Any], *, config: RLMConfig,
                  executor: Executor, root: LanguageModel, sub: LanguageModel,
                  ledger: UsageLedger, guard: BudgetGuard,
-                 observer: Observer | None) -> None:
+                 observer: Observer | None, task: TaskSpec | None = None) -> None:
         self.question, self.variables, self.config = question, variables, config
+        self.task = task
         self.executor, self.root, self.sub = executor, root, sub
         self.ledger, self.guard, self.observer = ledger, guard, observer
         self.total = config.candidates
@@ -213,7 +215,7 @@ class CandidateRuns:
                   root=root, sub=sub, ledger=self.ledger, guard=self.guard, depth=0,
                   observer=observer, replay=None,
                   child_runner=child_runner(cfg, observer, root, sub, self.ledger,
-                                            self.guard, 0))
+                                            self.guard, 0), task=self.task)
         self.done.append(cand)
         try:
             cand.result = res = run.execute(continuation)

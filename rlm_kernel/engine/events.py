@@ -3,8 +3,9 @@
 Kinds, in order: ``run_started``, then per step ``model_call``, ``step_started``,
 ``step_output`` (zero or more, streamed while the code runs), ``sub_call`` (after
 each ``llm_query`` of the step: ``done`` calls so far, ``active`` in flight),
-``step_finished``, and ``answer_check`` after a step whose ``FINAL`` is held for
-one look back (``answer``: the held answer as text; ``reason``: ``"grounding"``, no
+``step_notice`` (the host's note on the step: an input put back, an answer of the
+wrong type refused), ``step_finished``, and ``answer_check`` after a step whose
+``FINAL`` is held for one look back (``answer``: the held answer as text; ``reason``: ``"grounding"``, no
 output or variable holds it, or ``"verify"``); finally ``run_finished``.  Every
 event's data carries ``depth`` (0 = top run) and ``elapsed`` (seconds since the run
 started); all but
@@ -22,7 +23,7 @@ of the first candidate.
 Each kind's data has the keys of one ``TypedDict`` here (:data:`EVENT_DATA` maps kind
 to type): :class:`RunStartedData`, :class:`ModelCallData`, :class:`StepStartedData`,
 :class:`StepOutputData`, :class:`SubCallData`, :class:`StepFinishedData`,
-:class:`AnswerCheckData`, :class:`RunFinishedData`, :class:`CandidateStartedData`,
+:class:`AnswerCheckData`, :class:`StepNoticeData`, :class:`RunFinishedData`, :class:`CandidateStartedData`,
 :class:`CandidateFinishedData`.
 """
 
@@ -43,7 +44,8 @@ log = logging.getLogger(__name__)
 __all__ = ["AnswerCheckData", "CANDIDATE_EVENTS", "CandidateFinishedData",
            "CandidateStartedData", "EVENT_DATA", "Event", "EventData", "ModelCallData",
            "Observer", "RunFinishedData", "RunStartedData", "StepFinishedData",
-           "StepOutputData", "StepStartedData", "SubCallData", "Totals", "emit"]
+           "StepNoticeData", "StepOutputData", "StepStartedData", "SubCallData", "Totals",
+           "emit"]
 
 
 class Totals(TypedDict):
@@ -133,6 +135,17 @@ class AnswerCheckData(_Counted):
     finding: str | None  # the grounding check's finding
 
 
+class StepNoticeData(_Counted):
+    """``step_notice``: the host's note about ``step``, appended to its output (the
+    model reads it) and shown in its cell: ``reason`` ``"restored"`` (model code
+    rebound or deleted a reserved name, a protected input or a tool, and it was put
+    back) or ``"answer_type"`` (its ``FINAL`` value was not of the asked type)."""
+
+    step: int
+    text: str
+    reason: str
+
+
 class RunFinishedData(_Counted):
     """``run_finished``: the run's result (also for errors and budget stops)."""
 
@@ -176,6 +189,7 @@ EVENT_DATA: dict[str, type] = {
     "run_started": RunStartedData, "model_call": ModelCallData,
     "step_started": StepStartedData, "step_output": StepOutputData,
     "sub_call": SubCallData, "step_finished": StepFinishedData,
+    "step_notice": StepNoticeData,
     "answer_check": AnswerCheckData, "run_finished": RunFinishedData,
     "candidate_started": CandidateStartedData, "candidate_finished": CandidateFinishedData,
 }

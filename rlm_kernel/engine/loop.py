@@ -17,15 +17,18 @@ from typing import Any
 from ..executors import Executor, PlainExecutor
 from ..models import LanguageModel, UsageLedger, make_client, tracing
 from ..models.cache import configure_cache
+from .answer_type import as_answer_type
 from .budget import Budget, BudgetGuard
 from .candidates import CandidateRuns
 from .children import child_runner
 from .config import RLMConfig
+from .conversation import Conversation
 from .events import Observer
 from .recording import ReplayModel, load_recording
 from .result import RLMResult
 from .resume import Continuation
 from .run import Run
+from .task import TaskSpec, check_tools
 
 __all__ = ["RLM"]
 
@@ -44,10 +47,18 @@ class RLM:
         observer: ``callable(Event)`` told about each step as it happens.
         root_client / sub_client: ready :class:`LanguageModel` objects to use
             instead of building litellm clients (scripted models in tests).
+        tools: the user's functions offered to the model in every run: a list of
+            functions (by ``__name__``) or a dict ``{name: function}``; each is bound in
+            the REPL and told to the model with its signature and the first paragraph
+            of its docstring (:func:`~rlm_kernel.engine.task.describe_tool`).
         replay: a recorded run to answer from instead of any model (an
             :class:`RLMResult`, its ``to_dict()``, a ``.json`` or ``.ipynb`` path; see
             :mod:`rlm_kernel.engine.recording`); the result's ``diverged_at`` is the
             first step whose output differs from the record's.
+
+    Raises:
+        TypeError, ValueError: a tool is not callable, or its name is reserved
+            (:func:`~rlm_kernel.engine.task.check_tools`).
 
     After every step the termination policy (``config.termination``) is asked with
     :meth:`Run._action_result` (``metadata``: step, seconds, sub-call count, output length,
@@ -72,7 +83,7 @@ class RLM:
                  config: RLMConfig | None = None, observer: Observer | None = None,
                  root_client: LanguageModel | None = None,
                  sub_client: LanguageModel | None = None, replay: Any = None,
-                 **overrides: Any) -> None:
+                 tools: Any = None, **overrides: Any) -> None:
         given = {k: v for k, v in (("model", model), ("sub_model", sub_model)) if v}
         self.config = (config or RLMConfig()).replace(**given, **overrides)
         self.replay = None if replay is None else load_recording(replay)
@@ -80,11 +91,14 @@ class RLM:
         self.observer = observer
         self._root_client = root_client
         self._sub_client = sub_client
+        self.tools = check_tools(tools)
 
     # -- public -------------------------------------------------------------------------
     def run(self, question: str, context: Any = None, *, executor: Executor | None = None,
             variables: Mapping[str, Any] | None = None,
-            continuation: Continuation | None = None, **more: Any) -> RLMResult:
+            continuation: Continuation | None = None, output_type: Any = None,
+            history: Conversation | None = None, tools: Any = None,
+            protected: Any = None, **more: Any) -> RLMResult:
         """Answer ``question`` by letting the model work on the given variables.
 
         Args:
@@ -98,7 +112,22 @@ class RLM:
             continuation: continue an earlier run from one of its steps, with that
                 step's code edited or not (see :mod:`rlm_kernel.engine.resume`); the
                 earlier steps are not run again.
-            **more: further REPL variables, as keywords.
+            output_type: the type the answer must have: a Python type (``int``,
+                ``list[str]``, a dataclass, a TypedDict, a pydantic model), its text
+                (``"dict[str, int]"``), a JSON Schema dict, or an
+                :class:`~rlm_kernel.engine.answer_type.AnswerType`.  The model is told
+                the type; a ``FINAL`` value that fails validation goes back to it as
+                a failed step; ``result.answer_value`` is of the type.
+            history: the session's earlier tasks
+                (:class:`~rlm_kernel.engine.conversation.Conversation`): the model is
+                told them and ``rlm_history`` holds them.  Record this run's task with
+                ``history.record(result, executor.namespace)`` to go on.
+            tools: more tools for this run (as in the constructor).
+            protected: names of the given variables restored if model code rebinds
+                or deletes them (default: all of them, with
+                ``config.protect_inputs``).
+            **more: further REPL variables, as keywords (names used by this
+                method's parameters go through ``variables``).
 
         Returns:
             An :class:`RLMResult`; errors end the run with ``stopped_by="error"``
@@ -106,7 +135,12 @@ class RLM:
 
         Raises:
             LLMError: before the run, if the model is unknown or a key is missing.
+            TypeError, ValueError: ``output_type`` is not a type pydantic can check,
+                or a tool is not callable or has a reserved name.
         """
+        task = TaskSpec(output_type=as_answer_type(output_type), history=history,
+                        tools={**self.tools, **check_tools(tools)},
+                        protected=None if protected is None else set(protected))
         variables = {**(variables or {}), **more}
         if context is not None:
             variables = {"context": context, **variables}
@@ -121,7 +155,7 @@ class RLM:
         started = time.monotonic()
         guard = BudgetGuard(self._budget(), ledger, started)
         return self._run(question, variables, executor or PlainExecutor(), root, sub,
-                         ledger, guard, continuation)
+                         ledger, guard, continuation, task)
 
     # -- internals ----------------------------------------------------------------------
     def _clients(self) -> tuple[LanguageModel, LanguageModel]:
@@ -149,17 +183,19 @@ class RLM:
 
     def _run(self, question: str, variables: dict[str, Any], executor: Executor,
              root: LanguageModel, sub: LanguageModel, ledger: UsageLedger,
-             guard: BudgetGuard, continuation: Continuation | None) -> RLMResult:
+             guard: BudgetGuard, continuation: Continuation | None,
+             task: TaskSpec) -> RLMResult:
         """The top-level :class:`Run` on ready clients (see :meth:`run`), or the
         candidates and their vote (``config.candidates`` > 1, not a replay)."""
         cfg = self.config
         if cfg.candidates > 1 and self.replay is None:
             runs = CandidateRuns(question, variables, config=cfg, executor=executor,
                                  root=root, sub=sub, ledger=ledger, guard=guard,
-                                 observer=self.observer)
+                                 observer=self.observer, task=task)
             return runs.execute(continuation)
         run = Run(question, variables, config=cfg, executor=executor, root=root, sub=sub,
                   ledger=ledger, guard=guard, depth=0, observer=self.observer,
                   replay=self.replay,
-                  child_runner=child_runner(cfg, self.observer, root, sub, ledger, guard, 0))
+                  child_runner=child_runner(cfg, self.observer, root, sub, ledger, guard, 0),
+                  task=task)
         return run.execute(continuation)

@@ -206,10 +206,15 @@ def _structure_tip(var: REPLVariable, value: Any) -> str | None:
 
 
 def task_message(question: str, variables: Sequence[REPLVariable], max_steps: int,
-                 values: Mapping[str, Any] | None = None) -> str:
-    """First user message: the question, the variables' metadata, how each variable
-    splits into documents (when ``values`` is given; see
-    :func:`rlm_kernel.context.documents.describe_structure`), and the step line."""
+                 values: Mapping[str, Any] | None = None, *, earlier: str | None = None,
+                 tools: Sequence[str] = (), answer_type: str | None = None) -> str:
+    """First user message: the earlier tasks of the conversation (``earlier``, from
+    :meth:`~rlm_kernel.engine.conversation.Conversation.prompt_section`), the question,
+    the variables' metadata, how each variable splits into documents (when ``values``
+    is given; see :func:`rlm_kernel.context.documents.describe_structure`), the user's
+    tools (one line each, :func:`~rlm_kernel.engine.task.describe_tool`), the answer's
+    type (:meth:`~rlm_kernel.engine.answer_type.AnswerType.prompt_line`), and the step
+    line."""
     values = values or {}
     if variables:
         listing = "\n\n".join(var.format() for var in variables)
@@ -218,8 +223,15 @@ def task_message(question: str, variables: Sequence[REPLVariable], max_steps: in
             listing += "\n\n" + "\n".join(tips)
     else:
         listing = "(no data variables; answer with code and FINAL)"
-    return (f"Task: {question}\n\nVariables in the REPL:\n{listing}\n\n"
-            f"{_step_line(1, max_steps)}")
+    parts = [earlier] if earlier else []
+    parts += [f"Task: {question}", f"Variables in the REPL:\n{listing}"]
+    if tools:
+        parts.append("Your own functions in the REPL (call them like any function):\n"
+                     + "\n".join(tools))
+    if answer_type:
+        parts.append(answer_type)
+    parts.append(_step_line(1, max_steps))
+    return "\n\n".join(parts)
 
 
 def step_output_message(output: str, step: int, max_steps: int, *, failed: bool,

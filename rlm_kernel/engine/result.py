@@ -48,6 +48,12 @@ class RLMResult:
             trajectory, answer, stop reason and ``exchanges`` are the chosen
             candidate's; its ``calls`` and ``seconds`` cover all of them.  Empty for
             a single run.
+        answer_type: the type the answer was asked to have (as written, e.g.
+            ``list[str]``), or None; then ``answer_value`` is of that type.
+        conversation: the earlier tasks the run was told about
+            (:meth:`~rlm_kernel.engine.conversation.Conversation.to_list`), oldest first.
+        new_variables: metadata of the data variables the run's steps created or
+            rebound (the conversation's working state after this task).
     """
 
     question: str
@@ -67,6 +73,9 @@ class RLMResult:
     root_prompts: list[list[dict[str, str]]] = field(default_factory=list, repr=False)
     traceback: str | None = field(default=None, repr=False)
     candidates: list[dict[str, Any]] = field(default_factory=list)
+    answer_type: str | None = None
+    conversation: list[dict[str, Any]] = field(default_factory=list)
+    new_variables: list[REPLVariable] = field(default_factory=list)
 
     @property
     def steps(self) -> int:
@@ -98,8 +107,10 @@ class RLMResult:
 
         Keys: ``answer``, ``steps``, ``llm_calls``, ``prompt_tokens``,
         ``completion_tokens``, ``cost_usd``, ``seconds``, ``stopped_by``, plus
-        ``error``, ``model``, ``sub_model`` and ``diverged_at``; and ``candidates`` (see
-        the class) after a candidates run.
+        ``error``, ``model``, ``sub_model`` and ``diverged_at``; ``candidates`` (see
+        the class) after a candidates run; ``answer_type`` and ``answer_value`` (the
+        typed value as JSON data: a model or dataclass as an object) when a type was
+        asked for.
         """
         data: dict[str, Any] = {
             "answer": self.answer,
@@ -117,6 +128,10 @@ class RLMResult:
         }
         if self.candidates:
             data["candidates"] = [dict(c) for c in self.candidates]
+        if self.answer_type is not None:
+            data["answer_type"] = self.answer_type
+            data["answer_value"] = _json_value(self.answer_value) \
+                if self.answer is not None else None
         return data
 
     def to_dict(self) -> dict[str, Any]:
@@ -127,4 +142,18 @@ class RLMResult:
         data["calls"] = [c.to_dict() for c in self.calls]
         data["variables"] = [v.to_dict() for v in self.variables]
         data["exchanges"] = list(self.exchanges)
+        if self.conversation:
+            data["conversation"] = list(self.conversation)
+        data["new_variables"] = [v.to_dict() for v in self.new_variables]
         return data
+
+
+def _json_value(value: Any) -> Any:
+    """A typed answer as JSON data (pydantic's encoder: models, dataclasses, sets,
+    dates); ``str(value)`` for what it cannot encode."""
+    from pydantic_core import to_jsonable_python
+
+    try:
+        return to_jsonable_python(value)
+    except Exception:  # noqa: BLE001 - a value with no JSON form
+        return str(value)

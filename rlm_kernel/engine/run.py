@@ -43,8 +43,10 @@ from ..policies import ActionResult, PolicyContext, PolicyRegistry
 from ..repl_types import REPLResult, REPLVariable
 from ..termination import detect_final_in_code, resolve_final_var
 from .answer import answer_text
+from .answer_type import AnswerTypeError
 from .budget import BudgetExceeded, BudgetGuard, GuardedClient
 from .config import RLMConfig
+from .conversation import HISTORY_NAME
 from .events import Event, Observer, emit
 from .grounding import finding
 from .prompts import (
@@ -66,7 +68,8 @@ from .step import (
     final_from_text,
     split_reply,
 )
-from .tools import RESERVED_NAMES, RunTools
+from .task import TaskSpec, describe_tool
+from .tools import RESERVED_NAMES, RunTools, user_variables
 
 __all__ = ["Run", "reply_text"]
 
@@ -111,14 +114,19 @@ class Run:
         replay: the record a replay is checked against (``diverged_at``), or None.
         child_runner: what ``rlm_query`` calls: ``callable(prompt, context) -> str |
             None`` (None beyond the host's depth limit).
+        task: the task's terms (:class:`~rlm_kernel.engine.task.TaskSpec`): the
+            answer's type, the earlier tasks of the conversation, the user's tools,
+            which variables are protected; None: none of them.
     """
 
     def __init__(self, question: str, variables: dict[str, Any], *, config: RLMConfig,
                  executor: Executor, root: LanguageModel, sub: LanguageModel,
                  ledger: UsageLedger, guard: BudgetGuard, depth: int,
                  observer: Observer | None, replay: Recording | None,
-                 child_runner: Callable[[str, Any], str | None] | None) -> None:
+                 child_runner: Callable[[str, Any], str | None] | None,
+                 task: TaskSpec | None = None) -> None:
         cfg = self.config = config
+        self.task = task = task or TaskSpec()
         self.start = time.perf_counter()
         if not isinstance(root, GuardedClient):  # every call asks the guard, whoever makes it
             guarded = GuardedClient(root, guard)
@@ -129,6 +137,10 @@ class Run:
         self.observer, self.replay = observer, replay
         self.ns: MutableMapping[str, Any] = executor.namespace
         self.ns.update(variables)
+        bound = dict(task.tools)  # the user's tools and the earlier tasks' record
+        if task.history:
+            bound[HISTORY_NAME] = task.history.as_data()
+        self.ns.update(bound)
         metas = [REPLVariable.from_value(n, v, preview_length=cfg.preview_chars)
                  for n, v in variables.items()]
         self.tools = RunTools(sub, guard, self.ns, depth=depth,
@@ -140,11 +152,18 @@ class Run:
                               else next(iter(variables), "context"))
         self.tools.notify = self.notify
         self.reserved = self.tools.functions()
-        self.inputs = dict(variables) if cfg.protect_inputs else {}
+        protected = task.protected
+        self.inputs = {n: v for n, v in variables.items()
+                       if protected is None or n in protected} if cfg.protect_inputs else {}
+        self.inputs.update(bound)
         self.result = RLMResult(question=question, variables=metas, depth=depth,
                                 model=root.model,
                                 sub_model=sub.model)
-        self.first = task_message(question, metas, cfg.max_iterations, variables)
+        self.first = task_message(
+            question, metas, cfg.max_iterations, variables,
+            earlier=task.history.prompt_section() if task.history else None,
+            tools=[describe_tool(n, f) for n, f in task.tools.items()],
+            answer_type=task.output_type.prompt_line() if task.output_type else None)
         self.prompt_chars = _prompt_chars(cfg, root)
         self.policy = PolicyRegistry.get_termination(cfg.termination,
                                                      config=_policy_config(cfg))
@@ -155,6 +174,11 @@ class Run:
         self.first_step = 1  # > 1 when continuing a run
         self.forced_reply: str | None = None  # the next step's reply given, not asked for
         self.ns.update(self.reserved)
+        self.start_ids = {n: id(v) for n, v in self.ns.items()}  # what the steps found
+        if task.output_type is not None:
+            self.result.answer_type = task.output_type.name
+        if task.history:
+            self.result.conversation = task.history.to_list()
         self.notify("run_started", {"question": question, "variables": metas,
                                     "max_iterations": cfg.max_iterations,
                                     "model": self.result.model})
@@ -190,6 +214,7 @@ class Run:
                 result.traceback = "".join(traceback.format_exception(exc))
             finally:
                 self._restore_names(None)
+                result.new_variables = self._new_variables()
                 result.calls = list(self.ledger.calls)
                 result.exchanges = list(self.guard.recorder.exchanges)
                 result.root_prompts = list(self.guard.recorder.root_prompts)
@@ -226,7 +251,7 @@ class Run:
             outcome = self._run_code(reply, step)
         log.debug("step %d (depth %d): %d characters of code, success %s, final %s", step,
                   self.depth, len(outcome.code), outcome.success, outcome.final)
-        self._restore_names(outcome)
+        self._restore_names(outcome, step)
         self._record(step, outcome)
         if self.guard.exceeded or self.guard.overspent():
             raise BudgetExceeded(self.guard.exceeded)
@@ -278,9 +303,9 @@ class Run:
         outcome = StepOutcome(reply=reply, reply_for_history=kept, reasoning=reasoning)
         if not blocks:
             found, value, error = final_from_text(reply, self.ns)
-            if found:
-                self._set_answer(outcome, value)
             outcome.error_for_model = error
+            if found:
+                self._set_answer(outcome, value, step)
             return outcome
         code = "\n\n".join(blocks)
         if final_only and not detect_final_in_code(code).detected:
@@ -291,7 +316,7 @@ class Run:
         outcome.output, outcome.success = combined_output(res), res.success
         outcome.seconds, outcome.llm_calls = res.execution_time, res.llm_calls
         outcome.signals = self._take_signals()
-        self._take_answer(outcome, self.tools.take_final())
+        self._take_answer(outcome, self.tools.take_final(), step)
         return outcome
 
     def _execute(self, code: str, step: int) -> REPLResult:
@@ -318,13 +343,14 @@ class Run:
                 signals[key] = float(value)
         return signals
 
-    def _take_answer(self, outcome: StepOutcome, record: dict[str, Any] | None) -> None:
+    def _take_answer(self, outcome: StepOutcome, record: dict[str, Any] | None,
+                     step: int) -> None:
         """Turn the step's recorded ``FINAL``/``FINAL_VAR`` (if any) into ``outcome``'s
         answer; a ``FINAL_VAR`` of a missing name fails the step and tells the model."""
         if record is None:
             return
         if record.get("type") != "variable":
-            self._set_answer(outcome, record.get("answer"))
+            self._set_answer(outcome, record.get("answer"), step)
             return
         try:
             value = resolve_final_var(record["var"], self.ns)
@@ -332,19 +358,44 @@ class Run:
             outcome.success = False
             outcome.error_for_model = f"FINAL_VAR failed: {exc.args[0]}"
             return
-        self._set_answer(outcome, value)
+        self._set_answer(outcome, value, step)
 
-    def _set_answer(self, outcome: StepOutcome, value: Any) -> None:
+    def _set_answer(self, outcome: StepOutcome, value: Any, step: int) -> None:
         """The answer of a step: the value as given (a text with secrets redacted),
-        and its text rendered once, guarded and capped."""
+        and its text rendered once, guarded and capped.
+
+        With an answer type (:attr:`TaskSpec.output_type`, top-level runs) the value is
+        validated and coerced first; a value that fails is no answer: the step fails,
+        and its output (the step cell) and the next message (the model) say why."""
         if type(value) is str:  # the text answer may hold a secret; other types are data
             value = self.tools.redact(value)
+        answer_type = self.task.output_type if self.depth == 0 else None
+        if answer_type is not None:
+            try:
+                value = answer_type.validate(value)
+            except AnswerTypeError as exc:
+                problem = self.tools.redact(str(exc))
+                outcome.success = False
+                outcome.error_for_model = (f"Your FINAL was not accepted: {problem}. Call "
+                                           f"FINAL with a value of type {answer_type.name}.")
+                self._notice(outcome, step, f"FINAL not accepted: {problem}", "answer_type")
+                return
         outcome.final, outcome.answer_value = True, value
-        outcome.answer = self.tools.redact(answer_text(value))
+        shown = answer_type.to_json(value) if answer_type is not None \
+            and not isinstance(value, (str, int, float, bool)) else value
+        outcome.answer = self.tools.redact(answer_text(shown))
 
-    def _restore_names(self, outcome: StepOutcome | None) -> None:
-        """Undo rebinding or deletion of reserved names and protected input variables,
-        and tell the model in the step's output (``outcome`` None: after the run)."""
+    def _notice(self, outcome: StepOutcome, step: int, text: str, reason: str) -> None:
+        """A note of the host's about ``step`` (an input put back, an answer refused):
+        appended to the step's output, which the model reads, and told to the
+        observer (``step_notice``) for the step's cell."""
+        outcome.output = "\n".join([outcome.output.rstrip(), text]).lstrip()
+        self.notify("step_notice", {"step": step, "text": text, "reason": reason})
+
+    def _restore_names(self, outcome: StepOutcome | None, step: int = 0) -> None:
+        """Undo rebinding or deletion of reserved names, protected input variables and
+        the user's tools, and say so in the step's output and cell
+        (:meth:`_notice`; ``outcome`` None: after the run)."""
         ns, reserved = self.ns, self.reserved
         broken = [n for n in RESERVED_NAMES if ns.get(n) is not reserved[n]]
         for name in broken:
@@ -365,7 +416,15 @@ class Run:
                          "read-only; the original was restored. Store results under a "
                          "new name.")
         if notes:
-            outcome.output = "\n".join([outcome.output.rstrip(), *notes]).lstrip()
+            self._notice(outcome, step, "\n".join(notes), "restored")
+
+    def _new_variables(self) -> list[REPLVariable]:
+        """Metadata of the data variables the run's steps created or rebound (the
+        conversation's working state; :mod:`~rlm_kernel.engine.conversation`)."""
+        before, cfg = self.start_ids, self.config
+        return [REPLVariable.from_value(n, v, preview_length=cfg.preview_chars)
+                for n, v in user_variables(self.ns).items()
+                if before.get(n) != id(v) and n not in self.inputs]
 
     def _record(self, step: int, outcome: StepOutcome) -> None:
         """Append the step to the trajectory (with the sub-calls made while its code
@@ -465,11 +524,11 @@ class Run:
     def _next_message(self, code: str, output: str, success: bool, step: int,
                       repeated_from: int | None = None, error: str | None = None) -> str:
         """The user message after ``step``: its output and the next step's line."""
-        cfg = self.config
+        cfg, asked = self.config, self.task.output_type
+        question = self.question + (f" (answer type: {asked.name})" if asked else "")
         return next_message(code, output, success, step + 1, cfg.max_iterations,
                             limit=cfg.max_output_chars, repeated_from=repeated_from,
-                            error=error,
-                            question=self.question if cfg.restate_question else None)
+                            error=error, question=question if cfg.restate_question else None)
 
     def _add_turns(self, reply: str, message: str, code: str, step: int) -> None:
         """The conversation after ``step``: the model's reply (as kept), our message."""
@@ -538,6 +597,8 @@ class Run:
             self._record(last, outcome)
         if outcome.final:  # else no answer: a reply that is not a FINAL never becomes one
             result.answer, result.answer_value = outcome.answer, outcome.answer_value
+        elif outcome.error_for_model and self.task.output_type is not None:
+            result.error = outcome.error_for_model  # the last FINAL was of the wrong type
 
     # -- continuing an earlier run --------------------------------------------------------
     def _seed(self, cont: Continuation) -> str | None:

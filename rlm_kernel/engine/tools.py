@@ -34,6 +34,7 @@ _RECORD_CHARS = 500  # characters of a sub-call's prompt/response kept in the st
 
 # IPython's own helpers and the magic's answer slots: never data for the model.
 SESSION_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython", "rlm_answer",
+                           "rlm_history",
                            "rlm_answers"})
 
 

@@ -28,19 +28,19 @@ def check_payloads(events: list[Event], *, candidates: bool) -> None:
 
 
 def test_each_event_kind_matches_its_typeddict():
-    replies = [block("a = llm_query('x')\nprint(a)"), block("FINAL(a)"), block("FINAL(a)")]
+    replies = [block("context = 0\na = llm_query('x')\nprint(a)"), block("FINAL(a)"), block("FINAL(a)")]
     lm = ScriptedModel(replies)
     events: list[Event] = []
     res = RLM(root_client=lm, sub_client=lm, observer=events.append,
               verify_answer=True).run("q?", context="ctx")
     assert res.stopped_by == "final"
-    # every kind but a candidates run's own happened here
+    # every kind but a candidates run's own happened here (step_notice: context put back)
     assert {e.kind for e in events} == set(EVENT_DATA) - CANDIDATE_EVENTS
     check_payloads(events, candidates=False)
 
 
 def test_a_candidates_run_adds_its_kinds_and_keys_to_every_event():
-    replies = [block("a = llm_query('x')\nprint(a)"), block("FINAL(a)"), block("FINAL(a)")] * 2
+    replies = [block("context = 0\na = llm_query('x')\nprint(a)"), block("FINAL(a)"), block("FINAL(a)")] * 2
     lm = ScriptedModel(replies)
     events: list[Event] = []
     res = RLM(root_client=lm, sub_client=lm, observer=events.append, verify_answer=True,

@@ -1,0 +1,250 @@
+"""Follow-up tasks: the session's earlier tasks, told to the model of the next one.
+
+A notebook is worked in small steps (ask, look, ask again).  A :class:`Conversation`
+keeps one :class:`TaskRecord` per task: the question, the answer, the code of the steps
+that got there and the variables those steps left (with their
+:class:`~rlm_kernel.repl_types.REPLVariable` metadata), so "those", "the longest one" and
+"now do the same for X" can be resolved.  ``RLM.run(..., history=conversation)`` puts
+:meth:`Conversation.prompt_section` into the task message and binds the whole record,
+as data, to the REPL variable :data:`HISTORY_NAME`.
+
+Long histories are compacted, never silently cut: the newest :attr:`Conversation.keep_full`
+tasks are told in full, older ones in one line each, and when even those do not fit in
+:attr:`Conversation.max_chars` the section says how many are left out and where they are
+(``rlm_history``), after ``rlms``' persistent sessions (``context_0..n`` and history
+compaction).  Re-running a task (the same ``key``: the notebook cell's id) replaces its
+record in place.
+
+The variables earlier tasks' steps created are the conversation's working state, not
+read-only inputs: :meth:`Conversation.working_names` says which names still hold what a
+task left, so a caller protects only what the user loaded.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..repl_types import REPLVariable
+
+__all__ = ["HISTORY_NAME", "Conversation", "TaskRecord"]
+
+log = logging.getLogger(__name__)
+
+HISTORY_NAME = "rlm_history"
+"""The REPL variable that holds the earlier tasks in full (a list of dicts, oldest
+first: ``question``, ``answer``, ``stopped_by``, ``code``, ``variables``)."""
+
+CODE_CHARS = 700
+"""Characters of a task's code told to the model (the end of it: the steps that
+answered)."""
+ANSWER_CHARS = 300
+"""Characters of a task's answer told to the model in full form (one-line form: 120)."""
+PREVIEW_CHARS = 80
+"""Characters of a left variable's preview in the section."""
+
+
+@dataclass
+class TaskRecord:
+    """One earlier task of the conversation.
+
+    Attributes:
+        question: the task as asked.
+        answer: its answer as text, or None when the run ended without one.
+        stopped_by: why the run ended (``final``, ``max_iterations`` ...).
+        code: the code of its steps that ran without error, in order (the last one
+            called ``FINAL``).
+        variables: metadata of the variables its steps created or rebound.
+        key: what identifies the task in its session (a notebook cell's id); a task
+            run again under the same key replaces this record.
+        run_id: the run that answered it (for export).
+        ids: ``{name: id(value)}`` of the left variables when the run ended (to tell
+            whether a name still holds the task's value); not in :meth:`to_dict`.
+    """
+
+    question: str
+    answer: str | None
+    stopped_by: str
+    code: list[str] = field(default_factory=list)
+    variables: list[REPLVariable] = field(default_factory=list)
+    key: str | None = None
+    run_id: str | None = None
+    ids: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: every field but ``ids``; ``variables`` as dicts."""
+        data = asdict(self)
+        data.pop("ids")
+        data["variables"] = [v.to_dict() for v in self.variables]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TaskRecord:
+        """The inverse of :meth:`to_dict` (unknown keys ignored)."""
+        return cls(question=str(data.get("question", "")), answer=data.get("answer"),
+                   stopped_by=str(data.get("stopped_by", "")),
+                   code=[str(c) for c in data.get("code") or []],
+                   variables=[REPLVariable(**v) for v in data.get("variables") or []],
+                   key=data.get("key"), run_id=data.get("run_id"))
+
+    def as_data(self) -> dict[str, Any]:
+        """The record as the model reads it in :data:`HISTORY_NAME`."""
+        return {"question": self.question, "answer": self.answer,
+                "stopped_by": self.stopped_by, "code": "\n\n".join(self.code),
+                "variables": [v.name for v in self.variables]}
+
+
+class Conversation:
+    """The earlier tasks of a session, oldest first.
+
+    Args:
+        tasks: records to start from (e.g. :meth:`from_list` of a saved run).
+        keep_full: the newest tasks told in full (question, answer, code, variables);
+            older ones get one line each.
+        max_chars: the most characters :meth:`prompt_section` may take (about a third
+            as many tokens); the oldest one-line tasks are left out first, with a note.
+    """
+
+    def __init__(self, tasks: Iterable[TaskRecord] = (), *, keep_full: int = 3,
+                 max_chars: int = 4000) -> None:
+        self.tasks: list[TaskRecord] = list(tasks)
+        self.keep_full, self.max_chars = keep_full, max_chars
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def __bool__(self) -> bool:
+        return bool(self.tasks)
+
+    # -- keeping the record -----------------------------------------------------------
+    def record(self, result: Any, namespace: Mapping[str, Any], *, key: str | None = None,
+               run_id: str | None = None) -> TaskRecord:
+        """Add the task ``result`` answered, or replace the task recorded under ``key``.
+
+        Args:
+            result: the run's :class:`~rlm_kernel.engine.result.RLMResult`.
+            namespace: the REPL namespace right after the run (the left variables'
+                identities are taken from it).
+            key: the task's identity in the session (a cell id); None: always added.
+            run_id: the run's id, kept for export.
+        """
+        code = [e.code for e in result.history.entries
+                if e.code and "Traceback (most recent call last)" not in e.output]
+        left = list(getattr(result, "new_variables", []) or [])
+        ids = {v.name: id(namespace[v.name]) for v in left if v.name in namespace}
+        task = TaskRecord(question=result.question, answer=result.answer,
+                          stopped_by=result.stopped_by, code=code, variables=left, key=key,
+                          run_id=run_id, ids=ids)
+        for i, old in enumerate(self.tasks):
+            if key is not None and old.key == key:
+                self.tasks[i] = task
+                log.debug("conversation: task %s replaced", key)
+                return task
+        self.tasks.append(task)
+        return task
+
+    def before(self, key: str | None) -> Conversation:
+        """The conversation a (re-)run of the task ``key`` sees: every task but its own
+        earlier record (the same settings)."""
+        kept = [t for t in self.tasks if key is None or t.key != key]
+        return Conversation(kept, keep_full=self.keep_full, max_chars=self.max_chars)
+
+    def clear(self) -> None:
+        """Forget every task (``%%rlm --new``)."""
+        self.tasks.clear()
+
+    def working_names(self, namespace: Mapping[str, Any]) -> set[str]:
+        """Names that still hold the value an earlier task's steps left (not rebound
+        since by the user): the conversation's working state."""
+        names: set[str] = set()
+        for task in self.tasks:
+            for name, ident in task.ids.items():
+                if name in namespace and id(namespace[name]) == ident:
+                    names.add(name)
+        return names
+
+    # -- what the model is told -------------------------------------------------------
+    def prompt_section(self) -> str | None:
+        """The task message's account of the earlier tasks (None when there are none):
+        the newest :attr:`keep_full` in full, older ones in one line each, the oldest
+        left out (and said to be) when the section would pass :attr:`max_chars`."""
+        if not self.tasks:
+            return None
+        n = len(self.tasks)
+        full_from = max(0, n - self.keep_full)
+        blocks = [_full(i + 1, t) if i >= full_from else _line(i + 1, t)
+                  for i, t in enumerate(self.tasks)]
+        head = (f"Earlier tasks in this session (oldest first; the variable {HISTORY_NAME} "
+                "holds them all, with their code). The question below may refer to them.")
+        dropped, room = 0, self.max_chars - 80  # 80: the "(N older tasks ...)" note
+        while _size(head, blocks[dropped:]) > room:
+            if dropped < full_from:  # the oldest one-line task goes first
+                dropped += 1
+            elif full_from < n - 1:  # then the oldest full task becomes one line
+                blocks[full_from] = _line(full_from + 1, self.tasks[full_from])
+                full_from += 1
+            else:  # the newest task is always told in full
+                break
+        body = blocks[dropped:]
+        if dropped:
+            body.insert(0, f"({dropped} older task{'s' * (dropped != 1)} not shown: read "
+                           f"{HISTORY_NAME}[:{dropped}].)")
+        return "\n".join([head, *body])
+
+    def as_data(self) -> list[dict[str, Any]]:
+        """The value bound to :data:`HISTORY_NAME`."""
+        return [t.as_data() for t in self.tasks]
+
+    def to_list(self) -> list[dict[str, Any]]:
+        """JSON-ready records (:meth:`TaskRecord.to_dict`), for a run's record."""
+        return [t.to_dict() for t in self.tasks]
+
+    @classmethod
+    def from_list(cls, items: Iterable[Mapping[str, Any]], **kwargs: Any) -> Conversation:
+        """The inverse of :meth:`to_list`."""
+        return cls([TaskRecord.from_dict(d) for d in items], **kwargs)
+
+
+def _size(head: str, blocks: list[str]) -> int:
+    return len(head) + sum(len(b) + 1 for b in blocks)
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(text.split()) if "\n" not in text.strip() else text.strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _answer(task: TaskRecord, limit: int) -> str:
+    if task.answer is None:
+        return f"(no answer: the run stopped by {task.stopped_by})"
+    return _cut(task.answer, limit)
+
+
+def _line(index: int, task: TaskRecord) -> str:
+    """A task in one line: question and answer."""
+    return f"{index}. Task: {_cut(task.question, 150)} -> Answer: {_answer(task, 120)}"
+
+
+def _full(index: int, task: TaskRecord) -> str:
+    """A task in full: question, answer, the end of its code, the variables it left."""
+    lines = [f"{index}. Task: {_cut(task.question, 400)}",
+             f"   Answer: {_answer(task, ANSWER_CHARS)}"]
+    code = "\n\n".join(task.code)
+    if code:
+        if len(code) > CODE_CHARS:
+            code = "# ... (earlier code in rlm_history)\n" + code[-CODE_CHARS:].split("\n", 1)[-1]
+        lines.append("   Its code:\n" + "\n".join(f"   | {row}" for row in code.splitlines()))
+    if task.variables:
+        shown = "; ".join(_variable(v) for v in task.variables[:8])
+        more = len(task.variables) - 8
+        lines.append(f"   Variables it left: {shown}" + (f"; and {more} more" if more > 0 else ""))
+    return "\n".join(lines)
+
+
+def _variable(var: REPLVariable) -> str:
+    preview = " ".join(var.preview.split())
+    if len(preview) > PREVIEW_CHARS:
+        preview = preview[: PREVIEW_CHARS - 3] + "..."
+    return f"{var.name} ({var.type_name}, {var.total_length:,} {var.length_unit}: {preview})"

@@ -1,0 +1,106 @@
+"""Follow-up tasks (``RLM.run(..., history=Conversation)``): the model is told the earlier
+tasks, their answers, code and left variables; compaction; replacing a re-run task;
+working state is not a protected input.  Scripted models: the loop's mechanics."""
+
+from __future__ import annotations
+
+from rlm_kernel import RLM
+from rlm_kernel.engine.conversation import HISTORY_NAME, Conversation
+from rlm_kernel.executors import PlainExecutor
+from rlm_kernel.models.scripted import ScriptedModel
+from tests.replies import block
+
+ITEMS = [{"i": i, "colour": "red" if i % 3 == 0 else "blue"} for i in range(600)]
+
+
+def task(executor, replies, question, history, **kw):
+    lm = ScriptedModel(replies)
+    return RLM(root_client=lm, sub_client=lm, ground_answer=False).run(
+        question, context=ITEMS, executor=executor, history=history, **kw)
+
+
+def test_a_follow_up_sees_the_earlier_task_its_answer_code_and_variables():
+    ex, conv = PlainExecutor(), Conversation()
+    first = task(ex, [block("red = [x for x in context if x['colour'] == 'red']\n"
+                            "print(len(red))"), block("FINAL(len(red))")],
+                 "How many items have colour red?", conv)
+    assert first.answer == "200"
+    assert [v.name for v in first.new_variables] == ["red"]
+    assert first.new_variables[0].total_length == 200
+    conv.record(first, ex.namespace, key="cell-1")
+
+    second = task(ex, [block("FINAL(len([x for x in red if x['i'] > 300]))")],
+                  "And how many of them have an index above 300?", conv)
+    prompt = second.root_prompts[0][1]["content"]
+    assert prompt.index("Earlier tasks in this session") < prompt.index("Task: And how many")
+    assert "1. Task: How many items have colour red?" in prompt
+    assert "Answer: 200" in prompt
+    assert "| red = [x for x in context if x['colour'] == 'red']" in prompt
+    assert "Variables it left: red (list, 200 items" in prompt
+    assert second.answer == "99"  # multiples of 3 from 303 to 597
+    assert second.conversation[0]["question"] == "How many items have colour red?"
+    assert ex.namespace[HISTORY_NAME][0]["answer"] == "200"
+
+
+def test_working_state_is_not_protected_but_user_inputs_are():
+    ex, conv = PlainExecutor(), Conversation()
+    first = task(ex, [block("hits = [1, 2]\nFINAL(len(hits))")], "q1", conv)
+    conv.record(first, ex.namespace, key="a")
+    working = conv.working_names(ex.namespace)
+    assert working == {"hits"}
+    variables = {"hits": ex.namespace["hits"]}
+    lm = ScriptedModel([block("hits = []\ncontext = None\nprint(len(hits))"),
+                        block("FINAL(len(hits))")])
+    res = RLM(root_client=lm, sub_client=lm, ground_answer=False).run(
+        "q2", context=ITEMS, executor=ex, history=conv, variables=variables,
+        protected=[n for n in ["context", "hits"] if n not in working])
+    out = res.history.entries[0].output
+    assert "context is the task's input and read-only" in out
+    assert "hits" not in out.split("Warning")[-1]
+    assert res.answer == "0" and ex.namespace["context"] is ITEMS
+    # once the user rebinds it, it is theirs again
+    ex.namespace["hits"] = [9]
+    assert conv.working_names(ex.namespace) == set()
+
+
+def test_re_running_a_task_replaces_it_and_does_not_see_itself():
+    ex, conv = PlainExecutor(), Conversation()
+    for key, q in (("a", "first?"), ("b", "second?")):
+        conv.record(task(ex, [block("FINAL(1)")], q, conv), ex.namespace, key=key)
+    again = task(ex, [block("FINAL(2)")], "first, reworded?", conv.before("a"))
+    prompt = again.root_prompts[0][1]["content"]
+    assert "first?" not in prompt and "second?" in prompt
+    conv.record(again, ex.namespace, key="a")
+    assert [t.question for t in conv.tasks] == ["first, reworded?", "second?"]
+
+
+def test_long_histories_are_compacted_and_say_so():
+    ex, conv = PlainExecutor(), Conversation(keep_full=2, max_chars=700)
+    for n in range(12):
+        res = task(ex, [block(f"v{n} = list(range({n}))\nFINAL({n})")],
+                   f"Question number {n} about the items?", conv)
+        conv.record(res, ex.namespace, key=str(n))
+    section = conv.prompt_section()
+    assert section is not None and len(section) <= 700
+    assert "Question number 11" in section and "| v11 = list(range(11))" in section
+    assert "| v9 =" not in section  # older tasks in one line only
+    dropped = section.split("older task")[0]
+    assert dropped.strip().endswith(tuple("0123456789"))  # "(N older tasks not shown ...)"
+    assert f"{HISTORY_NAME}[:" in section
+    assert len(conv.as_data()) == 12  # nothing cut from the record
+
+
+def test_a_task_with_no_answer_is_told_as_such():
+    ex, conv = PlainExecutor(), Conversation()
+    lm = ScriptedModel([block("print(1)"), "no final here"])
+    res = RLM(root_client=lm, sub_client=lm, max_iterations=1).run("q?", context="x",
+                                                                   executor=ex)
+    conv.record(res, ex.namespace)
+    assert "(no answer: the run stopped by max_iterations)" in conv.prompt_section()
+
+
+def test_the_record_round_trips():
+    ex, conv = PlainExecutor(), Conversation()
+    conv.record(task(ex, [block("x = [1]\nFINAL(1)")], "q?", conv), ex.namespace, key="k")
+    again = Conversation.from_list(conv.to_list())
+    assert again.prompt_section() == conv.prompt_section()
