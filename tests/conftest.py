@@ -48,4 +48,8 @@ def ip():
     start_ipython()
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "rlm_kernel")
+    # one shell for the whole process: each test starts a new conversation, no tools
+    magics = shell.magics_manager.registry["RLMMagics"]
+    magics.conversation.clear()
+    magics.tools = []
     return shell

@@ -1,6 +1,7 @@
 """The ``rlm`` command: run a task over files, and manage the embedded model.
 
-    rlm run --context FILE [--context FILE ...] [--model M] [--json] [--export X.ipynb] "question"
+    rlm run --context FILE [--context FILE ...] [--model M] [--returns TYPE] [--json]
+            [--export X.ipynb] "question"
     rlm model status | prepare | serve
 """
 
@@ -32,6 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a file (its text) or a folder (a dict {path: text} of its text "
                           "files); repeat for several, which makes a dict")
     add_setting_options(run)  # --max-iterations, budgets ... (from RLMConfig)
+    run.add_argument("--returns", metavar="TYPE",
+                     help="the answer's type: int, float, bool, str, list[str], "
+                     "dict[str, int], Literal['yes', 'no'] ... or a JSON Schema file "
+                     "(PATH.json); the answer is validated (and coerced), --json gives it "
+                     "as answer_value")
     run.add_argument("--replay", metavar="RECORD",
                      help="answer from a recorded run (an exported .ipynb, or the JSON of "
                      "--json --trajectory) instead of any model; reports the first step "
@@ -87,6 +93,7 @@ def _main(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from ..engine import RLM
+    from ..engine.answer_type import parse_type
     from ..models import LLMError, is_embedded
 
     if args.export and not args.export.endswith((".ipynb", ".jsonl")):
@@ -99,6 +106,11 @@ def _run(args: argparse.Namespace) -> int:
         _err("the question is missing")
         return 2
     question = args.question or recording.question
+    try:
+        answer_type = parse_type(args.returns) if args.returns else None
+    except (ValueError, TypeError) as exc:
+        _err(f"--returns: {exc}")
+        return 2
     rlm = RLM(observer=printer, replay=recording, **config_overrides(args))
     model = rlm.model
     if recording is None and is_embedded(model):
@@ -113,7 +125,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:  # stdout carries the JSON object only; stray prints go to stderr
         sys.stdout = sys.stderr
     try:
-        result = rlm.run(question, context=context)
+        result = rlm.run(question, context=context, output_type=answer_type)
     except LLMError as exc:
         _err(str(exc))
         return 1
@@ -179,7 +191,10 @@ def _export(result: Any, args: argparse.Namespace) -> str | None:
 
 def _print_answer(result: Any) -> None:
     print()
-    print(f"Answer: {result.answer}" if result.answer is not None else "No answer.")
+    if result.answer is not None:
+        print(f"Answer: {result.answer}")
+    else:
+        print(f"No answer: {result.error}" if result.error else "No answer.")
     print(f"({result.steps} steps, {result.llm_calls} LLM calls, "
           f"{result.prompt_tokens:,}+{result.completion_tokens:,} tokens, "
           f"${result.cost_usd:.4f}, {result.seconds:.1f} s, stopped by {result.stopped_by})")

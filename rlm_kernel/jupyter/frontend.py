@@ -176,6 +176,14 @@ class StepRenderer:
             rlm["candidate"] = self.current["candidate"]
         return rlm
 
+    def _on_step_notice(self, d: dict[str, Any]) -> None:
+        """The host's note on the running step (a protected input put back, an answer
+        of the wrong type refused): shown in the step's cell as its model saw it, on
+        stderr, and kept in the step's outputs."""
+        if self.current is not None and self.current["step"] == d["step"]:
+            self.on_rich_output({"output_type": "stream", "name": "stderr",
+                                 "text": d["text"] + "\n"})
+
     def _on_step_finished(self, d: dict[str, Any]) -> None:
         cur = self.current
         if cur is None or cur["step"] != d["step"]:  # a reply without code: no cell

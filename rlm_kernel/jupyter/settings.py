@@ -12,7 +12,18 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from traitlets import Bool, Dict, Float, Int, TraitError, TraitType, Unicode, default, validate
+from traitlets import (
+    Bool,
+    Dict,
+    Float,
+    Int,
+    List,
+    TraitError,
+    TraitType,
+    Unicode,
+    default,
+    validate,
+)
 from traitlets.config import Configurable
 
 from ..engine.config import RLMConfig, Setting, settings
@@ -38,7 +49,8 @@ _BY_NAME = {s.name: s for s in settings()}
 
 class RLM(Configurable):
     """The ``RLM`` config section: every run setting as a trait (``model`` and
-    ``sub_model`` among them), plus ``widgets`` and ``warm_start``.
+    ``sub_model`` among them), plus ``widgets``, ``warm_start``, ``follow_ups`` and
+    ``tools``.
 
     The class is named ``RLM`` because traitlets takes a section's name from its class
     (``c.RLM.<setting>``, ``--RLM.<setting>``, ``%config RLM``); it is not the engine's
@@ -51,7 +63,14 @@ class RLM(Configurable):
     # the namespace the class is built from, so these become ordinary class traits.
     locals().update(config_traits())
 
-    # Beside the run settings (the models among them): the widgets and the warm start.
+    # Beside the run settings (the models among them): the widgets, the warm start,
+    # follow-up tasks and the user's tools.
+    follow_ups = Bool(
+        True, help="A task is told the session's earlier tasks (questions, answers, code, "
+        "the variables they left); %%rlm --new starts afresh.").tag(config=True)
+    tools = List(
+        Unicode(), help="Names of the notebook's functions offered to the model as tools "
+        "(%rlm tools add NAME).").tag(config=True)
     widgets = Bool(
         True, help="Show the progress and variables widgets in the task cell.").tag(config=True)
     warm_start = Bool(
