@@ -23,9 +23,10 @@ One run (2 cores, Qwen2.5-Coder 1.5B, 3 runs of one cell)::
     open at the end: 4 (opened 11, closed 7)
 
 A run opens 2 widget comms (the progress and variables views: one ``ipywidgets.HTML``
-each) and 1 run comm, closed when the run ends; re-running the cell closes the previous
-run's 2 views.  The first run also opens the shared ``Layout`` and ``HTMLStyle`` (2
-comms per kernel, kept).
+each) and 1 run comm.  The table above was measured when the views stayed open until
+their cell was re-run; since then both views close when their run ends (their displays
+become static HTML and text), so each run's row closes 3 comms and only the shared
+``Layout`` and ``HTMLStyle`` stay open (2 comms per kernel, opened by the first run).
 """
 
 from __future__ import annotations

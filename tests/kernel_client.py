@@ -77,6 +77,12 @@ def script_model(kc, replies: list[str], **config) -> None:
     """Inside the kernel: every model the magic makes is a ScriptedModel with ``replies``
     (the loop's mechanics under test, not answers: no answer or grounding check), and
     ``c.RLM.<key> = value``."""
+    reply, _ = execute(kc, script_model_code(replies, **config))
+    assert reply["content"]["status"] == "ok", reply["content"]
+
+
+def script_model_code(replies: list[str], **config) -> str:
+    """The cell :func:`script_model` runs (for a notebook that scripts its own model)."""
     lines = ["import rlm_kernel.engine.loop as _e",
              "from rlm_kernel.models.scripted import ScriptedModel as _S",
              f"_lm = _S({replies!r})",
@@ -86,8 +92,7 @@ def script_model(kc, replies: list[str], **config) -> None:
              "get_ipython().run_line_magic('config', 'RLM.resample_temperature = 0.0')"]
     lines += [f"get_ipython().run_line_magic('config', 'RLM.{k} = {v!r}')"
               for k, v in config.items()]
-    reply, _ = execute(kc, "\n".join(lines))
-    assert reply["content"]["status"] == "ok", reply["content"]
+    return "\n".join(lines)
 
 
 def announce_frontend(kc) -> None:

@@ -356,6 +356,20 @@ class NotebookPage:
           p.content.activeCellIndex = i;
         }""", [index, source])
 
+    def select_cell(self, index: int) -> None:
+        """Make cell ``index`` the active (selected) cell."""
+        self.page.evaluate("(i) => {" + _JS_PRELUDE + """
+          panel().content.activeCellIndex = i;
+        }""", index)
+
+    def shutdown_kernel(self, timeout: float = 60.0) -> None:
+        """Shut the notebook's kernel down (as "Shut Down Kernel" does) and wait for it."""
+        self.page.evaluate("async () => {" + _JS_PRELUDE + """
+          await panel().sessionContext.shutdown();
+        }""")
+        self.wait_for(lambda: (self.kernel() or {}).get("name") is None, timeout,
+                      "the kernel to shut down")
+
     def palette(self, command_label: str) -> None:
         """Run a command through the command palette, as a user would."""
         self.page.keyboard.press("Escape")

@@ -1,7 +1,7 @@
 /**
- * Commands that run `%rlm` in the kernel for a notebook: export the latest run
- * (`rlm:export-run`) and continue a run from a step cell, with its edited code
- * (`rlm:continue-from-step`).
+ * Commands that run `%rlm` in the kernel for a notebook: export the run of the
+ * selected task cell (`rlm:export-run`; the latest run when that cell ran none) and
+ * continue a run from a step cell, with its edited code (`rlm:continue-from-step`).
  */
 
 import { Notification } from '@jupyterlab/apputils';
@@ -10,7 +10,7 @@ import type { NotebookPanel } from '@jupyterlab/notebook';
 import { KernelMessage } from '@jupyterlab/services';
 
 import { rlmMeta } from './protocol';
-import { latestRunId, runOrderOf, stepCode } from './runs';
+import { latestRunId, runOfCell, runOrderOf, stepCode } from './runs';
 
 export const COMMAND_EXPORT = 'rlm:export-run';
 export const COMMAND_CONTINUE = 'rlm:continue-from-step';
@@ -22,14 +22,23 @@ function shellQuote(word: string): string {
     : `'${word.replace(/'/g, `'"'"'`)}'`;
 }
 
-/** `%rlm export <notebook>-rlm-<run>.ipynb --run <run>`, silently, in the kernel. */
+/**
+ * `%rlm export <notebook>-rlm-<run>.ipynb --run <run>`, silently, in the kernel:
+ * the run of the selected cell's task cell (`runOfCell`), else the notebook's
+ * latest run.  The request names the task cell (`metadata.cellId`), as a run of
+ * that cell would: without `--run`, the kernel exports that cell's last run.
+ */
 export async function exportRun(panel: NotebookPanel): Promise<void> {
   const model = panel.content.model;
   const kernel = panel.sessionContext.session?.kernel;
   if (!model) {
     return;
   }
-  const runId = latestRunId(model.cells, runOrderOf(model));
+  const active = panel.content.activeCell?.model ?? null;
+  const selected = active?.id ?? null;
+  const order = runOrderOf(model);
+  const runId =
+    runOfCell(model.cells, selected, order) ?? latestRunId(model.cells, order);
   if (!runId) {
     Notification.warning('No RLM run in this notebook to export.', {
       autoClose: 5000
@@ -51,12 +60,17 @@ export async function exportRun(panel: NotebookPanel): Promise<void> {
   const shown = folder ? `${folder}/${file}` : file;
   // The kernel's cwd is the notebook's folder.
   const code = `%rlm export ${shellQuote(file)} --run ${runId}`;
+  const taskCell = (active ? rlmMeta(active)?.task_cell : null) ?? selected;
   let errorText = '';
-  const future = kernel.requestExecute({
-    code,
-    silent: true,
-    store_history: false
-  });
+  const future = kernel.requestExecute(
+    {
+      code,
+      silent: true,
+      store_history: false
+    },
+    true,
+    { cellId: taskCell ?? '' }
+  );
   future.onIOPub = msg => {
     if (KernelMessage.isErrorMsg(msg)) {
       errorText = `${msg.content.ename}: ${msg.content.evalue}`;

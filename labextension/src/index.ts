@@ -48,7 +48,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     app.commands.addCommand(COMMAND_EXPORT, {
       label: 'RLM export',
       caption:
-        "Export this notebook's latest RLM run as a notebook (%rlm export)",
+        "Export the selected task cell's RLM run (else the notebook's latest) " +
+        'as a notebook (%rlm export)',
       isEnabled: () => tracker.currentWidget !== null,
       execute: async () => {
         const panel = tracker.currentWidget;

@@ -330,6 +330,48 @@ export function latestRunId(
   return last;
 }
 
+/**
+ * The run to export for the selected cell `cellId`: the latest run of its task cell.
+ * A step or answer cell stands for its task cell (`metadata.rlm.task_cell`).  Of the
+ * runs whose cells name that task cell, the latest started in this session wins,
+ * else the last one in the notebook (a continuation's cells follow the steps it
+ * kept).  Null when that cell ran none (then the caller falls back to
+ * `latestRunId`).
+ */
+export function runOfCell(
+  cells: Iterable<{ readonly id: string; getMetadata(key: string): unknown }>,
+  cellId: string | null,
+  startedOrder: string[] = []
+): string | null {
+  if (!cellId) {
+    return null;
+  }
+  const list = Array.from(cells);
+  const selected = list.find(cell => cell.id === cellId);
+  if (!selected) {
+    return null;
+  }
+  const own = rlmMeta(selected);
+  const task = own?.task_cell ?? cellId;
+  const runs: string[] = [];
+  for (const cell of list) {
+    const meta = rlmMeta(cell);
+    if (meta && meta.run_id && (meta.task_cell ?? null) === task) {
+      runs.push(meta.run_id);
+    }
+  }
+  if (runs.length === 0) {
+    // a cell of a run that does not name its task cell: that run
+    return own?.run_id ?? null;
+  }
+  for (let i = startedOrder.length - 1; i >= 0; i--) {
+    if (runs.includes(startedOrder[i])) {
+      return startedOrder[i];
+    }
+  }
+  return runs[runs.length - 1];
+}
+
 /** The code of a step cell without its leading `#` reasoning lines. */
 export function stepCode(source: string): string {
   const lines = source.split('\n');

@@ -11,6 +11,9 @@ outputs), and a markdown cell with the answer.  Every cell is tagged
 ``metadata.rlm = {"run_id", "step", "role"}`` and the notebook's ``metadata.rlm``
 holds the run's totals and per-call records.  The kernelspec is ``rlm``, in which
 ``llm_query``/``FINAL``... exist outside runs, so the notebook re-runs top to bottom.
+Its ``language_info`` is the whole record the kernel reports (:func:`language_info`):
+JupyterLab writes the kernel's record into a notebook it opens, and a partial one
+there would mark a freshly exported notebook modified.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import tempfile
 import uuid
 from collections.abc import Sequence
@@ -31,11 +35,27 @@ from ..engine.recording import output_digest, step_exchanges
 from ..engine.step import step_source
 from .cells import CellRLM
 
-__all__ = ["CellRLM", "export_run", "cli_setup_cells"]
+__all__ = ["CellRLM", "export_run", "cli_setup_cells", "language_info"]
 
 
 
 NOTEBOOK_SUFFIX = ".ipynb"
+
+
+def language_info() -> dict[str, Any]:
+    """The ``language_info`` an IPython kernel on this interpreter reports in its
+    ``kernel_info_reply`` (ipykernel's ``IPythonKernel.language_info``; the RLM kernel
+    is one): name, version, mimetype, file extension, lexer, CodeMirror mode and
+    nbconvert exporter."""
+    return {
+        "codemirror_mode": {"name": "ipython", "version": sys.version_info[0]},
+        "file_extension": ".py",
+        "mimetype": "text/x-python",
+        "name": "python",
+        "nbconvert_exporter": "python",
+        "pygments_lexer": "ipython3",
+        "version": sys.version.split()[0],
+    }
 
 
 def export_run(result: Any, path: str | os.PathLike[str] | None = None, *,
@@ -85,7 +105,7 @@ def export_run(result: Any, path: str | os.PathLike[str] | None = None, *,
     nb = v4.new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": kernel_name, "display_name": display_name,
                                  "language": "python"}
-    nb.metadata["language_info"] = {"name": "python"}
+    nb.metadata["language_info"] = language_info()
     nb.metadata["rlm"] = _run_metadata(result, run_id, entries)
     nbformat.validate(nb)
     if target is not None:
@@ -237,6 +257,11 @@ def _task_markdown(result: Any) -> str:
         ("Cost (USD)", f"${result.cost_usd:.4f}"),
         ("Seconds", f"{result.seconds:.2f}"),
     ]
+    if getattr(result, "answer_type", None):
+        rows.insert(2, ("Answer type", f"`{_cell_text(result.answer_type)}`"))
+    earlier = len(getattr(result, "conversation", None) or ())
+    if earlier:
+        rows.insert(2, ("Earlier tasks told", f"{earlier}"))
     table = "\n".join(f"| {k} | {v} |" for k, v in rows)
     return f"## RLM run\n\n**Task:**\n\n{quoted}\n\n| | |\n|:--|--:|\n{table}"
 
@@ -301,4 +326,8 @@ def _run_metadata(result: Any, run_id: str, entries: list[Any]) -> dict[str, Any
         "calls": [c.to_dict() for c in result.calls],
         **({"candidates": [dict(c) for c in result.candidates]}
            if getattr(result, "candidates", None) else {}),
+        **({"answer_type": result.answer_type}
+           if getattr(result, "answer_type", None) else {}),
+        **({"conversation": list(result.conversation)}
+           if getattr(result, "conversation", None) else {}),
     }

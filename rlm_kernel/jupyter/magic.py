@@ -7,11 +7,20 @@
     %rlm export PATH.ipynb [--run ID]  one run as a notebook
     %rlm export PATH.jsonl --format rlm  one run as alexzhang13/rlm's log (its visualizer)
     %rlm replay [PATH] [--run ID]      a recorded run again, without the model
+    %rlm tools [add|remove NAME ...]   the notebook's functions offered to the model
 
 Options: ``--model``, ``--sub-model``, every per-run limit of ``rlm run``
 (``--max-iterations``, ``--max-llm-calls``, ``--step-timeout`` ...: the same flags,
-from :func:`rlm_kernel.engine.config.settings`) and ``--context NAME`` (repeatable:
-the variables the model is told about; default every data variable).  Settings are
+from :func:`rlm_kernel.engine.config.settings`), ``--context NAME`` (repeatable:
+the variables the model is told about; default every data variable), ``--returns
+TYPE`` (the answer's type: ``int``, ``list[str]``, a class of the notebook, a JSON
+Schema file; :mod:`rlm_kernel.engine.answer_type`) and ``--new`` (start a new
+conversation: the task is not told the earlier ones).
+
+A task continues the session's conversation (:mod:`rlm_kernel.engine.conversation`):
+the model is told the earlier tasks, their answers, code and the variables they left.
+Re-running a task cell replaces that task.  Only what the user loaded (or named with
+``--context``) is a protected input; variables earlier tasks created are working state.  Settings are
 traitlets under ``c.RLM`` (``%config RLM.max_llm_calls = 20``; ``None`` = no limit),
 the models among them (falling back to ``RLM_MODEL`` / ``RLM_SUB_MODEL``:
 :meth:`~rlm_kernel.engine.config.RLMConfig.models`).
@@ -29,6 +38,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
+from ..engine.conversation import Conversation
 from ..engine.options import add_setting_options, config_overrides, positive_int
 from .frontend import FrontendRegistry, StepRenderer
 from .run_commands import RunCommands, RunRecord
@@ -39,10 +49,11 @@ __all__ = ["RLMMagics", "RunRecord"]
 
 
 _USAGE = ("usage: %rlm [--model M] [--sub-model M] [--max-iterations N] [--max-llm-calls N] "
-          "[...any rlm run limit] [--context NAME ...] [--] QUESTION  |  %rlm vars  |  "
-          "%rlm export PATH.ipynb [--run ID]  |  %rlm replay [PATH] [--run ID]")
+          "[...any rlm run limit] [--context NAME ...] [--returns TYPE] [--new] [--] "
+          "QUESTION  |  %rlm vars  |  %rlm export PATH.ipynb [--run ID]  |  "
+          "%rlm replay [PATH] [--run ID]  |  %rlm tools [add|remove NAME ...]")
 
-COMMANDS = ("vars", "export", "replay", "continue", "recorded")
+COMMANDS = ("vars", "export", "replay", "continue", "recorded", "tools")
 """First words that make a ``%rlm`` line a sub-command, not a question (``%rlm -- vars
 ...`` asks a question that starts with one of them)."""
 
@@ -65,6 +76,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     parser = _Parser(prog=prog, add_help=False, exit_on_error=False, allow_abbrev=False)
     add_setting_options(parser, with_help=False)
     parser.add_argument("--context", action="append")
+    parser.add_argument("--returns")
+    parser.add_argument("--new", action="store_true")
     parser.add_argument("--run")
     parser.add_argument("--format", choices=["notebook", "rlm"])
     parser.add_argument("--from", dest="from_step", type=positive_int)
@@ -167,6 +180,8 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         self.step_counts: set[int] = set()
         self._views: dict[str, Any] = {}  # task cell id -> its last run's widgets
         self.cell_log: list[str] = []  # the user's cells, for an export's setup cells
+        self.conversation = Conversation()
+        """The session's earlier tasks (:mod:`rlm_kernel.engine.conversation`)."""
         self.running: bool = False
         """True while a run goes (from before its widgets appear until it has ended):
         :class:`~rlm_kernel.jupyter.kernel.RLMKernel` reads it to keep the frontend's
@@ -219,9 +234,11 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         if cell is None and name == "vars":
             return self._show_vars(opts.context)
         if cell is None and name == "export":
-            return self._export(args, opts.run, opts.format)
+            return self._export(args, opts.run, opts.format, cell_id=_cell_id(self.shell))
         if cell is None and name == "replay":
             return self._replay(args, opts)
+        if cell is None and name == "tools":
+            return self._tools_command(args)
         raise UsageError(f"%rlm {name}: not available "
                          f"{'in %%rlm' if cell is not None else 'as a line magic'}\n{_USAGE}")
 
@@ -233,9 +250,14 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         :class:`~rlm_kernel.engine.resume.Continuation` of run ``continues``) the run
         goes on from one of that run's steps.
 
+        The task continues the session's conversation (:attr:`conversation`; not with
+        ``--new`` or ``c.RLM.follow_ups = False``), offers the tools of
+        :attr:`tools` (``%rlm tools``), and asks for the ``--returns`` type.  Only
+        the variables the user loaded or named are protected inputs.
+
         Raises:
-            UsageError: a ``--context`` name is not in the namespace, or an option
-                value is out of bounds.
+            UsageError: a ``--context`` name is not in the namespace, an option value
+                is out of bounds, the ``--returns`` type or a tool is not usable.
         """
         from ..engine import RLM
         from ..models import LLMError
@@ -247,7 +269,15 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         except ValueError as exc:
             raise UsageError(f"%rlm: {exc}\n{_USAGE}") from None
         run_id, cell_id = uuid.uuid4().hex[:8], _cell_id(self.shell)
-        setup = self._setup_cells()
+        answer_type = self._answer_type(getattr(opts, "returns", None))
+        tools = self._tool_functions()
+        if getattr(opts, "new", False):
+            self.conversation.clear()
+        history = self.conversation.before(cell_id) if self.follow_ups else None
+        working = history.working_names(self.shell.user_ns) if history else set()
+        protected = [n for n in variables if opts.context and n in opts.context
+                     or n not in working]
+        setup = self._setup_cells() + _earlier_cells(history)
         executor = ShellExecutor(self.shell)
         renderer = self._renderer(run_id, cell_id, executor)
         if continuation is not None:
@@ -256,7 +286,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         # frontend send must not turn its status to idle (RLMKernel._publish_status).
         self.running = True
         try:
-            view = self._view(cell_id, config.max_iterations, list(variables))
+            view = self._view(cell_id, config.max_iterations, [*variables, *tools])
         except BaseException:
             self.running = False
             raise
@@ -267,9 +297,10 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
                 view.on_event(event)
 
         try:
-            rlm = RLM(config=config, observer=observer, replay=replay)
+            rlm = RLM(config=config, observer=observer, replay=replay, tools=tools)
             result = rlm.run(question, executor=executor, variables=variables,
-                             continuation=continuation)
+                             continuation=continuation, output_type=answer_type,
+                             history=history, protected=protected)
         except LLMError as exc:
             print(f"RLM: {exc}", file=sys.stderr)
             return None
@@ -278,6 +309,8 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
             bind_session_tools(self.shell, self.run_config().models()[1])
             if view is not None:
                 view.close()
+        self.conversation.record(result, self.shell.user_ns, key=cell_id or run_id,
+                                 run_id=run_id)
         return self._finish(RunRecord(run_id, result, cell_id, setup, renderer.step_outputs,
                                       renderer.execution_counts, renderer.messages))
 
@@ -297,11 +330,11 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
 
     def _view(self, cell_id: str | None, max_iterations: int, names: list[str]) -> Any:
         """Display the run's progress and variables widgets (None if ``widgets`` is
-        off); a re-run cell's previous widgets are closed first."""
+        off); a re-run cell's previous widgets are closed first.  Each widget has a
+        display id: when the run ends, ``view.close()`` turns both displays into
+        static HTML and text (:meth:`~rlm_kernel.jupyter.widgets.RunView.close`)."""
         if not self.widgets:
             return None
-        from IPython.display import display
-
         from .widgets import RunView
 
         view = RunView(max_iterations, namespace=self.shell.user_ns, names=names)
@@ -310,7 +343,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
             old.dispose()
         if cell_id:
             self._views[cell_id] = view
-        display(*view.widgets)
+        view.show()
         return view
 
     def _finish(self, record: RunRecord) -> Any:
@@ -328,8 +361,9 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
                   "other output than the record (diverged_at)", file=sys.stderr)
         if result.stopped_by != "final":
             reason = f": {result.error}" if result.error else ""
+            kept = f"{result.steps} step{'' if result.steps == 1 else 's'} kept"
             print(f"RLM run {record.run_id} stopped by {result.stopped_by}{reason} "
-                  f"({result.steps} steps kept)", file=sys.stderr)
+                  f"({kept})", file=sys.stderr)
         return value
 
     # -- helpers ------------------------------------------------------------------------
@@ -341,6 +375,72 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         if missing:
             raise UsageError(f"%rlm: no variable named {', '.join(missing)}")
         return user_variables(ns, names or None)
+
+    def _answer_type(self, text: str | None) -> Any:
+        """The ``--returns`` type (names resolve in the notebook's namespace first).
+
+        Raises:
+            UsageError: the type cannot be read or checked."""
+        if not text:
+            return None
+        from ..engine.answer_type import parse_type
+
+        try:
+            return parse_type(text, self.shell.user_ns)
+        except (ValueError, TypeError) as exc:
+            raise UsageError(f"%rlm --returns: {exc}") from None
+
+    def _tool_functions(self) -> dict[str, Any]:
+        """The functions named in :attr:`tools`, from the namespace.
+
+        Raises:
+            UsageError: a name is missing from the namespace, not callable, or
+                reserved."""
+        from ..engine.task import check_tools
+
+        ns = self.shell.user_ns
+        missing = [n for n in self.tools if n not in ns]
+        if missing:
+            raise UsageError(f"%rlm: the tool {', '.join(missing)} is not defined "
+                             "(%rlm tools remove NAME drops it)")
+        try:
+            return check_tools({n: ns[n] for n in self.tools})
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"%rlm: {exc}") from None
+
+    def _tools_command(self, args: list[str]) -> Any:
+        """``%rlm tools`` (list), ``%rlm tools add NAME ...``, ``%rlm tools remove
+        NAME ...``: the notebook's functions offered to the model (``c.RLM.tools``).
+
+        Raises:
+            UsageError: another verb, no names, a name that is not a callable of the
+                namespace or is reserved, removing a name that is not a tool."""
+        from ..engine.task import check_tools, describe_tool
+
+        verb, names = (args[0], args[1:]) if args else ("list", [])
+        ns = self.shell.user_ns
+        if verb == "add" and names:
+            missing = [n for n in names if n not in ns]
+            if missing:
+                raise UsageError(f"%rlm tools add: no {', '.join(missing)} in the namespace")
+            try:
+                check_tools({n: ns[n] for n in names})
+            except (TypeError, ValueError) as exc:
+                raise UsageError(f"%rlm tools add: {exc}") from None
+            self.tools = [*self.tools, *(n for n in names if n not in self.tools)]
+        elif verb == "remove" and names:
+            unknown = [n for n in names if n not in self.tools]
+            if unknown:
+                raise UsageError(f"%rlm tools remove: {', '.join(unknown)} is not a tool "
+                                 f"(tools: {', '.join(self.tools) or 'none'})")
+            self.tools = [n for n in self.tools if n not in names]
+        elif verb != "list" or names:
+            raise UsageError("usage: %rlm tools  |  %rlm tools add NAME [NAME ...]  |  "
+                             "%rlm tools remove NAME [NAME ...]")
+        lines = [describe_tool(n, ns[n]) if n in ns else f"- {n} (not defined)"
+                 for n in self.tools]
+        print("Tools offered to the model:\n" + "\n".join(lines) if lines
+              else "No tools (%rlm tools add NAME offers a function of the notebook).")
 
     def _log_cell(self, info: Any) -> None:
         """``pre_run_cell`` hook: remember the user's cells (not steps, not silent)."""
@@ -370,7 +470,19 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
 
         view = VariablesView()
         view.update(variables_from_namespace(self.shell.user_ns, names))
-        display(view.widget)
+        display(view.static(), raw=True)  # a snapshot: reads the same after the kernel
+        view.widget.close()
+
+
+def _earlier_cells(history: Any) -> list[str]:
+    """Setup cells for an export of a follow-up task: the code of the earlier tasks'
+    steps (their variables are the follow-up's working state), one cell per task."""
+    cells = []
+    for i, task in enumerate(history.tasks if history else (), start=1):
+        if task.code:
+            head = f"# earlier task {i}: {' '.join(task.question.split())[:200]}"
+            cells.append("\n\n".join([head, *task.code]))
+    return cells
 
 
 def _cell_id(shell: Any) -> str | None:

@@ -57,13 +57,18 @@ class RunCommands:
         return self.run_task(rec.result.question, opts, continuation=cont,
                              continues=rec.run_id)
 
-    def _run_record(self, run_id: str | None, verb: str) -> RunRecord:
-        """The run ``run_id`` of this session (default the last).
+    def _run_record(self, run_id: str | None, verb: str,
+                    cell_id: str | None = None) -> RunRecord:
+        """The run ``run_id`` of this session; without it, the last run started from
+        the cell ``cell_id`` (:attr:`RunRecord.cell_id`), else the last run.
 
         Raises:
             UsageError: no run yet, or no such run."""
         if not self.runs:
             raise UsageError(f"%rlm {verb}: no run yet in this session")
+        if not run_id and cell_id:
+            of_cell = [r for r in self.runs.values() if r.cell_id == cell_id]
+            run_id = of_cell[-1].run_id if of_cell else None
         rec = self.runs.get(run_id) if run_id else list(self.runs.values())[-1]
         if rec is None:
             raise UsageError(f"%rlm {verb}: no run {run_id!r}; runs: {', '.join(self.runs)}")
@@ -96,15 +101,20 @@ class RunCommands:
             raise UsageError(f"%rlm replay: {exc}") from None
         return self.run_task(recording.question, opts, replay=recording)
 
-    def _export(self, args: list[str], run_id: str | None, fmt: str | None = None) -> None:
+    def _export(self, args: list[str], run_id: str | None, fmt: str | None = None,
+                cell_id: str | None = None) -> None:
         """``%rlm export PATH.ipynb`` (a notebook that re-runs) or ``%rlm export
-        PATH.jsonl --format rlm`` (alexzhang13/rlm's log, for its visualizer)."""
+        PATH.jsonl --format rlm`` (alexzhang13/rlm's log, for its visualizer).
+
+        The run: ``--run ID``; else the last run of the cell the request names
+        (``cell_id``, JupyterLab's ``metadata.cellId``: the toolbar's export sends the
+        selected task cell's); else the last run of the session."""
         from ..export import export_rlm_log, export_run
 
         if len(args) != 1:
             raise UsageError("usage: %rlm export PATH.ipynb [--run ID]  |  "
                              "%rlm export PATH.jsonl --format rlm [--run ID]")
-        rec = self._run_record(run_id, "export")
+        rec = self._run_record(run_id, "export", cell_id)
         try:
             if fmt == "rlm" or (fmt is None and args[0].endswith(".jsonl")):
                 cfg = self.run_config()

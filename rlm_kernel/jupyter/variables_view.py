@@ -1,11 +1,18 @@
 """The variables view: a table of :class:`REPLVariable` metadata (name, type, length
 with unit, preview) in one ``ipywidgets.HTML``, and the widget factory every view
-uses (one shared ``Layout`` and ``HTMLStyle``, so a view costs one comm)."""
+uses (one shared ``Layout`` and ``HTMLStyle``, so a view costs one comm).
+
+Lengths are given as a reader counts them: characters for a ``str``, items for a
+list, dict, set and any other sized container, rows for a table, bytes for
+``bytes``; a number or another object without a length shows none.
+:meth:`VariablesView.static` is the same table as ``text/html`` and ``text/plain``,
+for a notebook read without a kernel."""
 
 from __future__ import annotations
 
+import dataclasses
 import html
-from collections.abc import Mapping
+from collections.abc import Mapping, Sized
 from typing import Any
 
 import ipywidgets as w
@@ -14,7 +21,8 @@ from ipywidgets.widgets.widget_string import HTMLStyle
 from ..engine.tools import user_variables
 from ..repl_types import REPLVariable
 
-__all__ = ["PREVIEW_CHARS", "VariablesView", "html_widget", "variables_from_namespace"]
+__all__ = ["PREVIEW_CHARS", "VariablesView", "html_widget", "length_text",
+           "reader_length", "variables_from_namespace"]
 
 PREVIEW_CHARS = 80  # characters of preview shown per table row
 
@@ -31,7 +39,8 @@ def html_widget(value: str = "") -> w.HTML:
 
 def variables_from_namespace(ns: Mapping[str, Any],
                              names: list[str] | None = None) -> list[REPLVariable]:
-    """Describe the data variables of ``ns`` as the model sees them.
+    """Describe the data variables of ``ns`` for a reader: the model's preview, and the
+    length as a reader counts it (see :func:`reader_length`).
 
     Without ``names``: every name that is not private (``_x``), a module, a callable,
     an IPython helper or a reserved RLM name.  With ``names``: exactly those, in order.
@@ -40,8 +49,37 @@ def variables_from_namespace(ns: Mapping[str, Any],
     Raises:
         KeyError: a name in ``names`` is not in ``ns`` (the missing name is given).
     """
-    return [REPLVariable.from_value(n, v, preview_length=200)
+    return [reader_length(REPLVariable.from_value(n, v, preview_length=200), v)
             for n, v in user_variables(ns, names).items()]
+
+
+def reader_length(var: REPLVariable, value: Any) -> REPLVariable:
+    """``var`` with the length a reader expects of ``value``.
+
+    The model is told the character count of a small container's JSON text (it reads
+    that text); a reader of the table counts a 2-item list as 2 items.  So: ``str``
+    keeps its characters, rows, items and bytes stay, any other sized value (list,
+    tuple, dict, set, deque, range ...) gets ``len(value)`` items, and a value without
+    a length (a number, ``None``, an object) gets none (``length_unit`` ``""``).
+    """
+    if isinstance(value, str) or var.length_unit in ("rows", "items", "bytes"):
+        return var
+    if isinstance(value, Sized):
+        try:
+            return dataclasses.replace(var, total_length=len(value), length_unit="items")
+        except Exception:  # noqa: BLE001 - a broken __len__ is the value's own business
+            pass
+    return dataclasses.replace(var, total_length=0, length_unit="")
+
+
+def length_text(var: REPLVariable) -> str:
+    """``"12,345 characters"``, ``"1 item"``, ``"3 rows"``; ``""`` for no length."""
+    if not var.length_unit:
+        return ""
+    unit = var.length_unit
+    if var.total_length == 1 and unit.endswith("s"):
+        unit = unit[:-1]
+    return f"{var.total_length:,} {unit}"
 
 
 def _one_line(text: str, limit: int = PREVIEW_CHARS) -> str:
@@ -60,11 +98,12 @@ class VariablesView:
     def __init__(self, title: str | None = None) -> None:
         self.variables: list[REPLVariable] = []
         self.title = title
+        self.message: str | None = None  # shown instead of the table (show_message)
         self.widget = html_widget(self._html())
 
     def update(self, variables: list[REPLVariable]) -> None:
         """Show ``variables`` (replacing what was shown)."""
-        self.variables = list(variables)
+        self.variables, self.message = list(variables), None
         self.widget.value = self._html()
 
     def _html(self) -> str:
@@ -76,6 +115,7 @@ class VariablesView:
 
     def show_message(self, text: str) -> None:
         """Show ``text`` (escaped, in italics) instead of the table."""
+        self.message = text
         body = f"<i>{html.escape(text)}</i>"
         self.widget.value = body if self.title is None else (
             f"<details open><summary>{html.escape(self.title)}</summary>{body}</details>")
@@ -88,15 +128,33 @@ class VariablesView:
                                                                  "Preview"))]
         for v in self.variables:
             cells = (f"<code>{html.escape(v.name)}</code>", html.escape(v.type_name),
-                     html.escape(f"{v.total_length:,} {v.length_unit}"),
+                     html.escape(length_text(v)),
                      f"<code>{html.escape(_one_line(v.preview))}</code>")
             rows.append("".join(f'<td style="{pad}white-space:pre">{c}</td>' for c in cells))
         return ('<table class="rlm-variables">' + "".join(f"<tr>{r}</tr>" for r in rows)
                 + "</table>")
 
     def text(self) -> str:
-        """One line: ``2 variables: context (str, 11 characters), n (int, 2 characters)``."""
-        parts = [f"{v.name} ({v.type_name}, {v.total_length:,} {v.length_unit})"
+        """One line: ``2 variables: context (str, 11 characters), hits (list, 2 items)``."""
+        parts = [f"{v.name} ({', '.join(filter(None, (v.type_name, length_text(v))))})"
                  for v in self.variables]
         count = f"{len(parts)} variable{'' if len(parts) == 1 else 's'}"
         return f"{count}: {', '.join(parts)}" if parts else "no variables"
+
+    def plain_table(self) -> str:
+        """The table as aligned plain text (title first when there is one)."""
+        rows = [("Name", "Type", "Length", "Preview")] + [
+            (v.name, v.type_name, length_text(v), _one_line(v.preview))
+            for v in self.variables]
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r[:3], widths, strict=True))
+                 + "  " + r[3] for r in rows]
+        body = (self.message if self.message is not None else
+                "\n".join(line.rstrip() for line in lines) if self.variables
+                else "No variables.")
+        return f"{self.title}:\n{body}" if self.title else body
+
+    def static(self) -> dict[str, str]:
+        """What the widget shows, as a display's ``text/html`` and ``text/plain`` (no
+        widget: it reads the same with the kernel gone, in nbviewer or on GitHub)."""
+        return {"text/html": self.widget.value, "text/plain": self.plain_table()}

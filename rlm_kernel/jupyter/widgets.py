@@ -8,6 +8,15 @@ Each view is one ``ipywidgets.HTML``, and all of them share one ``Layout`` and o
 ``HTMLStyle``: a run opens 2 comms (ipywidgets gives every widget a layout and a style
 widget of its own otherwise: 3 comms each, ~31 for the old box-and-label views), and
 :meth:`RunView.dispose` closes them.
+
+A widget needs its kernel: a notebook saved with one and reopened later shows
+"Error displaying widget: model not found" in its place.  So a live view lasts as
+long as its run: :meth:`RunView.show` displays each widget under a display id, and
+:meth:`RunView.close` (the run has ended) replaces both displays with their static
+rendering (the same HTML, and a ``text/plain`` summary: what nbviewer, GitHub and a
+reopened notebook show), then closes the widgets' comms.  At the end the progress
+bar is full, in the stop reason's colour, and reads the steps run
+(``2 steps, final``), not the step budget.
 """
 
 from __future__ import annotations
@@ -17,6 +26,8 @@ import threading
 import time
 from collections.abc import Mapping
 from typing import Any
+
+from IPython.display import DisplayHandle, display
 
 from ..engine.candidates import short_answer
 from ..engine.events import Event
@@ -71,6 +82,7 @@ class ProgressView:
                                        "cost_usd": 0.0}
         self.activity, self._active = "not started", False
         self.candidate: str = ""  # in a candidates run: "candidate 2/3 · "
+        self.final: str | None = None  # once the run has ended: "2 steps, final"
         self._tick, self._origin = tick, time.monotonic()
         self._lock, self._stop = threading.Lock(), threading.Event()
         self._thread: threading.Thread | None = None
@@ -106,6 +118,7 @@ class ProgressView:
             self.max_iterations = int(d.get("max_iterations") or self.max_iterations)
             self.bar.max, self.bar.bar_style = max(1, self.max_iterations), ""
             self.step, self._active, self.activity = 0, True, "started"
+            self.final = None
         elif kind in ("model_call", "step_started"):
             self.step = d["step"]
             self.activity = _phrase(kind, d)
@@ -129,6 +142,8 @@ class ProgressView:
             if chosen:  # the steps shown are the chosen candidate's
                 self.candidate = f"candidate {chosen[0]['index']} chosen · "
                 self.step = int(chosen[0].get("steps") or 0)
+            steps = int(getattr(res, "steps", self.step))
+            self.final = f"{steps} step{'s' * (steps != 1)}, {res.stopped_by}"
             self.bar.bar_style = _BAR_STYLES.get(res.stopped_by, "danger")
             word = "finished" if res.stopped_by == "final" else "stopped"
             self.activity = f"{word}: {res.stopped_by}" + (f" — {res.error}" if res.error else "")
@@ -141,10 +156,15 @@ class ProgressView:
             self.activity = f"step {self.step}: sub-run (depth {depth}) {what}"
 
     def _render(self) -> None:
-        self.bar.value = max(0, min(self.step, self.max_iterations))
-        self.step_label.value = self.candidate + (
-            f"step {self.step} of {self.max_iterations}" if self.step <= self.max_iterations
-            else f"answer-now step (after {self.max_iterations})")
+        if self.final is not None:  # the run has ended: a full bar, the steps it ran
+            self.bar.value = self.bar.max
+            self.step_label.value = self.candidate + self.final
+        else:
+            self.bar.value = max(0, min(self.step, self.max_iterations))
+            self.step_label.value = self.candidate + (
+                f"step {self.step} of {self.max_iterations}"
+                if self.step <= self.max_iterations
+                else f"answer-now step (after {self.max_iterations})")
         self.elapsed_label.value = f"{self.elapsed:.1f} s"
         t = self.totals
         self.tokens_label.value = (f"{t['prompt_tokens']:,} prompt + "
@@ -208,6 +228,13 @@ class ProgressView:
             return " · ".join([self.step_label.value, f"{self.elapsed:.1f} s",
                                self.tokens_label.value, self.cost_label.value, self.activity])
 
+    def static(self) -> dict[str, str]:
+        """What the widget shows, as a display's ``text/html`` (the same bar and lines)
+        and ``text/plain`` (``RLM run: 2 steps, final · 3.4 s · ...``)."""
+        text = self.text()
+        with self._lock:
+            return {"text/html": self.widget.value, "text/plain": f"RLM run: {text}"}
+
 
 class RunView:
     """Progress plus a collapsible table of the variables the model sees.
@@ -226,6 +253,19 @@ class RunView:
         self.progress = ProgressView(max_iterations, tick=tick)
         self.variables = VariablesView(title="Variables the model sees")
         self.widgets = (self.progress.widget, self.variables.widget)
+        self.handles: list[DisplayHandle] = []  # the displays show() made
+
+    def show(self) -> None:
+        """Display the two widgets, each under a display id of its own, so that
+        :meth:`close` can replace them with their static rendering (outside IPython
+        ``display`` only prints: nothing to replace)."""
+        handles = [display(x, display_id=True) for x in self.widgets]
+        self.handles = [] if None in handles else handles
+
+    def static(self) -> list[dict[str, str]]:
+        """The progress and the variables table as ``text/html`` + ``text/plain``
+        bundles (what a notebook keeps once the live widgets are gone)."""
+        return [self.progress.static(), self.variables.static()]
 
     def on_event(self, event: Event) -> None:
         """Forward to the progress view; refresh the variables at run start, after
@@ -253,8 +293,18 @@ class RunView:
             self.variables.update(variables_from_namespace(self.namespace, self.names))
 
     def close(self) -> None:
-        """Stop the progress view's thread (the widgets stay displayed)."""
+        """The run has ended: stop the progress view's thread; when :meth:`show`
+        displayed the widgets, replace each display with its static rendering (as the
+        live view last looked: the final bar, the variables the run left) and close
+        the widgets' comms, so that the saved notebook holds no widget.  Idempotent."""
         self.progress.close()
+        handles, self.handles = self.handles, []
+        if not handles:
+            return
+        for handle, bundle in zip(handles, self.static(), strict=True):
+            handle.update(bundle, raw=True)
+        for widget in self.widgets:
+            widget.close()
 
     def dispose(self) -> None:
         """Stop the thread and close both widgets' comms (the run's cell is re-run)."""

@@ -17,6 +17,7 @@ from rlm_kernel.cli import main
 from rlm_kernel.engine.budget import Budget, BudgetGuard
 from rlm_kernel.engine.tools import RunTools
 from rlm_kernel.export import cli_setup_cells, export_run
+from rlm_kernel.export.notebook import language_info
 from rlm_kernel.models import UsageLedger
 from rlm_kernel.models.scripted import ScriptedModel
 from rlm_kernel.termination import FinalOutput
@@ -73,7 +74,10 @@ def test_notebook_metadata_totals_equal_the_result():
     meta = nb.metadata
     assert meta.kernelspec == {"name": "rlm", "display_name": "RLM (Python)",
                                "language": "python"}
-    assert meta.language_info == {"name": "python"}
+    assert meta.language_info == language_info()  # the kernel's whole record
+    assert set(meta.language_info) == {"name", "version", "mimetype", "file_extension",
+                                       "pygments_lexer", "codemirror_mode",
+                                       "nbconvert_exporter"}
     m = meta.rlm
     assert m.run_id == "r2" and m.question == "How long?"
     assert m.model == res.model and m.sub_model == res.sub_model

@@ -13,6 +13,12 @@ Without it, the harness checks plain JupyterLab (the notebook opens, the cells r
 task cell's result is the answer: the kernel's inline fallback) and then fails, naming
 what did not run.
 
+A last test runs two task cells on scripted replies (no model) and checks what outlives
+the kernel: the runs' views turn into static HTML, the saved notebook holds no widget
+view and, reopened after its kernel was shut down, shows the runs' summaries and no
+"Error displaying widget"; the toolbar's export writes the selected task cell's run, and
+the exported notebook opens unmodified.
+
 Screenshots go to ``artifacts/`` at the repository root. Needs
 ``scripts/install_browser.sh`` and ``pip install playwright "jupyterlab>=4.6,<4.7"``.
 """
@@ -20,14 +26,17 @@ Screenshots go to ``artifacts/`` at the repository root. Needs
 from __future__ import annotations
 
 import random
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
+from nbformat.sign import NotebookNotary
 
 from evals.questions import defines_function_question
+from tests.kernel_client import script_model_code
 from tests.lab_harness import (
     EXTENSION_NAME,
     LOAD_JSON_CELL,
@@ -41,6 +50,7 @@ from tests.lab_harness import (
     prompt_count,
     write_notebook,
 )
+from tests.replies import block
 
 _MISSING = missing_prerequisites()
 pytestmark = pytest.mark.slow
@@ -335,3 +345,184 @@ def test_continue_from_an_edited_step_then_run_all(lab, page, extension, questio
     printed = "".join(str(o.get("text", "")) for o in nb.cells()[-1]["outputs"])
     assert "edits 1" in printed, f"old step cells ran again as plain code: {printed!r}"
     assert len(answers()) == 1
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_ERROR = "Error displaying widget"
+SCRIPTED_DATA = "context = 'hello world'\nhits = ['x' * 100, 'y' * 100]"
+
+
+def _text_of(page: Any, selector: str = ".jp-Notebook") -> str:
+    """The rendered text of the first element matching ``selector``."""
+    return page.evaluate("(s) => (document.querySelector(s) || {}).innerText || ''", selector)
+
+
+def _trusted(nb: NotebookPage) -> list[bool]:
+    """Whether each ``%%rlm`` task cell of the open notebook is trusted."""
+    return nb.page.evaluate("""() => window.jupyterapp.shell.currentWidget.content.widgets
+        .filter(c => c.model.sharedModel.getSource().startsWith('%%rlm'))
+        .map(c => c.model.trusted)""")
+
+
+def test_a_saved_notebook_reads_well_after_the_kernel_is_gone(lab, page, extension):
+    """Two task cells run (scripted replies: the views and the export are under test,
+    not the model).  When each run ends its progress and variables views give way to
+    static HTML; the saved notebook holds no widget view; reopened with its kernel shut
+    down it shows no widget error and the run's summary.  The toolbar's export with the
+    first task cell selected writes that cell's run, not the latest; the exported
+    notebook opens unmodified (its metadata is the kernel's)."""
+    if not extension:
+        pytest.fail(f"{EXTENSION_NAME} is not installed")
+    replies = [block("n = len(hits)\nprint(n)"), block("FINAL(n)"), block("FINAL('b')")]
+    cells = [script_model_code(replies, max_iterations=4), SCRIPTED_DATA,
+             "%%rlm\nHow many hits are there?", "%%rlm\nSay b."]
+    write_notebook(lab.root / "static.ipynb", "rlm", "RLM (Python)", cells)
+    nb = NotebookPage(page, lab, "static.ipynb").open()
+    task_ids = [c["id"] for c in nb.cells()[2:4]]
+    nb.run_all()
+
+    def answers() -> dict[str, str]:
+        return {(c["rlm"] or {}).get("task_cell"): c["rlm"]["run_id"] for c in nb.cells()
+                if (c["rlm"] or {}).get("role") == "answer"}
+
+    nb.wait_for(lambda: len(answers()) == 2, 120, "both answer cells")
+    runs = answers()
+
+    def task_cells() -> list[dict[str, Any]]:
+        return [c for c in nb.cells() if c["id"] in task_ids]
+
+    nb.wait_for(lambda: all(prompt_count(c["prompt"]) is not None for c in task_cells()),
+                60, "both task cells to finish")
+    nb.page.wait_for_timeout(1000)  # the last display updates
+    for cell in task_cells():
+        kinds = [set(o.get("data", {})) for o in cell["outputs"]
+                 if o["output_type"] == "display_data"]
+        assert kinds and all(WIDGET_VIEW not in k for k in kinds), (cell["source"], kinds)
+        assert all({"text/html", "text/plain"} <= k for k in kinds), kinds
+    first = task_cells()[0]["text"]
+    assert "2 steps, final" in first and "step 2 of 4" not in first, first
+    assert re.search(r"hits\s+list\s+2 items", first), first
+    assert "1 step, final" in task_cells()[1]["text"]
+    saved = nbformat.read(nb.save(), as_version=4)
+    outputs = [o for c in saved.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if WIDGET_VIEW in o.get("data", {})]
+
+    # The toolbar's export, the first task cell selected: its run, not the latest one.
+    nb.select_cell([c["id"] for c in nb.cells()].index(task_ids[0]))
+    nb.palette("RLM export")
+    exported = lab.root / f"static-rlm-{runs[task_ids[0]]}.ipynb"
+    nb.wait_for(exported.exists, 60, f"{exported.name} (the selected cell's run)")
+    assert not (lab.root / f"static-rlm-{runs[task_ids[1]]}.ipynb").exists()
+    meta = nbformat.read(exported, as_version=4).metadata
+    assert meta["rlm"]["question"] == "How many hits are there?"
+
+    # Reopened with its kernel shut down: no widget error, the static summary.
+    nb.shutdown_kernel()
+    nb.page.goto("about:blank")
+    reopened = NotebookPage(page, lab, "static.ipynb").open()
+    reopened.page.wait_for_timeout(3000)  # let any widget renderer give up
+    text = _text_of(reopened.page)
+    shot = reopened.screenshot("browser_static_reopened")
+    assert WIDGET_ERROR not in text, f"{shot}: {text[:2000]}"
+    assert "2 steps, final" in text and "1 step, final" in text, text[:2000]
+    assert "Variables the model sees" in text and "completion tokens" in text
+    assert re.search(r"hits\s+list\s+2 items", text), text[:2000]
+    # Trusted, as the user left it: a widget view saved in it would be rendered (and
+    # fail), not shown as plain text.  The control: the same notebook with a live view
+    # saved in its first task cell shows the error.
+    assert _trusted(reopened) == [True, True], _trusted(reopened)
+    control = nbformat.read(lab.root / "static.ipynb", as_version=4)
+    control.cells[2].outputs.insert(0, nbformat.v4.new_output(
+        "display_data", data={WIDGET_VIEW: {"model_id": "0" * 32, "version_major": 2,
+                                            "version_minor": 0}, "text/plain": "HTML()"}))
+    NotebookNotary().sign(control)
+    (lab.root / "control.ipynb").write_text(nbformat.writes(control), encoding="utf-8")
+    reopened.shutdown_kernel()
+    shown = NotebookPage(page, lab, "control.ipynb").open()
+    shown.wait_for(lambda: WIDGET_ERROR in _text_of(page), 30, "the control's widget error")
+    shown.shutdown_kernel()
+
+    # The exported notebook opens unmodified; one with a partial language_info would not.
+    opened = NotebookPage(page, lab, exported.name).open()
+    opened.page.wait_for_timeout(2000)  # kernel info and spec applied to the model
+    assert (opened.kernel() or {}).get("dirty") is False, opened.kernel()
+    partial = nbformat.read(exported, as_version=4)
+    partial.metadata["language_info"] = {"name": "python"}
+    (lab.root / "partial.ipynb").write_text(nbformat.writes(partial), encoding="utf-8")
+    opened = NotebookPage(page, lab, "partial.ipynb").open()
+    opened.wait_for(lambda: (opened.kernel() or {}).get("dirty") is True, 30,
+                    "the partial notebook to be marked modified (the control)")
+
+
+def _names_bound(sources: list[str]) -> set[str]:
+    """Names assigned at top level of the given step sources (with ast)."""
+    import ast
+
+    names: set[str] = set()
+    for src in sources:
+        try:
+            tree = ast.parse(src)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+    return names
+
+
+def _names_read(source: str) -> set[str]:
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)}
+
+
+def test_a_follow_up_task_uses_the_previous_tasks_variables(lab, page, extension, question):
+    """Two prose tasks in the `rlm` kernel on the embedded model: the second ("that
+    file") is told the first, and its step cells, below it, read a variable that the
+    first task's steps made; the second run's export starts with the first task's code."""
+    if not extension:
+        pytest.fail(f"{EXTENSION_NAME} is not installed")
+    follow_up = "How many lines does that file have?"
+    cells = [LOAD_JSON_CELL, question.text, follow_up]
+    write_notebook(lab.root / "followup.ipynb", "rlm", "RLM (Python)", cells)
+    nb = NotebookPage(page, lab, "followup.ipynb").open()
+    task_ids = [c["id"] for c in nb.cells()[1:3]]
+    nb.run_all()
+
+    def answers() -> dict[str, dict[str, Any]]:
+        return {(c["rlm"] or {}).get("task_cell"): c for c in nb.cells()
+                if (c["rlm"] or {}).get("role") == "answer"}
+
+    nb.wait_for(lambda: set(answers()) >= set(task_ids), RUN_TIMEOUT, "both answer cells")
+    cells_now = nb.cells()
+    shot = nb.screenshot("browser_followup_finished")
+
+    def steps_of(task_id: str) -> list[dict[str, Any]]:
+        return [c for c in cells_now if (c["rlm"] or {}).get("role") == "step"
+                and c["rlm"]["task_cell"] == task_id]
+
+    first, second = steps_of(task_ids[0]), steps_of(task_ids[1])
+    assert first and second, f"{shot}: {nb.summary()}"
+    assert expected_name(question) in answers()[task_ids[0]]["text"]
+    # the follow-up's steps sit below its own task cell
+    follow_index = [c["id"] for c in cells_now].index(task_ids[1])
+    assert [c["index"] for c in second] == list(range(follow_index + 1,
+                                                      follow_index + 1 + len(second)))
+    left = _names_bound([c["source"] for c in first]) - {"context"}
+    read = set().union(*(_names_read(c["source"]) for c in second))
+    assert left & read, (f"{shot}: the follow-up's steps read none of {sorted(left)}: "
+                         f"{[c['source'] for c in second]}")
+    # the toolbar's export of the follow-up re-creates the first task's variables first
+    run_id = answers()[task_ids[1]]["rlm"]["run_id"]
+    nb.select_cell(follow_index)
+    nb.palette("RLM export")
+    exported = lab.root / f"followup-rlm-{run_id}.ipynb"
+    nb.wait_for(exported.exists, 60, f"{exported.name} (the follow-up's run)")
+    sources = [c.source for c in nbformat.read(exported, as_version=4).cells]
+    assert any(src.startswith("# earlier task 1: Which file defines") for src in sources), \
+        sources

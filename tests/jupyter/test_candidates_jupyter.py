@@ -150,5 +150,5 @@ def test_the_progress_view_follows_the_candidates():
         seen.append(view.text())
     assert any(line.startswith("candidate 2/3 · step 2 of 12") for line in seen)
     assert any("candidate 3 done: '42.0' (2 votes)" in line for line in seen)
-    assert seen[-1].startswith("candidate 2 chosen · step 2 of 12")
+    assert seen[-1].startswith("candidate 2 chosen · 2 steps, final")
     assert "finished: final" in seen[-1]

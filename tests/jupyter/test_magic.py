@@ -25,6 +25,9 @@ def ip(monkeypatch):
     shell.run_line_magic("load_ext", "rlm_kernel")
     shell.run_line_magic("config", "RLM.verify_answer = False")  # scripted replies: no check
     shell.user_ns.pop("rlm_answers", None)
+    magics = shell.magics_manager.registry["RLMMagics"]
+    magics.conversation.clear()  # one shell per process: each test a new conversation
+    magics.tools = []
     yield shell
     for name in ("context", "n", "rlm_answer"):
         shell.user_ns.pop(name, None)

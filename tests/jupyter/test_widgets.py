@@ -50,8 +50,9 @@ def test_progress_replays_a_run(events):
     for ev in events:
         view.on_event(ev)
         seen.append(view.activity_label.value)
-    assert view.bar.max == 5 and view.bar.value == 3
-    assert view.step_label.value == "step 3 of 5"
+    # the run ended at step 3 of 5: the bar is full and reads the steps it ran
+    assert view.bar.max == 5 and view.bar.value == 5
+    assert view.step_label.value == "3 steps, final"
     assert "waiting for the model (step 2)" in seen
     assert "running step 3" in seen
     assert any("sub-calls 3 done, 0 in flight" in s for s in seen)
@@ -63,7 +64,7 @@ def test_progress_replays_a_run(events):
     final = events[-1].data["elapsed"]
     assert view.elapsed_label.value == f"{final:.1f} s"
     line = view.text()
-    assert "step 3 of 5" in line and "60 prompt" in line and "$0.0075" in line
+    assert "3 steps, final" in line and "60 prompt" in line and "$0.0075" in line
     assert line.endswith("finished: final") and "\n" not in line
 
 
@@ -96,6 +97,7 @@ def test_answer_now_step_is_past_the_budget():
     for ev in evs:
         view.on_event(ev)
     assert view.bar.value == 1 and view.bar.max == 1
+    assert view.step_label.value == "2 steps, max_iterations"  # the answer-now step ran
     assert view.activity_label.value == "stopped: max_iterations"
     assert view.bar.bar_style == "warning"
 
@@ -235,3 +237,70 @@ def test_progress_is_drawn_into_its_one_widget():
     view.on_event(Event("model_call", {"depth": 0, "elapsed": 0.5, "step": 2}))
     assert "step 2 of 4" in view.widget.value and "width:50%" in view.widget.value
     assert "waiting for the model (step 2)" in view.widget.value
+
+
+@pytest.mark.parametrize("replies, cfg, label, colour", [
+    ([block("print(1)"), block("FINAL(1)")], {"max_iterations": 4}, "2 steps, final",
+     "#4caf50"),
+    ([block("print(1)")] * 3, {"max_iterations": 4, "max_llm_calls": 1}, "1 step, budget",
+     "#f44336"),
+    ([block("print(1)"), "No code."], {"max_iterations": 1}, "1 step, max_iterations",
+     "#ff9800"),
+])
+def test_a_finished_run_shows_a_full_bar_and_the_steps_it_ran(replies, cfg, label, colour):
+    view = ProgressView(9, tick=None)
+    for ev in record(replies, **cfg):
+        view.on_event(ev)
+    budget = cfg["max_iterations"]
+    assert (view.bar.value, view.bar.max) == (budget, budget)
+    assert view.step_label.value == label
+    drawn = view.widget.value
+    assert "width:100%" in drawn and f"background:{colour}" in drawn
+    assert f"step 1 of {budget}" not in drawn and label in drawn
+
+
+def test_the_table_counts_containers_in_items_and_only_strings_in_characters():
+    ns = {"hits": ["x" * 100, "y" * 100], "context": "abc", "one": ("a",),
+          "d": {"k": 1, "j": 2}, "n": 3, "raw": b"ab", "rows": list(range(5000))}
+    view = VariablesView(title="Variables")
+    view.update(variables_from_namespace(ns))
+    assert view.text() == ("7 variables: hits (list, 2 items), context (str, 3 characters), "
+                           "one (tuple, 1 item), d (dict, 2 items), n (int), "
+                           "raw (bytes, 2 bytes), rows (list, 5,000 items)")
+    table = view.widget.value
+    assert "2 items" in table and "1 item<" in table and "characters" in table
+    assert table.count("characters") == 1  # the str only (a 2-item list was "222 characters")
+    plain = view.plain_table().splitlines()
+    assert plain[0] == "Variables:"
+    assert plain[1].split() == ["Name", "Type", "Length", "Preview"]
+    assert plain[2].startswith("hits     list   2 items       [")
+    assert plain[6].split() == ["n", "int", "3"]  # no length: the preview only
+
+
+def test_a_shown_run_view_turns_static_when_the_run_ends(ip, events):
+    from IPython.utils.capture import capture_output
+
+    ns = {"context": "hello world", "hits": ["a", "b"]}
+    view = RunView(5, namespace=ns, tick=None)
+    with capture_output() as cap:
+        view.show()
+        for ev in events:
+            view.on_event(ev)
+        live = [w_.comm is not None for w_ in view.widgets]
+        view.close()
+        view.close()  # idempotent: nothing more is displayed
+    shown, updates = cap.outputs[:2], cap.outputs[2:]
+    assert live == [True, True]
+    assert all("application/vnd.jupyter.widget-view+json" in o.data and not o.update
+               for o in shown)
+    ids = [o.transient["display_id"] for o in shown]
+    assert len(set(ids)) == 2
+    assert [(o.transient["display_id"], o.update) for o in updates] == [(i, True) for i in ids]
+    assert all(set(o.data) == {"text/html", "text/plain"} for o in updates)
+    progress, variables = (o.data for o in updates)
+    assert progress["text/plain"].startswith("RLM run: 3 steps, final · ")
+    assert "60 prompt + 30 completion tokens" in progress["text/plain"]
+    assert "3 steps, final" in progress["text/html"] and "width:100%" in progress["text/html"]
+    assert "hits     list  2 items" in variables["text/plain"]
+    assert "<summary>Variables the model sees</summary>" in variables["text/html"]
+    assert all(w_.comm is None for w_ in view.widgets)  # the comms are closed

@@ -9,6 +9,7 @@ import {
   answerText,
   handleRunMessage,
   latestRunId,
+  runOfCell,
   stepCode,
   supersedeSteps
 } from '../runs';
@@ -205,4 +206,31 @@ test('scheduling a task cell empties its old step cells (Run All runs nothing ol
                         (c.metadata.rlm as any)?.role === 'step').map(c => c.source))
     .toEqual(['', '']);
   expect(nb.list[nb.list.length - 1].source).toBe('y = 1');
+});
+
+test('export takes the selected task cell\'s run, the latest only when it ran none', () => {
+  const nb = new FakeNotebook(['setup', 'taskA', 'taskB', 'plain']);
+  run(nb, 'a1', 2, { cell_id: 'taskA' });
+  run(nb, 'b1', 1, { cell_id: 'taskB' });
+  const order = ['a1', 'b1'];
+  expect(latestRunId(nb.list, order)).toBe('b1');
+  // the task cell, one of its step cells, its answer cell: its run, not the latest
+  expect(runOfCell(nb.list, 'taskA', order)).toBe('a1');
+  const a1Cells = nb.list.filter(c => (c.metadata.rlm as any)?.run_id === 'a1');
+  expect(a1Cells.map(c => runOfCell(nb.list, c.id, order))).toEqual(['a1', 'a1', 'a1']);
+  expect(runOfCell(nb.list, 'taskB', order)).toBe('b1');
+  // cells that ran no task: none (the caller falls back to the latest run)
+  expect(runOfCell(nb.list, 'setup', order)).toBeNull();
+  expect(runOfCell(nb.list, 'plain', order)).toBeNull();
+  expect(runOfCell(nb.list, null, order)).toBeNull();
+  expect(runOfCell(nb.list, 'gone', order)).toBeNull();
+  // re-run and continued: the task cell's latest run, with or without this
+  // session's start order (a reopened notebook)
+  run(nb, 'a2', 1, { cell_id: 'taskA' });
+  run(nb, 'a3', 2, { cell_id: 'taskA', continues: { run_id: 'a2', from_step: 2 } });
+  expect(runOfCell(nb.list, 'taskA', [...order, 'a2', 'a3'])).toBe('a3');
+  expect(runOfCell(nb.list, 'taskA', [])).toBe('a3');
+  const kept = nb.list.find(c => (c.metadata.rlm as any)?.run_id === 'a2')!;
+  expect(runOfCell(nb.list, kept.id, [])).toBe('a3');
+  expect(runOfCell(nb.list, 'taskB', [])).toBe('b1');
 });
