@@ -4,7 +4,7 @@ Run by hand (the real model: minutes per task on a small CPU):
 
     .venv/bin/python bench/bench_accuracy.py [--split dev|test] [--kinds k1,k2]
         [--per-kind N] [--seed S] [--model M] [--max-iterations N (default 8)]
-        [--set KEY=VALUE ...] [--vs rlms] [--rlms-max-tokens N]
+        [--set KEY=VALUE ...] [--typed] [--vs rlms] [--rlms-max-tokens N]
         [--rows] [--save FILE.jsonl]
 
 The tasks come from ``evals.load_split`` (the ``evals/`` package at the
@@ -36,6 +36,12 @@ a second table gives per kind: pass@1 (candidate 1, a single run's answer), pass
 (any candidate right: the ceiling of selecting among them), and the vote over the
 first 3 and over all K candidates with early stop, replayed on the same trajectories
 (:func:`replay_vote`), each with seconds per correct answer.
+
+``--typed`` asks every task for a typed answer (``RLM.run(..., output_type=T)``, as
+``--returns`` does): ``int`` for a number, ``bool`` for yes/no, ``str`` for a name, file
+or text (:data:`ANSWER_TYPES`, from the task's answer form); with or without it, a last
+line gives how many answers arrived as that type (the value itself, not its text) and
+how many FINALs were refused for their type (each a step of the run).
 
 ``--rows`` prints one line per task as it finishes (system, id, ok, steps,
 seconds, expected -> answer, stop reason) and ``--save`` writes every outcome
@@ -96,7 +102,19 @@ class Outcome:
     trace: list[dict[str, str]] | None = None  # our steps (reasoning, code, output): --save only
     # candidates runs: each candidate's answer, correctness, seconds, failed steps
     candidates: list[dict[str, Any]] | None = None
+    as_type: bool = False  # the answer value is of the task's ANSWER_TYPES type
+    refused: int = 0  # FINALs refused for their type (--typed)
 
+
+ANSWER_TYPES: dict[str, type] = {"number": int, "line number": int, "index": int,
+                                 "yes/no": bool}
+"""The answer type of a task by its answer form (``evals``' ``Task.answer_form``); any
+other form (file name, name, path, text): ``str``."""
+
+
+def answer_type(task: Any) -> type:
+    """The type a task's answer should have (:data:`ANSWER_TYPES`)."""
+    return ANSWER_TYPES.get(str(task.answer_form), str)
 
 def judge(task: Any, answer: str | None) -> bool:
     """``task.check(answer)``; a checker that raises counts as wrong."""
@@ -164,7 +182,9 @@ def run_ours(task: Any, args: argparse.Namespace) -> Outcome:
     start = time.perf_counter()
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            res = RLM(args.model, config=args.config).run(task.question, context=task.context)
+            res = RLM(args.model, config=args.config).run(
+                task.question, context=task.context,
+                output_type=answer_type(task) if args.typed else None)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - recorded as a wrong answer
@@ -176,6 +196,8 @@ def run_ours(task: Any, args: argparse.Namespace) -> Outcome:
                            res.prompt_tokens + res.completion_tokens, res.stopped_by, res.error)
     outcome.trace = [{"reasoning": e.reasoning, "code": e.code, "output": e.output[:1500]}
                      for e in res.history]
+    outcome.as_type = res.answer is not None and type(res.answer_value) is answer_type(task)
+    outcome.refused = sum("FINAL not accepted: expected" in e.output for e in res.history)
     if res.candidates:
         outcome.candidates = [{"answer": c["answer"], "correct": judge(task, c["answer"]),
                                "seconds": c["seconds"], "failed_steps": c["failed_steps"],
@@ -415,6 +437,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="with --vs rlms: run rlms alone (ours measured in another run)")
     parser.add_argument("--rlms-max-tokens", type=int, default=None, metavar="N",
                         help="cap rlms's completions at N tokens (default: none, as shipped)")
+    parser.add_argument("--typed", action="store_true",
+                        help="ask each task for a typed answer (int, bool or str)")
     parser.add_argument("--rows", action="store_true", help="print one line per task (dev only)")
     parser.add_argument("--save", default=None, metavar="FILE.jsonl",
                         help="write per-task outcomes as JSON lines (dev only)")
@@ -503,6 +527,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.vs == RLMS and results.get(OURS):
         print_comparison(results)
     print_errors(results, detail=args.split != "test")
+    ours = results.get(OURS, [])
+    if ours:
+        print(f"answers of the asked type (int for numbers, bool for yes/no, str else; "
+              f"{'asked with --typed' if args.typed else 'not asked'}): "
+              f"{sum(o.as_type for o in ours)}/{len(ours)}; FINALs refused for their type: "
+              f"{sum(o.refused for o in ours)} in {sum(o.refused > 0 for o in ours)} tasks")
     if interrupted:
         done = ", ".join(f"{LABELS[s]} {len(o)}/{len(tasks)}" for s, o in results.items())
         print(f"interrupted: tasks done {done}")

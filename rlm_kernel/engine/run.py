@@ -10,8 +10,10 @@ record it is checked against.  A step reads in order::
           _ask(n)                   messages -> the root model's reply (resampled once
                                     if it repeats an earlier step's code)
           _run_code(reply, n)       reasoning and code split; code executed; the
-                                    step's FINAL taken from the host's record
-          _restore_names(outcome)   reserved names and protected inputs put back
+                                    step's FINAL taken from the host's record and,
+                                    with an answer type, validated (_set_answer)
+          _restore_names(outcome)   reserved names, protected inputs and tools put
+                                    back (_notice: in the output and the step's cell)
           _record(n, outcome)       history entry, replay divergence, step_finished
         _judge(n, outcome)          the termination policy says whether to stop;
                                     a FINAL may be held for one look back
@@ -24,6 +26,11 @@ The answer has one path: ``FINAL``/``FINAL_VAR`` record it host-side in
 exception does not lose it); :meth:`Run._run_code` takes that record, resolves it to
 the value, and renders its text once (:func:`~rlm_kernel.engine.answer.answer_text`).
 The policy decides *whether* to stop, never what a FINAL's answer is.
+
+What the task asks beyond its question (the answer's type, the earlier tasks of the
+conversation, the user's tools, which inputs are protected) is a
+:class:`~rlm_kernel.engine.task.TaskSpec`, read when the task message is written, when a
+FINAL is taken and when names are put back.
 
 Imports nothing from Jupyter; :class:`~rlm_kernel.engine.loop.RLM` builds the clients
 and starts runs (and child runs) through :meth:`Run.execute`.
