@@ -147,3 +147,17 @@ def test_bad_tools_get_a_clear_error(shell):
         magics(shell).rlm("tools add search")
     with pytest.raises(UsageError, match="is not a tool"):
         magics(shell).rlm("tools remove hits")
+
+
+def test_a_tools_llm_calls_count_against_the_budget(shell, monkeypatch):
+    shell.run_cell('def ask(text: str) -> str:\n    """Ask the helper model."""\n'
+                   "    return llm_query(text)")
+    shell.run_line_magic("rlm", "tools add ask")
+    script(monkeypatch, [block("print(ask('a'))\nprint(ask('b'))"), block("FINAL(ask('c'))")])
+    shell.user_ns["context"] = "x"
+    shell.run_cell("%%rlm --max-llm-calls 3\nAsk thrice.")
+    run = list(magics(shell).runs.values())[-1]
+    # the first root call and the tool's two sub-calls use up the budget of 3
+    assert run.result.stopped_by == "budget" and run.result.llm_calls == 3
+    assert [c["prompt"] for c in run.result.history.entries[0].llm_calls] == ["a", "b"]
+    shell.run_line_magic("rlm", "tools remove ask")
