@@ -49,8 +49,18 @@ def variables_from_namespace(ns: Mapping[str, Any],
     Raises:
         KeyError: a name in ``names`` is not in ``ns`` (the missing name is given).
     """
-    return [reader_length(REPLVariable.from_value(n, v, preview_length=200), v)
-            for n, v in user_variables(ns, names).items()]
+    return [_tool_preview(reader_length(REPLVariable.from_value(n, v, preview_length=200), v),
+                          v) for n, v in user_variables(ns, names).items()]
+
+
+def _tool_preview(var: REPLVariable, value: Any) -> REPLVariable:
+    """A function named in ``names`` (a tool, ``%rlm tools``) previews as the model is
+    told it: its signature and the first paragraph of its docstring."""
+    if callable(value) and not isinstance(value, type):
+        from ..engine.task import describe_tool
+
+        var.preview = describe_tool(var.name, value)[2:]
+    return var
 
 
 def reader_length(var: REPLVariable, value: Any) -> REPLVariable:

@@ -161,3 +161,18 @@ def test_a_tools_llm_calls_count_against_the_budget(shell, monkeypatch):
     assert run.result.stopped_by == "budget" and run.result.llm_calls == 3
     assert [c["prompt"] for c in run.result.history.entries[0].llm_calls] == ["a", "b"]
     shell.run_line_magic("rlm", "tools remove ask")
+
+
+def test_the_variables_view_shows_a_tool_as_the_model_is_told_it():
+    from rlm_kernel.jupyter.variables_view import variables_from_namespace
+
+    def ask(text: str) -> str:
+        """Ask the helper model.
+
+        More detail."""
+        return text
+
+    [x, tool] = variables_from_namespace({"x": [1, 2], "ask": ask}, ["x", "ask"])
+    assert (x.total_length, x.length_unit) == (2, "items")
+    assert tool.type_name == "function" and tool.preview == \
+        "ask(text: str) -> str: Ask the helper model."
