@@ -107,7 +107,8 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     question = args.question or recording.question
     try:
-        answer_type = parse_type(args.returns) if args.returns else None
+        returns = args.returns or (recording.answer_type if recording else None)
+        answer_type = parse_type(returns) if returns else None
     except (ValueError, TypeError) as exc:
         _err(f"--returns: {exc}")
         return 2

@@ -85,12 +85,15 @@ class Recording:
         outputs: per history entry (index 0 = step 1), the output's
             :func:`output_digest`, or None where unknown.
         model: the recorded root model string.
+        answer_type: the answer type the run asked for, as written (``"int"``), or
+            None; a replay asks for it again unless told otherwise.
     """
 
     question: str = ""
     exchanges: list[dict[str, Any]] = field(default_factory=list)
     outputs: list[str | None] = field(default_factory=list)
     model: str = ""
+    answer_type: str | None = None
 
     def diverges(self, index: int, output: str) -> bool:
         """True when history entry ``index``'s output differs from the record's."""
@@ -209,7 +212,7 @@ def load_recording(source: Any) -> Recording:
     else:  # an RLMResult
         rec = Recording(question=source.question, exchanges=list(source.exchanges),
                         outputs=[output_digest(e.output) for e in source.history],
-                        model=source.model)
+                        model=source.model, answer_type=source.answer_type)
     if not rec.exchanges:
         raise ValueError("no recorded model exchanges in this record (made before "
                          "rlm-kernel recorded them?)")
@@ -221,7 +224,7 @@ def _from_dict(data: dict[str, Any]) -> Recording:
                      exchanges=list(data.get("exchanges", [])),
                      outputs=[output_digest(e.get("output", ""))
                               for e in data.get("trajectory", [])],
-                     model=data.get("model", ""))
+                     model=data.get("model", ""), answer_type=data.get("answer_type"))
 
 
 def _from_notebook(nb: dict[str, Any]) -> Recording:
@@ -246,4 +249,4 @@ def _from_notebook(nb: dict[str, Any]) -> Recording:
             outputs.append(meta.get("output_sha256"))
     run = nb.get("metadata", {}).get("rlm", {})
     return Recording(question=run.get("question", ""), exchanges=exchanges, outputs=outputs,
-                     model=run.get("model", ""))
+                     model=run.get("model", ""), answer_type=run.get("answer_type"))

@@ -99,6 +99,8 @@ class RunCommands:
             recording = load_recording(source)
         except (OSError, ValueError) as exc:
             raise UsageError(f"%rlm replay: {exc}") from None
+        if not getattr(opts, "returns", None) and recording.answer_type:
+            opts.returns = recording.answer_type  # the record's answer type, asked again
         return self.run_task(recording.question, opts, replay=recording)
 
     def _export(self, args: list[str], run_id: str | None, fmt: str | None = None,

@@ -51,3 +51,18 @@ def test_an_unreadable_type_is_a_usage_error(tmp_path, capsys):
                  "list[str"])
     assert code == 2 and "--returns: cannot read the type 'list[str'" in \
         capsys.readouterr().err
+
+
+def test_a_replay_asks_for_the_recorded_type_again(tmp_path, capsys):
+    ctx = tmp_path / "notes.txt"
+    ctx.write_text("one two three")
+    lm = ScriptedModel(["```repl\nFINAL('3')\n```"])
+    from rlm_kernel.context.files import load_contexts
+
+    result = RLM(root_client=lm, sub_client=lm, ground_answer=False).run(
+        "How many words?", context=load_contexts([str(ctx)]), output_type=int)
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(result.to_dict()))
+    code = main(["run", "--replay", str(path), "--context", str(ctx), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["answer_type"] == "int" and out["answer_value"] == 3
