@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..repl_types import REPLVariable
+from .step import TRACEBACK_LINE
 
 __all__ = ["HISTORY_NAME", "Conversation", "TaskRecord"]
 
@@ -131,7 +132,7 @@ class Conversation:
             run_id: the run's id, kept for export.
         """
         code = [e.code for e in result.history.entries
-                if e.code and "Traceback (most recent call last)" not in e.output]
+                if e.code and TRACEBACK_LINE not in e.output]
         left = list(getattr(result, "new_variables", []) or [])
         ids = {v.name: id(namespace[v.name]) for v in left if v.name in namespace}
         task = TaskRecord(question=result.question, answer=result.answer,
