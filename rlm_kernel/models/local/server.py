@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import logging
+import signal
 import subprocess
 import threading
 import time
@@ -160,6 +161,26 @@ def _wait_until_ready(spec: LocalModelSpec, proc: subprocess.Popen, info: Server
         time.sleep(0.25)
 
 
+def how_it_ended(name: str | None = None) -> str | None:
+    """How the server this process started for ``name`` ended, as one line for an
+    error message (its exit code or signal, and the last lines of its log); None
+    while it runs, or when this process did not start it.
+
+    A native crash of llama.cpp (a build for the wrong CPU features, say) kills the
+    server mid-request; the client then only sees a refused connection."""
+    spec = get_spec(name)
+    entry = _servers.get(spec.name)
+    if entry is None or entry[0].poll() is None:
+        return None
+    code = entry[0].returncode
+    try:
+        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+    except ValueError:
+        how = f"exit code {code}"
+    return (f"the model server (pid {entry[1].pid}) died while answering ({how}); "
+            f"its log {log_path(spec)} ends: {log_tail(spec)}")
+
+
 def stop_server(name: str | None = None, grace: float = 3.0) -> bool:
     """Stop the server this process started for ``name``; True if one was stopped.
 
@@ -231,7 +252,13 @@ class LocalModelClient(LiteLLMClient):
             if find_running(self.local_name) is not None:  # alive: the error is real
                 raise
         self._serve()
-        return super().complete(messages, **kwargs)
+        try:
+            return super().complete(messages, **kwargs)
+        except LLMError as exc:
+            ended = how_it_ended(self.local_name)
+            if ended is None:
+                raise
+            raise LLMError(f"{self.model}: {ended}") from exc
 
     def _serve(self) -> None:
         try:
