@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import json
+import time
 import typing
 from collections.abc import Mapping
 from pathlib import Path
@@ -132,6 +133,27 @@ class AnswerType:
                 if not isinstance(again, AnswerTypeError):
                     return again
         raise first
+
+    def holders(self, variables: Mapping[str, Any], *, limit: int = 3,
+                seconds: float = 1.0) -> list[str]:
+        """The names among ``variables`` whose values are of this type, newest first
+        (a namespace keeps names in the order they were first bound), for a refused
+        ``FINAL``'s message: a small model that keeps passing the wrong variable is
+        told which of its own variables would do.
+
+        Args:
+            variables: name -> value, oldest first (e.g. the run's data variables).
+            limit: at most this many names.
+            seconds: the names are checked until this much time (seconds) is spent.
+        """
+        found: list[str] = []
+        deadline = time.monotonic() + seconds
+        for name, value in reversed(list(variables.items())):
+            if len(found) >= limit or time.monotonic() > deadline:
+                break
+            if not isinstance(self._attempt(value), AnswerTypeError):
+                found.append(name)
+        return found
 
     def _attempt(self, value: Any) -> Any:
         """The validated value, or the :class:`AnswerTypeError` (returned, not raised)."""

@@ -70,6 +70,25 @@ def test_a_value_that_fails_goes_back_to_the_model_as_a_failed_step():
     assert second_prompt.startswith("Your FINAL was not accepted: expected list[str]")
 
 
+def test_a_refused_final_names_the_models_own_variables_of_the_type():
+    """Seen with the embedded model: told only the type, it passed the same int to
+    FINAL ten times while a list[str] of its own sat in the namespace."""
+    code = "phrases = ['Bad Request', 'Request Timeout']\ncount = len(phrases)\nFINAL(count)"
+    lm = ScriptedModel([block(code), block("FINAL_VAR('phrases')")])
+    res = RLM(root_client=lm, sub_client=lm, ground_answer=False).run(
+        "Which phrases?", context=["Bad Request", "Request Timeout", "OK"],
+        output_type="list[str]")
+    second_prompt = res.root_prompts[1][-1]["content"]
+    assert "Your variables of that type: phrases (e.g. FINAL_VAR('phrases')" in second_prompt
+    assert "context" not in second_prompt.split("Your variables of that type:")[1]  # input
+    assert res.answer_value == ["Bad Request", "Request Timeout"]
+
+
+def test_a_refused_final_with_no_variable_of_the_type_says_nothing_more():
+    res, _, _ = run([block("n = 3\nFINAL(n)"), block("FINAL(['x'])")], "list[str]")
+    assert "Your variables of that type" not in res.root_prompts[1][-1]["content"]
+
+
 def test_a_run_whose_last_final_fails_has_no_answer_and_says_why():
     res, _, _ = run([block("FINAL('many')")] * 3, int, max_iterations=2)
     assert res.answer is None and res.answer_value is None
