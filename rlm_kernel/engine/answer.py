@@ -16,11 +16,13 @@ import reprlib
 from collections.abc import Callable
 from typing import Any
 
+from ..executors.redaction import Redactor
 from ..executors.streams import MAX_KEPT_CHARS, dropped_marker
 from ..executors.timeouts import time_limit
+from ..repl_types import REPLVariable
 from ..termination import format_final_answer
 
-__all__ = ["ANSWER_CHARS", "RENDER_SECONDS", "answer_text", "value_repr"]
+__all__ = ["ANSWER_CHARS", "RENDER_SECONDS", "answer_text", "describe_variable", "value_repr"]
 
 log = logging.getLogger(__name__)
 
@@ -110,3 +112,42 @@ def value_repr(value: Any, *, max_chars: int = 300, seconds: float = RENDER_SECO
     if text is None:
         return f"<{_type_name(value)} object>"
     return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
+
+
+_PLAIN = (str, bytes, int, float, bool, type(None))  # previewed without code of the value's own
+
+
+def describe_variable(name: str, value: Any, *, preview_length: int = REPLVariable.PREVIEW_LENGTH,
+                      seconds: float = RENDER_SECONDS,
+                      redact: Redactor | None = None) -> REPLVariable:
+    """:meth:`REPLVariable.from_value`, guarded: a value of model code (its ``__str__``,
+    ``__len__``, ``shape`` ...) runs under a time limit of ``seconds``, whatever it raises
+    is caught (``SystemExit`` and ``KeyboardInterrupt`` included), and the preview has
+    secret values redacted.
+
+    Args:
+        name: the variable's name.
+        value: its value.
+        preview_length: characters of the preview (see ``REPLVariable.from_value``).
+        seconds: time limit of the description.
+        redact: the redactor of the preview (default: a new one over ``os.environ``).
+
+    Returns:
+        The description; ``<TYPE object>`` as the preview, length 0, when the value's
+        own code failed or ran out of time.  Never raises.
+    """
+    if type(value) in _PLAIN:
+        var = REPLVariable.from_value(name, value, preview_length=preview_length)
+    else:
+        var = None
+        try:
+            with time_limit(seconds):
+                var = REPLVariable.from_value(name, value, preview_length=preview_length)
+        except BaseException:  # noqa: BLE001 - the value's code is model code
+            pass
+        if var is None:
+            var = REPLVariable(name, _type_name(value), preview=f"<{_type_name(value)} object>")
+    redact = redact if redact is not None else Redactor()
+    if redact:
+        var.preview = redact(var.preview)
+    return var

@@ -12,10 +12,24 @@ import threading
 import time
 from dataclasses import dataclass
 
+from ..executors.redaction import Redactor, redact_messages
+from ..executors.thread_output import is_quarantined
 from ..models import ClientWrapper, Completion, LanguageModel, UsageLedger, tracing
 from .recording import Recorder
 
-__all__ = ["Budget", "BudgetExceeded", "BudgetGuard", "GuardedClient"]
+__all__ = ["Budget", "BudgetExceeded", "BudgetGuard", "GuardedClient", "CHARS_PER_TOKEN",
+           "prompt_tokens"]
+
+CHARS_PER_TOKEN = 4
+"""Characters counted as one token when a prompt is weighed before it is sent (the
+usual average of English text in the providers' tokenizers)."""
+
+
+def prompt_tokens(messages: list[dict[str, str]]) -> int:
+    """The tokens ``messages`` are estimated to cost as a prompt: their text's
+    characters over :data:`CHARS_PER_TOKEN`."""
+    return sum(len(m["content"]) for m in messages
+               if isinstance(m.get("content"), str)) // CHARS_PER_TOKEN
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +72,7 @@ class BudgetGuard:
         self.ledger = ledger
         self.started = started
         self.exceeded: str | None = None
+        self.closed = False  # the run is over: no more calls (see close)
         self.recorder = Recorder()  # every exchange of the run tree, in call order
         self._in_flight = 0
         self._lock = threading.Lock()
@@ -98,19 +113,43 @@ class BudgetGuard:
                 "around the budget check)")
         return self.exceeded
 
-    def begin_call(self, max_tokens: int | None) -> int | None:
+    def close(self) -> None:
+        """End the run's spending: every later call is refused (:meth:`begin_call`),
+        whoever makes it (a thread model code left running, a client kept from the
+        run)."""
+        self.closed = True
+
+    def seconds_left(self) -> float | None:
+        """Seconds of ``max_seconds`` left (at least 0), or None without a time budget."""
+        if self.budget.max_seconds is None:
+            return None
+        return max(0.0, self.budget.max_seconds - (time.monotonic() - self.started))
+
+    def begin_call(self, max_tokens: int | None, prompt: int = 0) -> int | None:
         """Reserve one call before it is sent; return its completion cap in tokens.
 
         Calls in flight count against ``max_llm_calls``, so concurrent calls (a
         batch) cannot all pass the check before any of them is recorded.  With a
-        token budget the cap is at most the tokens left.
+        token budget the prompt's tokens count before the call is sent (a prompt that
+        does not fit in the tokens left is not sent), and the completion cap is at
+        most the tokens left after it.  A call after :meth:`close`,
+        or from a thread an earlier step left running
+        (:func:`~rlm_kernel.executors.thread_output.is_quarantined`), is refused: it
+        would be spent outside the run's steps and records.
 
         Args:
             max_tokens: the caller's own completion cap (None = provider default).
+            prompt: the prompt's estimated tokens (:func:`prompt_tokens`).
 
         Raises:
-            BudgetExceeded: a limit is reached; nothing is reserved.
+            BudgetExceeded: a limit is reached, the run is over, or the caller is a
+                thread left running by an earlier step; nothing is reserved.
         """
+        if self.closed:
+            raise BudgetExceeded("the run is over: no more model calls")
+        if is_quarantined():
+            raise BudgetExceeded("a thread that an earlier step left running may not "
+                                 "call the model")
         with self._lock:
             self.check()
             self._in_flight += 1
@@ -118,7 +157,12 @@ class BudgetGuard:
                 return max_tokens
             totals = self.ledger.totals()
             left = self.budget.max_tokens - totals["prompt_tokens"] - totals["completion_tokens"]
-            left = max(1, int(left))
+            if prompt >= left:
+                self._in_flight -= 1
+                raise BudgetExceeded(
+                    f"token budget of {self.budget.max_tokens:,}: a prompt of about "
+                    f"{prompt:,} tokens does not fit in the {max(0, int(left)):,} left")
+            left = max(1, int(left - prompt))
             return left if max_tokens is None else min(max_tokens, left)
 
     def end_call(self) -> None:
@@ -131,7 +175,10 @@ class GuardedClient(ClientWrapper):
     """A :class:`~rlm_kernel.models.LanguageModel` whose every call asks a
     :class:`BudgetGuard` first: the budget holds for model code that reaches the
     client itself (``llm_query.__self__.sub_client.complete(...)``), not only for
-    the namespace functions.
+    the namespace functions.  Every model call of a run passes here, so here every
+    message is redacted (:class:`~rlm_kernel.executors.redaction.Redactor`) before it
+    is sent or recorded: a task message, a variable's preview, an ``rlm_query``
+    prompt, the answer check's message.
 
     Args:
         client: the model client to guard.
@@ -153,8 +200,9 @@ class GuardedClient(ClientWrapper):
             BudgetExceeded: the budget is used up (no call is made).
             LLMError: the call failed.
         """
+        messages = redact_messages(messages, Redactor())
         cap = self._guard.begin_call(max_tokens if max_tokens is not None
-                                     else self._client.max_tokens)
+                                     else self.max_tokens, prompt_tokens(messages))
         depth = self._client.depth or 0
         try:
             with tracing.chat_span(self.model, role, depth) as sp:

@@ -29,6 +29,9 @@ def value_type(setting: Setting) -> Callable[[str], Any]:
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
         if isinstance(value, float) and math.isnan(value):
             raise argparse.ArgumentTypeError(f"must be {setting.bound()}, got {text}")
+        if isinstance(value, float) and math.isinf(value) and setting.high is None:
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text} (leave "
+                                             "the option out for no limit)")
         try:
             setting.check(value)
         except ValueError:
@@ -61,6 +64,8 @@ def add_setting_options(parser: argparse.ArgumentParser, *, with_help: bool = Tr
         kwargs: dict[str, Any] = {"dest": s.name, "help": text if with_help else None}
         if s.kind == "bool":
             parser.add_argument(s.flag, action=argparse.BooleanOptionalAction, **kwargs)
+        elif s.kind == "str" and s.choices:
+            parser.add_argument(s.flag, choices=s.choices, **kwargs)
         elif s.kind == "str":
             parser.add_argument(s.flag, metavar="M", **kwargs)
         else:

@@ -19,9 +19,10 @@ from ..context.documents import Hits, search_lines
 from ..context.documents import split_documents as _split_documents
 from ..context.structure import Outline, Records, code_outline, parse_records
 from ..executors.redaction import Redactor
+from ..executors.thread_output import host_thread, is_quarantined
 from ..models import LanguageModel, LLMError, UsageLedger, make_client
-from ..repl_types import REPLVariable
 from ..termination import FINAL, FINAL_VAR, FinalOutput
+from .answer import describe_variable
 from .budget import Budget, BudgetGuard, GuardedClient
 from .prompts import SUB_CALL_SYSTEM_PROMPT
 
@@ -139,6 +140,10 @@ class RunTools:
             raise
 
     def _record_final(self, output: dict[str, Any]) -> None:
+        """Keep the step's first ``FINAL``; one from a thread an earlier step left
+        running (a timer firing later) is not the current step's and is dropped."""
+        if is_quarantined():
+            return
         with self._lock:
             if self.final_output is None:
                 self.final_output = output
@@ -227,7 +232,8 @@ class RunTools:
         if len(prompts) <= 1:
             return [one(p) for p in prompts]
         workers = min(self.max_concurrency, len(prompts))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlm-subcall") as pool:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlm-subcall",
+                                initializer=host_thread) as pool:
             return list(pool.map(one, prompts))
 
     def rlm_query(self, prompt: str, context: Any = None) -> str:
@@ -294,7 +300,7 @@ class RunTools:
     def show_vars(self) -> None:
         """Print the metadata (name, type, length, preview) of the data variables."""
         variables = user_variables(self.namespace)
-        text = "\n\n".join(REPLVariable.from_value(n, v, preview_length=100).format()
+        text = "\n\n".join(describe_variable(n, v, preview_length=100).format()
                            for n, v in variables.items()) or "(no variables)"
         print(text)
         return None  # printed already; returning it would print twice at a trailing call

@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 
+from ..executors.thread_output import host_thread
 from ..models import import_litellm, is_embedded, make_client
 from .prompts import SYSTEM_PROMPT
 
@@ -64,5 +65,6 @@ def prewarm(model: str | None) -> threading.Thread:
     """
     thread = threading.Thread(target=_warm, args=(model,), daemon=True,
                               name="rlm-warm-start")
+    host_thread(thread)
     thread.start()
     return thread

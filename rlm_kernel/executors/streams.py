@@ -22,9 +22,10 @@ import time
 from collections.abc import Callable
 
 from .redaction import Redactor
-from .thread_output import is_quarantined
+from .thread_output import host_thread, is_quarantined
 
-__all__ = ["StreamTee", "OutputCallback", "MAX_KEPT_CHARS", "FLUSH_SECONDS", "dropped_marker"]
+__all__ = ["StreamTee", "OutputCallback", "MAX_KEPT_CHARS", "FLUSH_SECONDS", "cap_text",
+           "dropped_marker"]
 
 OutputCallback = Callable[[str, str], None]
 """``callback(stream, text)`` with stream ``"stdout"`` or ``"stderr"``."""
@@ -38,6 +39,16 @@ FLUSH_SECONDS = 0.1
 def dropped_marker(count: int) -> str:
     """The line that stands for ``count`` characters of output not kept."""
     return f"\n[... {count:,} characters of output dropped ...]\n"
+
+
+def cap_text(text: str, max_chars: int = MAX_KEPT_CHARS) -> str:
+    """``text`` if it has at most ``max_chars`` characters, else its first three
+    quarters and last quarter of ``max_chars`` with a :func:`dropped_marker` between
+    (as a stream's kept output)."""
+    if len(text) <= max_chars:
+        return text
+    head, tail = max_chars - max_chars // 4, max_chars // 4
+    return text[:head] + dropped_marker(len(text) - head - tail) + text[len(text) - tail:]
 
 
 class StreamTee(io.TextIOBase):
@@ -61,6 +72,11 @@ class StreamTee(io.TextIOBase):
         self._redact = redact if redact is not None else Redactor()
         self._head_cap = max_chars - max_chars // 4
         self._tail_cap = max_chars // 4
+        # head and tail are kept a secret's length longer than shown, so that a secret
+        # across either cut is seen whole and the cut moved off it (see getvalue)
+        overlap = self._redact.longest
+        self._head_keep = self._head_cap + overlap
+        self._tail_keep = self._tail_cap + overlap
         self._max_chars = max_chars
         self._head: list[str] = []
         self._head_len = 0
@@ -93,19 +109,19 @@ class StreamTee(io.TextIOBase):
 
     def _keep(self, text: str) -> None:
         self._written += len(text)
-        room = self._head_cap - self._head_len
+        room = self._head_keep - self._head_len
         if room > 0:
             self._head.append(text[:room])
             self._head_len += min(room, len(text))
             text = text[room:]
-        if text and self._tail_cap:
-            if len(text) >= self._tail_cap:  # this chunk alone fills the tail
-                self._tail, self._tail_len = [text[-self._tail_cap:]], self._tail_cap
+        if text and self._tail_keep:
+            if len(text) >= self._tail_keep:  # this chunk alone fills the tail
+                self._tail, self._tail_len = [text[-self._tail_keep:]], self._tail_keep
                 return
             self._tail.append(text)
             self._tail_len += len(text)
-            if self._tail_len > 2 * self._tail_cap:
-                joined = "".join(self._tail)[-self._tail_cap:]
+            if self._tail_len > 2 * self._tail_keep:
+                joined = "".join(self._tail)[-self._tail_keep:]
                 self._tail, self._tail_len = [joined], len(joined)
 
     def _queue(self, text: str) -> None:
@@ -126,6 +142,7 @@ class StreamTee(io.TextIOBase):
             self._timer = threading.Timer(self._flush_seconds, self.flush)
             self._timer.name = "rlm-stream-flush"
             self._timer.daemon = True
+            host_thread(self._timer)
             self._timer.start()
 
     def flush(self) -> None:
@@ -148,8 +165,17 @@ class StreamTee(io.TextIOBase):
         """What was kept: all of it, or its head, a marker and its tail; redacted."""
         with self._lock:
             head, tail = "".join(self._head), "".join(self._tail)
-            if self._written <= self._head_len + self._tail_cap:
+            if self._written <= self._max_chars:
                 return self._redact(head + tail)
-            tail = tail[-self._tail_cap:]
-            dropped = self._written - self._head_len - len(tail)
-            return self._redact(head + dropped_marker(dropped) + tail)
+            cut = self._redact.outside_secrets
+            if len(head) + len(tail) == self._written:  # all of it kept: one text to cut
+                text = head + tail
+                end = cut(text, self._head_cap)
+                start = max(end, cut(text, len(text) - self._tail_cap, later=False))
+                head, tail = text[:end], text[start:]
+            else:
+                head = head[:cut(head, self._head_cap)]
+                tail = tail[-self._tail_keep:]
+                tail = tail[cut(tail, max(0, len(tail) - self._tail_cap), later=False):]
+            dropped = self._written - len(head) - len(tail)
+            return self._redact(head) + dropped_marker(dropped) + self._redact(tail)

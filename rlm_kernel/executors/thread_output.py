@@ -9,21 +9,38 @@ those threads; a thin :class:`ThreadFilter` over ``sys.stdout`` and
 on only while such a thread is alive, and taken off by
 :func:`release_finished_threads` once they have all ended.
 
-Only threads made with :mod:`threading` are seen (``threading.enumerate``).
+Threads made with :mod:`threading` are told apart by their ``Thread`` object, not by
+their identifier (the system reuses an ended thread's identifier for the next one) nor
+by their name (model code can name a thread ``rlm-...``): the host's own threads are
+registered with :func:`host_thread`.  Threads started below :mod:`threading`
+(``_thread.start_new_thread``, a C extension) have no ``Thread`` object; they are seen
+by identifier in ``sys._current_frames()`` (:func:`running_idents`) and quarantined as
+*foreign* threads: an identifier counts as foreign only while no real
+``threading.Thread`` owns it, so a later thread that reuses it is not silenced.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from typing import Any, TextIO
 
-__all__ = ["ThreadFilter", "live_threads", "quarantine_step_threads",
+__all__ = ["ThreadFilter", "live_threads", "running_idents", "quarantine_step_threads",
            "release_finished_threads", "quarantined_running", "is_quarantined",
-           "filter_streams"]
+           "filter_streams", "host_thread"]
 
-_blocked: set[int] = set()
+_blocked: set[threading.Thread] = set()
+_foreign: set[int] = set()  # identifiers of threads started below `threading`
+_host: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 _lock = threading.Lock()
+
+
+def host_thread(thread: threading.Thread | None = None) -> None:
+    """Register ``thread`` (default: the calling one) as the host's own: it is never
+    quarantined, whatever step it was started in.  Usable as a ``ThreadPoolExecutor``
+    initializer."""
+    _host.add(thread if thread is not None else threading.current_thread())
 
 
 class ThreadFilter:
@@ -39,7 +56,7 @@ class ThreadFilter:
         self.dropped = 0  # characters written by quarantined threads
 
     def write(self, text: str) -> int:
-        if threading.get_ident() in _blocked:
+        if is_quarantined():
             self.dropped += len(text)
             return len(text)
         return self._stream.write(text)
@@ -48,42 +65,68 @@ class ThreadFilter:
         return getattr(self._stream, name)
 
 
+def _owned_by_threading(ident: int) -> bool:
+    """True when a real (not a stand-in ``_DummyThread``) ``threading.Thread`` that is
+    alive has identifier ``ident``."""
+    return any(t.ident == ident and not isinstance(t, threading._DummyThread)
+               and t.is_alive() for t in threading.enumerate())
+
+
 def is_quarantined() -> bool:
     """True when the calling thread was left running by an earlier step."""
-    return threading.get_ident() in _blocked
+    if not (_blocked or _foreign):
+        return False
+    if threading.current_thread() in _blocked:
+        return True
+    return threading.get_ident() in _foreign and not _owned_by_threading(threading.get_ident())
 
 
-def live_threads() -> set[int]:
-    """Identifiers of the threads alive now (``threading.enumerate``)."""
-    return {t.ident for t in threading.enumerate() if t.ident is not None}
+def live_threads() -> set[threading.Thread]:
+    """The threads alive now (``threading.enumerate``)."""
+    return set(threading.enumerate())
 
 
-def quarantine_step_threads(before: set[int]) -> int:
-    """Mark the threads alive now that were not alive at ``before`` (started by the
-    step); their later writes to ``sys.stdout``/``sys.stderr`` are dropped.
+def running_idents() -> frozenset[int]:
+    """Identifiers of every thread of the process running now, those started below
+    :mod:`threading` included (``sys._current_frames``)."""
+    return frozenset(sys._current_frames())
+
+
+def quarantine_step_threads(before: set[threading.Thread],
+                            idents_before: frozenset[int] = frozenset()) -> int:
+    """Mark the threads alive now that were not alive at the step's start (started by
+    the step); their later writes to ``sys.stdout``/``sys.stderr`` are dropped.
 
     Args:
         before: :func:`live_threads` taken when the step started.
+        idents_before: :func:`running_idents` taken when the step started; threads
+            running now whose identifier is not in it and that no ``threading.Thread``
+            owns are quarantined by identifier (an empty set: none are).
 
     Returns:
-        How many of the step's threads are still running.
+        How many of the step's threads are still running (the host's own, see
+        :func:`host_thread`, are not counted).
     """
-    left = {t.ident for t in threading.enumerate()
-            if t.ident is not None and t.ident not in before and t.is_alive()
-            and not t.name.startswith("rlm-")}
-    if not left:
+    left = {t for t in threading.enumerate()
+            if t not in before and t.is_alive() and t not in _host
+            and not isinstance(t, threading._DummyThread)}
+    foreign: set[int] = set()
+    if idents_before:
+        foreign = {i for i in running_idents() - idents_before if not _owned_by_threading(i)}
+    if not left and not foreign:
         return 0
     with _lock:
         _blocked.update(left)
+        _foreign.update(foreign)
     filter_streams()
-    return len(left)
+    return len(left) + len(foreign)
 
 
 def filter_streams() -> None:
     """Put the filter over ``sys.stdout``/``sys.stderr`` (if threads are quarantined
     and it is not there yet): call it after swapping those streams back."""
     with _lock:
-        if not _blocked:
+        if not (_blocked or _foreign):
             return
         for name in ("stdout", "stderr"):
             stream = getattr(sys, name)
@@ -94,9 +137,10 @@ def filter_streams() -> None:
 def release_finished_threads() -> None:
     """Forget quarantined threads that have ended; take the filters off when none is left."""
     with _lock:
-        alive = live_threads()
-        _blocked.intersection_update(alive)
-        if _blocked:
+        _blocked.difference_update([t for t in _blocked if not t.is_alive()])
+        _foreign.intersection_update(running_idents())
+        _foreign.difference_update([i for i in _foreign if _owned_by_threading(i)])
+        if _blocked or _foreign:
             return
         for name in ("stdout", "stderr"):
             stream = getattr(sys, name)
@@ -107,4 +151,4 @@ def release_finished_threads() -> None:
 def quarantined_running() -> int:
     """How many threads left running by steps are still alive."""
     release_finished_threads()
-    return len(_blocked)
+    return len(_blocked) + len(_foreign)

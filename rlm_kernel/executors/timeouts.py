@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import linecache
+import math
 import signal
 import sys
 import threading
@@ -46,6 +47,9 @@ REARM_SECONDS = 0.5
 """Seconds between re-raises of the timeout while the step keeps running."""
 GRACE_SECONDS = 1.0
 """Seconds after the limit before the line-tracer escalation starts."""
+MIN_SECONDS = 0.001
+"""The shortest limit armed: a shorter one (``1e-300``) is this long (``setitimer``
+would round it to 0, which disarms the timer and leaves its interval behind)."""
 
 def _exceeded(seconds: float | None) -> str:
     """What a :class:`StepTimeout` says: the one wording of a step's time-out."""
@@ -208,24 +212,30 @@ def time_limit(seconds: float | None) -> Iterator[_State]:
     """Raise :class:`StepTimeout` in this thread if the block outlives ``seconds``.
 
     Args:
-        seconds: limit in seconds; ``None`` or ``<= 0`` means no limit.
+        seconds: limit in seconds; ``None``, ``<= 0``, not finite or longer than
+            ``threading.TIMEOUT_MAX`` means no limit; under :data:`MIN_SECONDS` it is
+            :data:`MIN_SECONDS`.
 
     Yields:
         A state object whose ``fired`` attribute tells, after the block, whether
         the limit was hit (even if model code caught the exception).
     """
     state = _State(seconds or 0)
-    if not seconds or seconds <= 0:
+    if not seconds or seconds <= 0 or not math.isfinite(seconds) or \
+            seconds > threading.TIMEOUT_MAX:
         yield state
         return
+    state.seconds = seconds = max(seconds, MIN_SECONDS)
+    state.active = False  # quiet until the block runs: a raise mid-setup skips the cleanup
     outer = _current.get(state.thread)
     _current[state.thread] = state
     use_signal, previous = _start_signal_timer(state)
     done = threading.Event()
     thread = threading.Thread(target=_watchdog, args=(state, done, use_signal),
                               name="rlm-step-timeout", daemon=True)
-    thread.start()
     try:
+        thread.start()
+        state.active = True
         yield state
     finally:
         state.active = False  # from here on, handler and tracer stay quiet
@@ -252,7 +262,8 @@ def _cleanup(state: _State, done: threading.Event, thread: threading.Thread,
              use_signal: bool, previous: Any, outer: _State | None) -> None:
     """Stop the watchdog, the timer and the tracer; idempotent."""
     done.set()
-    thread.join()
+    if thread.ident is not None:  # started
+        thread.join()
     if use_signal:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)

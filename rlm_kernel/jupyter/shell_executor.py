@@ -22,6 +22,7 @@ from typing import Any
 from ..executors import OutputCallback, StreamTee
 from ..executors.host_state import step_scope
 from ..executors.redaction import Redactor, redact_output
+from ..executors.streams import cap_text
 from ..executors.thread_output import filter_streams
 from ..executors.timeouts import StepTimeout, time_limit, timeout_message
 from ..repl_types import REPLResult
@@ -91,13 +92,16 @@ class _StepCapture:
         self.dropped = 0  # outputs beyond MAX_OUTPUTS
         self.redact = Redactor()
         self.count = shell.execution_count  # the step's execution count
+        self.user_interrupt = False  # the user's SIGINT arrived during the step
 
     def sink(self, output: dict[str, Any]) -> None:
-        """Keep (redacted) and pass on one output; count it past :data:`MAX_OUTPUTS`."""
+        """Keep (capped, redacted) and pass on one output; count it past
+        :data:`MAX_OUTPUTS`.  The texts of a result, a display or an error are capped
+        as a stream's are (:func:`~rlm_kernel.executors.streams.cap_text`)."""
         if len(self.outputs) >= MAX_OUTPUTS:
             self.dropped += 1
             return
-        output = redact_output(output, self.redact)
+        output = redact_output(_capped(output), self.redact)
         self.outputs.append(output)
         if self.on_rich_output is not None:
             self.on_rich_output(output)
@@ -145,7 +149,7 @@ class _StepCapture:
         stack.callback(out.flush)
         stack.enter_context(_swap(sys, "stdout", out))
         stack.enter_context(_swap(sys, "stderr", err))
-        scope = stack.enter_context(step_scope(out, err))
+        scope = stack.enter_context(step_scope(out, err, namespace=shell.user_ns))
         stack.enter_context(_swap(shell, "display_pub", _CapturingPublisher(self.sink)))
         # A step runs inside the task cell's run_cell, whose display trap is
         # already active: swap the live hook, and the trap's for a top-level call.
@@ -162,10 +166,11 @@ class _StepCapture:
         return scope
 
     def text(self, stderr: bool) -> str:
-        """The model's view: the text of every output but stderr, or of stderr only."""
-        return "".join(output_text(o) for o in self.outputs
-                       if (o.get("output_type") == "stream" and o["name"] == "stderr")
-                       == stderr)
+        """The model's view: the text of every output but stderr, or of stderr only,
+        redacted once more as a whole (a secret written in two chunks is whole here)."""
+        return self.redact("".join(output_text(o) for o in self.outputs
+                                   if (o.get("output_type") == "stream"
+                                       and o["name"] == "stderr") == stderr))
 
 
 class ShellExecutor:
@@ -197,7 +202,8 @@ class ShellExecutor:
         result = self._run_cell(code, timeout, capture)
         filter_streams()  # the host's streams are back: mute threads the step left running
         self.last_execution_count = capture.count if self.store_history else None
-        if result is not None and isinstance(result.error_in_exec, KeyboardInterrupt):
+        if result is not None and isinstance(result.error_in_exec, KeyboardInterrupt) \
+                and capture.user_interrupt:  # else model code raised it: a model error
             raise KeyboardInterrupt
         self._note_abnormal_end(capture, timeout)
         success = not capture.error and not (result is not None and not result.success
@@ -219,6 +225,7 @@ class ShellExecutor:
                 capture.timeout = capture.timeout or limit.cut_short(capture.final)
             except StepTimeout:  # fired outside the cell's own code (hooks)
                 result, capture.timeout = None, True
+        capture.user_interrupt = scope.user_interrupt
         if capture.dropped:
             capture.outputs.append({"output_type": "stream", "name": "stderr",
                                     "text": f"[{capture.dropped:,} more outputs of this step "
@@ -237,6 +244,21 @@ class ShellExecutor:
             self.shell.exit_now = False
             _drop_exit_payload(self.shell)
             capture.stream("stderr", "exit() ignored: model code may not stop the kernel\n")
+
+
+def _capped(output: dict[str, Any]) -> dict[str, Any]:
+    """``output`` with its long texts (data, error value, traceback) capped."""
+    out = dict(output)
+    if isinstance(out.get("data"), dict):
+        out["data"] = {k: cap_text(v) if isinstance(v, str) else v
+                       for k, v in out["data"].items()}
+    if isinstance(out.get("evalue"), str):
+        out["evalue"] = cap_text(out["evalue"])
+    if isinstance(out.get("traceback"), list):
+        lines = [cap_text(line) if isinstance(line, str) else line for line in out["traceback"]]
+        out["traceback"] = lines if len(lines) <= 200 else lines[:100] + [
+            f"[... {len(lines) - 200:,} traceback lines dropped ...]"] + lines[-100:]
+    return out
 
 
 class _swap:  # noqa: N801 - used as a context manager, reads like a function

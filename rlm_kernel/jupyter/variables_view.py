@@ -18,6 +18,7 @@ from typing import Any
 import ipywidgets as w
 from ipywidgets.widgets.widget_string import HTMLStyle
 
+from ..engine.answer import describe_variable
 from ..engine.tools import user_variables
 from ..repl_types import REPLVariable
 
@@ -49,7 +50,7 @@ def variables_from_namespace(ns: Mapping[str, Any],
     Raises:
         KeyError: a name in ``names`` is not in ``ns`` (the missing name is given).
     """
-    return [_tool_preview(reader_length(REPLVariable.from_value(n, v, preview_length=200), v),
+    return [_tool_preview(reader_length(describe_variable(n, v, preview_length=200), v),
                           v) for n, v in user_variables(ns, names).items()]
 
 

@@ -31,6 +31,7 @@ from IPython.display import DisplayHandle, display
 
 from ..engine.candidates import short_answer
 from ..engine.events import Event
+from ..executors.thread_output import host_thread
 from .variables_view import VariablesView, html_widget, variables_from_namespace
 
 __all__ = ["ProgressView", "RunView", "VariablesView", "variables_from_namespace",
@@ -195,6 +196,7 @@ class ProgressView:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run_ticker, args=(self._stop,),
                                         name="rlm-progress-ticker", daemon=True)
+        host_thread(self._thread)
         self._thread.start()
 
     def _run_ticker(self, stop: threading.Event) -> None:

@@ -108,13 +108,15 @@ class ClientWrapper:
 
     @property
     def max_tokens(self) -> int | None:
-        """The wrapped client's default completion cap (tokens)."""
-        return self._client.max_tokens
+        """The wrapped client's default completion cap (tokens); None for a client
+        that does not say."""
+        return getattr(self._client, "max_tokens", None)
 
     @property
     def context_window(self) -> int | None:
-        """The wrapped model's input window (tokens), if known."""
-        return self._client.context_window
+        """The wrapped model's input window (tokens), if known (None for a client
+        that does not say)."""
+        return getattr(self._client, "context_window", None)
 
     @property
     def ledger(self) -> UsageLedger | None:

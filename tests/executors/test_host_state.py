@@ -123,3 +123,65 @@ def test_a_quiet_step_has_no_notes():
         x = len([1, 2])
     assert x == 2 and scope.changed_builtins == [] and scope.left_threads == 0
     assert scope.notes() == ""
+
+
+def test_a_step_inside_a_running_event_loop_cannot_stop_it():
+    """Shared fault case kr02_asyncio_stop.py, over a plain asyncio loop: a stop the
+    step asks for, at once or queued, is called off; the loop runs on."""
+    import asyncio
+
+    seen: dict[str, object] = {}
+
+    def step() -> None:
+        with step_scope() as scope:
+            loop = asyncio.get_event_loop()
+            loop.stop()
+            loop.call_soon(loop.stop)
+            loop.call_later(0.01, loop.stop)
+        seen["changed"] = scope.changed_settings
+        loop.call_later(0.1, lambda: seen.setdefault("still running", True))
+        loop.call_later(0.2, loop.stop)  # the host's own stop, after the step
+
+    loop = asyncio.new_event_loop()
+    try:
+        loop.call_soon(step)
+        loop.run_forever()
+    finally:
+        loop.close()
+    assert seen == {"changed": ["the asyncio event loop's stop"], "still running": True}
+
+
+def test_a_low_level_thread_a_step_leaves_is_muted(monkeypatch):
+    """Shared fault case c20_low_level_thread.py: a thread with no ``threading.Thread``
+    (``_thread.start_new_thread``) is quarantined by identifier until it ends."""
+    import _thread
+
+    from rlm_kernel.executors.thread_output import is_quarantined, quarantined_running
+
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    started, go, done = threading.Event(), threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def chatter() -> None:
+        started.set()
+        go.wait(10)
+        seen.append(is_quarantined())
+        print("from the low-level thread")
+        done.set()
+
+    with step_scope(stdout=io.StringIO()) as scope:
+        _thread.start_new_thread(chatter, ())
+        assert started.wait(10)
+    assert scope.left_threads == 1 and quarantined_running() == 1
+    go.set()
+    assert done.wait(10)
+    print("from the host")
+    assert seen == [True] and "low-level" not in out.getvalue()
+    deadline = threading.Event()
+    for _ in range(100):
+        if quarantined_running() == 0:
+            break
+        deadline.wait(0.05)
+    assert quarantined_running() == 0
+    assert not is_quarantined()

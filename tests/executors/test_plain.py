@@ -90,11 +90,17 @@ def test_a_step_over_its_time_limit_is_stopped_with_the_timeout_line():
     assert ex.namespace["x"] == 1
 
 
-def test_a_keyboard_interrupt_reaches_the_caller():
+def test_the_users_interrupt_reaches_the_caller():
     ex = PlainExecutor()
-    with pytest.raises(KeyboardInterrupt):
-        ex.execute("raise KeyboardInterrupt")
+    with pytest.raises(KeyboardInterrupt):  # SIGINT, as Ctrl-C or a kernel interrupt sends it
+        ex.execute("import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)")
     assert ex.execute("print(1)").success  # and the executor still works
+
+
+def test_a_keyboard_interrupt_raised_by_model_code_is_a_model_error():
+    ex = PlainExecutor()
+    res = ex.execute("print('before')\nraise KeyboardInterrupt")
+    assert not res.success and "KeyboardInterrupt" in res.stderr and res.stdout == "before\n"
 
 
 def test_output_is_streamed_by_name_and_capped_at_max_output_chars():

@@ -144,3 +144,30 @@ def test_one_print_arrives_as_one_chunk():
     PlainExecutor().execute("print('a', 'b', sep='-')",
                             on_output=lambda stream, text: chunks.append(text))
     assert chunks == ["a-b\n"]
+
+
+@pytest.mark.parametrize("where", ["head", "tail"])
+@pytest.mark.parametrize("kept_whole", [True, False])
+def test_a_secret_across_a_cut_of_the_kept_output_is_redacted(where, kept_whole):
+    """Shared fault case s03_cap_boundary_split.py: the secret straddles the end of the
+    kept head (or the start of the kept tail), written in one piece or in many."""
+    secret = "sk-test-0123456789abcdefSECRET"
+    tee = StreamTee("stdout", None, max_chars=1000, redact=Redactor({"OPENAI_API_KEY": secret}))
+    head, tail = 750, 250
+    extra = 10 if kept_whole else 5000  # past the cap by a little (all kept) or a lot
+    if where == "head":
+        text = "x" * (head - 15) + secret + "y" * (tail + extra)
+    else:
+        text = "x" * (head + extra) + secret + "z" * (tail - 15)  # the tail starts in it
+    for i in range(0, len(text), 7):
+        tee.write(text[i:i + 7])
+    kept = tee.getvalue()
+    assert "dropped" in kept
+    assert secret[:10] not in kept and secret[-10:] not in kept
+    assert "[redacted OPENAI_API_KEY]" in kept
+    shown = kept.replace("[redacted OPENAI_API_KEY]", secret)
+    before, marker, after = shown.partition("\n[... ")
+    count = int(after.split(" characters")[0].replace(",", ""))
+    after = after.split("dropped ...]\n", 1)[1]
+    assert text.startswith(before) and text.endswith(after)
+    assert count == len(text) - len(before) - len(after)

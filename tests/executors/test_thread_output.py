@@ -15,6 +15,7 @@ from rlm_kernel.executors.streams import StreamTee
 from rlm_kernel.executors.thread_output import (
     ThreadFilter,
     filter_streams,
+    host_thread,
     is_quarantined,
     live_threads,
     quarantine_step_threads,
@@ -77,14 +78,14 @@ class Waiter:
         self.thread.join(10)
 
 
-def test_live_threads_are_the_identifiers_of_the_threads_alive():
-    assert threading.get_ident() in live_threads()
+def test_live_threads_are_the_threads_alive():
+    assert threading.current_thread() in live_threads()
     waiter = Waiter()
     try:
-        assert waiter.thread.ident in live_threads()
+        assert waiter.thread in live_threads()
     finally:
         waiter.stop()
-    assert waiter.thread.ident not in live_threads()
+    assert waiter.thread not in live_threads()
 
 
 def test_a_thread_the_step_left_running_is_silenced_until_it_ends(streams):
@@ -112,11 +113,12 @@ def test_a_thread_the_step_left_running_is_silenced_until_it_ends(streams):
     assert quarantined_running() == 0
 
 
-def test_threads_already_running_ended_or_named_rlm_are_not_the_steps(streams):
+def test_threads_already_running_ended_or_the_hosts_are_not_the_steps(streams):
     out, _ = streams()
     earlier = Waiter()
     before = live_threads()
     helper = Waiter(name="rlm-helper")
+    host_thread(helper.thread)  # registered as the host's own: never the step's
     finished = threading.Thread(target=lambda: None)
     finished.start()
     finished.join()
@@ -172,3 +174,30 @@ def test_a_step_stream_ignores_a_quarantined_thread(streams):
         assert tee.getvalue() == "this step"
     finally:
         waiter.stop()
+
+
+def test_a_thread_named_like_the_hosts_is_still_the_steps(streams):
+    """Shared fault case c10_thread_named_rlm.py: the name does not make a thread the
+    host's."""
+    streams()
+    before = live_threads()
+    waiter = Waiter(name="rlm-stream-flush")
+    try:
+        assert quarantine_step_threads(before) == 1
+    finally:
+        waiter.stop()
+
+
+def test_a_new_thread_with_an_ended_ones_identifier_is_not_muted(streams):
+    """Shared fault case c27_ident_reuse.py: quarantine is by thread, not identifier."""
+    streams()
+    before = live_threads()
+    left = Waiter()
+    assert quarantine_step_threads(before) == 1
+    left.stop()
+    seen = []
+    for _ in range(50):  # the system reuses an ended thread's identifier, soon if not at once
+        t = threading.Thread(target=lambda: seen.append((threading.get_ident(), is_quarantined())))
+        t.start()
+        t.join()
+    assert not any(q for _, q in seen)

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from rlm_kernel.engine.answer import ANSWER_CHARS, answer_text, value_repr
+from rlm_kernel.executors.isolated import RemoteValue
 from tests.replies import block
 
 from .helpers import THOUGHT, scripted_run
@@ -36,18 +37,28 @@ def test_a_value_that_contains_itself_is_the_answer(code):
 
 
 @pytest.mark.parametrize("exc", ["SystemExit(7)", "KeyboardInterrupt", "RuntimeError('no')"])
-def test_a_value_whose_str_raises_is_still_the_answer(exc):
+def test_a_value_whose_str_raises_is_still_the_answer(exc, executor_kind):
+    """The answer is kept and its text is the guarded one.  Behind the process wall a
+    class of model code's never reaches the host (only plain data is unpickled there): the
+    answer is a :class:`RemoteValue` of the child's type, its text the repr made there."""
     res, _ = run(f"class A:\n    def __str__(self):\n        raise {exc}\n"
                  "    def __repr__(self):\n        return 'A()'\nFINAL(A())")
     assert (res.stopped_by, res.error) == ("final", None)  # not 'interrupt', not raised
-    assert type(res.answer_value).__name__ == "A"
+    if executor_kind == "isolated":
+        assert isinstance(res.answer_value, RemoteValue) and res.answer_value.type_name == "A"
+    else:
+        assert type(res.answer_value).__name__ == "A"
     assert res.answer == "A()"
 
 
-def test_a_value_whose_every_rendering_fails_gets_a_placeholder_text():
+def test_a_value_whose_every_rendering_fails_gets_a_placeholder_text(executor_kind):
+    """A placeholder naming the type.  Behind the process wall the placeholder is made
+    in the child, where the value lives (its guarded repr says the repr failed)."""
     res, _ = run("class B:\n    def __str__(self):\n        raise SystemExit(1)\n"
                  "    __repr__ = __str__\nFINAL(B())")
-    assert res.stopped_by == "final" and res.answer == "<B object: no text>"
+    placeholder = "<B object: repr failed (SystemExit)>" if executor_kind == "isolated" \
+        else "<B object: no text>"
+    assert res.stopped_by == "final" and res.answer == placeholder
 
 
 def test_a_value_whose_str_never_returns_is_cut_off():
@@ -73,8 +84,13 @@ def test_a_reward_whose_float_loops_is_not_read():
     assert res.answer == "1" and time.monotonic() - started < 10
 
 
-def test_the_answer_check_shows_any_value_guarded():
+def test_the_answer_check_shows_any_value_guarded(executor_kind):
+    """The check's message shows the value through a guarded repr.  Behind the process
+    wall the host holds a :class:`RemoteValue` whose text is the child's guarded repr."""
     res, lm = run("class C:\n    def __repr__(self):\n        raise SystemExit\nFINAL(C())",
                   "FINAL('fine')", verify_answer=True)
-    assert "You called FINAL with a C: <C object>" in lm.calls[1][-1]["content"]
+    shown = "a RemoteValue: <C object: repr failed (SystemExit)>" \
+        if executor_kind == "isolated" else "a C: <C object>"
+    assert f"You called FINAL with {shown}" in lm.calls[1][-1]["content"]
+    assert res.answer == "fine"
     assert value_repr(list(range(1000)), max_chars=40).endswith("...")

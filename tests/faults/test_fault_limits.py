@@ -78,15 +78,21 @@ def test_first_final_of_a_step_wins():
     assert rlm.run("q", context="x").answer == "first"
 
 
-def test_depth_limit_is_not_an_attribute_of_the_namespace_functions():
-    # child runs would go on for ever if the depth came from the namespace
-    attack = ("llm_query.__self__.max_depth = 99\nllm_query.__self__.depth = -5\n"
+def test_depth_limit_is_not_an_attribute_of_the_namespace_functions(executor_kind):
+    """Child runs would go on for ever if the depth came from the namespace.  Behind the
+    process wall ``llm_query`` is a stub with no ``__self__`` (the depth lives on the
+    host only): the rewrite fails, and the calls that follow keep the host's depth."""
+    attack = ("try:\n    llm_query.__self__.max_depth = 99\n    llm_query.__self__.depth = -5\n"
+              "except AttributeError as exc:\n    print('no handle:', exc)\n"
               "print(rlm_query('go deeper'))")
     rlm, lm = scripted_run([block(attack, THOUGHT)] * 12 + [block("FINAL('done')", THOUGHT)] * 5,
                            max_depth=1, child_max_iterations=2)
     res = rlm.run("q", context="x")
     assert max(c.depth for c in res.calls) <= 1
     assert res.stopped_by in ("final", "max_iterations")
+    rewrite_failed = "no handle: 'HostFunction' object has no attribute '__self__'" \
+        in res.history.entries[0].output
+    assert rewrite_failed == (executor_kind == "isolated")
 
 
 def test_child_runner_called_directly_keeps_the_hosts_depth():
@@ -107,10 +113,18 @@ def test_batched_calls_cannot_overshoot_the_call_budget():
     assert res.steps == 1 and res.history.entries[0].output.strip() == "16"
 
 
-def test_calling_the_client_behind_llm_query_is_still_budgeted():
+def test_calling_the_client_behind_llm_query_is_still_budgeted(executor_kind):
+    """In-process the attack calls the client object behind ``llm_query``.  Behind the
+    process wall there is no client in the child: the nearest thing is the worker's
+    channel behind the stub, and calls made through it directly are the host's
+    ``llm_query``, budgeted the same."""
     attack = ("c = llm_query.__self__.sub_client\nn = 0\nfor i in range(20):\n"
               "    try:\n        c.complete([{'role': 'user', 'content': 'hi'}], role='sub')\n"
               "        n += 1\n    except BaseException:\n        pass\nprint(n)\nFINAL(n)")
+    if executor_kind == "isolated":
+        attack = ("w = llm_query._worker\nn = 0\nfor i in range(20):\n"
+                  "    try:\n        w.call_host(llm_query.key, ('hi',), {})\n"
+                  "        n += 1\n    except BaseException:\n        pass\nprint(n)\nFINAL(n)")
     rlm, _ = scripted_run([block(attack, THOUGHT)], max_llm_calls=3)
     res = rlm.run("q", context="x")
     assert res.llm_calls <= 3
@@ -118,11 +132,20 @@ def test_calling_the_client_behind_llm_query_is_still_budgeted():
     assert res.history.entries[0].output.strip() == "2"
 
 
-def test_calls_made_around_the_guard_end_the_run():
+def test_calls_made_around_the_guard_end_the_run(executor_kind):
+    """In-process the raw client is reachable and calls made with it end the run.  Behind
+    the process wall no client is in the child (``llm_query`` is a stub with no
+    ``__self__``): no call can be made around the guard, so the model saw only the
+    calls the run recorded."""
     attack = ("c = llm_query.__self__.sub_client._client\nfor i in range(10):\n"
               "    c.complete([{'role': 'user', 'content': 'hi'}], role='sub')\nFINAL('x')")
-    rlm, _ = scripted_run([block(attack, THOUGHT)], max_llm_calls=3)
+    rlm, lm = scripted_run([block(attack, THOUGHT)], max_llm_calls=3)
     res = rlm.run("q", context="x")
+    if executor_kind == "isolated":
+        assert "'HostFunction' object has no attribute '__self__'" \
+            in res.history.entries[0].output
+        assert len(lm.calls) == res.llm_calls <= 3
+        return
     assert res.stopped_by == "budget" and "around the budget check" in res.error
     assert res.steps == 1
 

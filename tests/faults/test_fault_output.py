@@ -30,16 +30,28 @@ def test_one_huge_print_is_kept_capped_in_trajectory_and_notebook(tmp_path):
     assert path.stat().st_size < 5 * MAX_KEPT_CHARS
 
 
-def test_secret_environment_values_reach_nothing(monkeypatch, tmp_path):
+def test_secret_environment_values_reach_nothing(monkeypatch, tmp_path, executor_kind):
+    """Secret values reach no prompt, trajectory, notebook, live event or answer.  Behind
+    the process wall they are not in the child's environment at all (names like
+    ``*_TOKEN`` are left out, short values too), so model code reads them from a file
+    (reading files is not restricted) and the host's redaction is what holds."""
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("MY_SERVICE_TOKEN", SECRET[::-1])
     monkeypatch.setenv("SHORT_TOKEN", "abc")  # too short to be worth hiding
+    env = "os.environ[{!r}]".format
+    first = "import os\nprint(os.environ)\n"
+    if executor_kind == "isolated":
+        for name in ("OPENAI_API_KEY", "MY_SERVICE_TOKEN", "SHORT_TOKEN"):
+            (tmp_path / name).write_text(os.environ[name])
+        env = f"open({str(tmp_path)!r} + '/' + {{!r}}).read()".format
+        first = ("import os\nprint(sorted(n for n in os.environ if n.endswith(('_KEY', "
+                 "'_TOKEN'))), 'in the environment')\nprint(" + env("SHORT_TOKEN") + ")\n")
     rlm, lm = scripted_run([
-        block("import os\nprint(os.environ)\nprint(os.environ['MY_SERVICE_TOKEN'])\n"
-              "print(llm_query('key ' + os.environ['OPENAI_API_KEY']))", THOUGHT),
-        block("import os, sys\nsys.stderr.write(os.environ['OPENAI_API_KEY'])\n"
-              "raise ValueError(os.environ['OPENAI_API_KEY'])", THOUGHT),
-        block("FINAL('the key is ' + os.environ['OPENAI_API_KEY'])", THOUGHT),
+        block(f"{first}print({env('MY_SERVICE_TOKEN')})\n"
+              f"print(llm_query('key ' + {env('OPENAI_API_KEY')}))", THOUGHT),
+        block(f"import os, sys\nsys.stderr.write({env('OPENAI_API_KEY')})\n"
+              f"raise ValueError({env('OPENAI_API_KEY')})", THOUGHT),
+        block(f"FINAL('the key is ' + {env('OPENAI_API_KEY')})", THOUGHT),
     ])
     live = []
     rlm.observer = live.append
@@ -58,6 +70,8 @@ def test_secret_environment_values_reach_nothing(monkeypatch, tmp_path):
     assert "[redacted OPENAI_API_KEY]" in res.answer
     assert "[redacted MY_SERVICE_TOKEN]" in res.history.entries[0].output
     assert "abc" in res.history.entries[0].output  # short values are left alone
+    if executor_kind == "isolated":
+        assert "[] in the environment" in res.history.entries[0].output
 
 
 def test_lone_surrogates_export_and_read_back(tmp_path):

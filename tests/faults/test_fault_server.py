@@ -164,7 +164,7 @@ def test_stop_server_leaves_another_process_server_and_state_file_alone(empty_ca
     written = write_state(empty_cache, proc.pid, port)
     assert server.find_running() is not None
     assert server.stop_server() is False
-    server._stop_all()  # what atexit runs
+    server.stop_all_servers()  # what atexit runs
     assert state(empty_cache) == written and proc.poll() is None
 
 

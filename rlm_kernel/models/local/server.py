@@ -209,7 +209,8 @@ def stop_server(name: str | None = None, grace: float = 3.0) -> bool:
 
 
 @atexit.register
-def _stop_all() -> None:
+def stop_all_servers() -> None:
+    """Stop every model server this process started (run at exit)."""
     for name in list(_servers):
         stop_server(name)
 
