@@ -16,6 +16,7 @@ from typing import Any
 
 from ..context.files import ContextError, load_contexts
 from ..engine.options import add_setting_options, config_overrides, non_empty
+from ..executors.isolated import WorkerError
 from ..executors.thread_output import filter_streams
 
 __all__ = ["main", "build_parser"]
@@ -64,12 +65,19 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
     args = build_parser().parse_args(argv)
+    args.as_command = argv is None  # the process is ours (see _json_stdout)
     code = _main(args)
+    from ..executors.host_state import exit_hooks_added
     from ..executors.thread_output import quarantined_running
 
-    # As a command (argv from the process), threads that model code left running must
-    # not hold the exit; called from Python, the caller's process is not ours to end.
-    if argv is None and quarantined_running():
+    # As a command (argv from the process), threads that model code left running and
+    # exit hooks it registered (they may print into --json's stdout, or sleep) must not
+    # hold or spoil the exit; called from Python, the caller's process is not ours to end.
+    if argv is None and (quarantined_running() or exit_hooks_added()):
+        if "rlm_kernel.models.local.server" in sys.modules:  # the host's own exit hook
+            from ..models.local.server import stop_all_servers
+
+            stop_all_servers()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
@@ -123,27 +131,60 @@ def _run(args: argparse.Namespace) -> int:
             _err(str(exc))
             return 1
     real_stdout = sys.stdout
-    if args.json:  # stdout carries the JSON object only; stray prints go to stderr
-        sys.stdout = sys.stderr
+    json_fd = _json_stdout() if args.json else None
     try:
-        result = rlm.run(question, context=context, output_type=answer_type)
-    except LLMError as exc:
-        _err(str(exc))
-        return 1
+        try:
+            result = rlm.run(question, context=context, output_type=answer_type)
+        except LLMError as exc:
+            _err(str(exc))
+            return 1
+        except ValueError as exc:  # a setting the run cannot use (--workdir ...)
+            _err(str(exc))
+            return 2
+        except WorkerError as exc:
+            _err(f"the isolated REPL could not start: {exc} (--executor in-process runs "
+                 "model code in this process)")
+            return 1
+        finally:
+            sys.stdout = real_stdout
+            filter_streams()  # threads model code left running stay muted
+        return _report(result, args, json_fd)
     finally:
-        sys.stdout = real_stdout
-        filter_streams()  # threads model code left running stay muted
-    return _report(result, args)
+        if json_fd is not None:
+            if not getattr(args, "as_command", False):  # the caller's stdout back
+                os.dup2(json_fd, 1)
+            os.close(json_fd)
 
 
-def _report(result: Any, args: argparse.Namespace) -> int:
-    """Write ``--export``, print the answer (or the JSON object); the exit code."""
+def _json_stdout() -> int:
+    """With ``--json`` the process's stdout carries the JSON object only: point file
+    descriptor 1 (and ``sys.stdout``) at stderr, so what model code writes to it in any
+    way (``print``, ``os.write(1, ...)``, a subprocess, a thread left running, an
+    ``atexit`` hook) goes there, and return a duplicate of the real stdout for the
+    object.  As the ``rlm`` command, descriptor 1 stays on stderr to the end."""
+    sys.stdout.flush()
+    real = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return real
+
+
+def _report(result: Any, args: argparse.Namespace, json_fd: int | None = None) -> int:
+    """Write ``--export``, print the answer (or, to ``json_fd``, the JSON object); the
+    exit code."""
     export_error = _export(result, args) if args.export else None
     if args.json:
         data = result.to_dict() if args.trajectory else result.summary()
         if args.export and export_error is None:
             data["export"] = args.export
-        print(json.dumps(data, default=str))
+        text = json.dumps(data, default=str) + "\n"
+        if json_fd is not None and getattr(args, "as_command", False):
+            sys.stderr.flush()
+            os.write(json_fd, text.encode("utf-8", "backslashreplace"))
+        else:  # called from Python: the caller's stdout, whatever it is
+            if json_fd is not None:
+                os.dup2(json_fd, 1)
+            print(text, end="", flush=True)
     else:
         _print_answer(result)
         if result.diverged_at is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..executors import PlainExecutor
+from ..executors import close_executor, new_executor
 from ..models import LanguageModel, UsageLedger
 from .budget import BudgetExceeded, BudgetGuard
 from .config import RLMConfig
@@ -20,8 +20,8 @@ def child_runner(config: RLMConfig, observer: Observer | None, root: LanguageMod
                  sub: LanguageModel, ledger: UsageLedger, guard: BudgetGuard,
                  depth: int) -> Callable[[str, Any], str | None]:
     """``run_child(prompt, context)`` for a run at ``depth``: a child :class:`Run` one
-    level deeper (its own :class:`PlainExecutor`, at most ``child_max_iterations``
-    steps), or None when that is deeper than ``config.max_depth``.  The depth comes
+    level deeper (its own executor of ``config.executor``'s kind, closed when it
+    ends; at most ``child_max_iterations`` steps), or None when that is deeper than ``config.max_depth``.  The depth comes
     from the host (this closure and the frozen config), never from the caller.
 
     The returned function returns the child's answer text, or ``"Error: ..."`` when the
@@ -37,12 +37,16 @@ def child_runner(config: RLMConfig, observer: Observer | None, root: LanguageMod
         if depth > config.max_depth:
             return None
         variables = {} if context is None else {"context": context}
-        run = Run(prompt, variables, config=child_config, executor=PlainExecutor(),
-                  root=root, sub=sub, ledger=ledger, guard=guard, depth=depth,
-                  observer=observer, replay=None,
-                  child_runner=child_runner(child_config, observer, root, sub, ledger,
-                                            guard, depth))
-        res = run.execute()
+        executor = new_executor(config.executor or "in-process")
+        try:
+            run = Run(prompt, variables, config=child_config, executor=executor,
+                      root=root, sub=sub, ledger=ledger, guard=guard, depth=depth,
+                      observer=observer, replay=None,
+                      child_runner=child_runner(child_config, observer, root, sub, ledger,
+                                                guard, depth))
+            res = run.execute()
+        finally:
+            close_executor(executor)
         if res.stopped_by == "budget":
             raise BudgetExceeded(res.error or "budget used up")
         if res.answer is None:

@@ -20,12 +20,19 @@ __all__ = ["RLMConfig", "Setting", "settings"]
 
 
 def _opt(default: Any, help: str, *, low: float | None = None, above: bool = False,
-         flag: str | None = None, choices: tuple[str, ...] | None = None) -> Any:
+         high: float | None = None, flag: str | None = None,
+         choices: tuple[str, ...] | None = None) -> Any:
     """A config field: ``low`` is the least value allowed (``above``: values must be
-    more than it); ``flag`` is its option in ``rlm run`` and ``%rlm``."""
+    more than it), ``high`` the most; ``flag`` is its option in ``rlm run`` and
+    ``%rlm``."""
     return field(default=default, metadata={"help": help, "low": low, "above": above,
-                                            "choices": choices,
+                                            "high": high, "choices": choices,
                                             "flag": flag})
+
+
+MAX_STEP_SECONDS = 1_000_000.0
+"""The longest step time limit accepted (seconds, about 11.5 days): the time limit's
+timers cannot hold an unbounded one (``inf``, ``1e300``); None is no limit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +71,7 @@ class RLMConfig:
         None, "Budget: wall-clock seconds per run.", low=0, above=True, flag="--max-seconds")
     step_timeout: float | None = _opt(
         120.0, "Seconds one step's code may run before it is stopped.",
-        low=0, above=True, flag="--step-timeout")
+        low=0, above=True, high=MAX_STEP_SECONDS, flag="--step-timeout")
     max_output_chars: int = _opt(
         3000, "Characters of a step's output shown to the model (the user sees all).",
         low=1)
@@ -134,6 +141,16 @@ class RLMConfig:
         0.7, "Sampling temperature of the root model in candidates 2..N (each with its "
         "own seed); candidate 1 samples at temperature, as a single run does.", low=0,
         flag="--candidate-temperature")
+    executor: str | None = _opt(
+        None, "Where model code runs: 'isolated' (a child process behind operating-system "
+        "limits: time, memory, processes, no network; rlm_kernel.executors.isolated) or "
+        "'in-process' (exec in this process).  None: the caller's default, isolated for "
+        "rlm run and RLM.run, the live namespace for the rlm kernel and magic.",
+        choices=("isolated", "in-process"), flag="--executor")
+    workdir: str | None = _opt(
+        None, "Working folder: model code runs with it as its current folder and gets "
+        "ls, read, grep, apply_patch and bash confined to it (isolated: nothing outside "
+        "it is writable); None: no folder helpers.", flag="--workdir")
 
     def __post_init__(self) -> None:
         for s in settings():
@@ -183,6 +200,7 @@ class Setting:
         low / above: the least value (``above``: values must be more than ``low``).
         flag: the per-run option (``--max-llm-calls``) or None.
         choices: the values a text setting may take besides None, or None (any text).
+        high: the most a number may be, or None (any finite number).
     """
 
     name: str
@@ -194,10 +212,11 @@ class Setting:
     above: bool
     flag: str | None
     choices: tuple[str, ...] | None = None
+    high: float | None = None
 
     def check(self, value: Any) -> None:
-        """Raise ValueError if ``value`` is out of bounds or not one of ``choices``
-        (None passes if optional)."""
+        """Raise ValueError if ``value`` is out of bounds, not finite (``inf``: use
+        None for no limit) or not one of ``choices`` (None passes if optional)."""
         if value is None:
             if not self.optional:
                 raise ValueError(f"{self.name} cannot be None")
@@ -209,12 +228,18 @@ class Setting:
             return
         if isinstance(value, float) and math.isnan(value):
             raise ValueError(f"{self.name} must be a number, got nan")
-        if value < self.low or (self.above and value == self.low):
+        if value < self.low or (self.above and value == self.low) or \
+                (self.high is not None and value > self.high):
             raise ValueError(f"{self.name} must be {self.bound()}, got {value!r}")
+        if isinstance(value, float) and math.isinf(value):
+            raise ValueError(f"{self.name} must be a finite number (None: no limit), "
+                             f"got {value!r}")
 
     def bound(self) -> str:
-        """The bound in words: ``at least 1`` / ``more than 0`` (``or None``)."""
+        """The bound in words: ``at least 1`` / ``more than 0 and at most 1e+06``
+        (``or None``)."""
         text = f"{'more than' if self.above else 'at least'} {self.low:g}"
+        text += f" and at most {self.high:g}" if self.high is not None else ""
         return text + (" (or None: no limit)" if self.optional else "")
 
 
@@ -234,5 +259,5 @@ def settings() -> tuple[Setting, ...]:
         default = None if f.default is MISSING else f.default
         meta = f.metadata
         out.append(Setting(f.name, kind, optional, default, meta["help"], meta["low"],
-                           meta["above"], meta["flag"], meta["choices"]))
+                           meta["above"], meta["flag"], meta["choices"], meta["high"]))
     return tuple(out)

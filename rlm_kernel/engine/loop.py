@@ -14,7 +14,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..executors import Executor, PlainExecutor
+from ..executors import Executor, close_executor, executor_kind, new_executor
+from ..executors.workfolder import WorkFolder
 from ..models import LanguageModel, UsageLedger, make_client, tracing
 from ..models.cache import configure_cache
 from .answer_type import as_answer_type
@@ -105,8 +106,10 @@ class RLM:
             question: the task, in natural language.
             context: the main input (any Python value; a str, a dict of files...),
                 bound to ``context`` in the REPL.  Omitted if None.
-            executor: where code runs (default: a new :class:`PlainExecutor`);
-                an existing namespace keeps its variables.
+            executor: where code runs (default: a new one of ``config.executor``'s
+                kind, an :class:`~rlm_kernel.executors.isolated.IsolatedExecutor`
+                when that is None, closed when the run ends); an existing namespace
+                keeps its variables.
             variables: further REPL variables the model is told about, by name
                 (for names that clash with this method's parameters).
             continuation: continue an earlier run from one of its steps, with that
@@ -136,11 +139,13 @@ class RLM:
         Raises:
             LLMError: before the run, if the model is unknown or a key is missing.
             TypeError, ValueError: ``output_type`` is not a type pydantic can check,
-                or a tool is not callable or has a reserved name.
+                a tool is not callable or has a reserved name, or ``config.workdir``
+                is not a folder.
         """
         task = TaskSpec(output_type=as_answer_type(output_type), history=history,
                         tools={**self.tools, **check_tools(tools)},
-                        protected=None if protected is None else set(protected))
+                        protected=None if protected is None else set(protected),
+                        folder=self._folder())
         variables = {**(variables or {}), **more}
         if context is not None:
             variables = {"context": context, **variables}
@@ -154,10 +159,31 @@ class RLM:
         root.ledger = sub.ledger = ledger
         started = time.monotonic()
         guard = BudgetGuard(self._budget(), ledger, started)
-        return self._run(question, variables, executor or PlainExecutor(), root, sub,
-                         ledger, guard, continuation, task)
+        own = executor is None
+        if executor is None:
+            folder = {"workdir": task.folder.root} if task.folder is not None else {}
+            executor = new_executor(self.config.executor or "isolated", **folder)
+        try:
+            return self._run(question, variables, executor, root, sub, ledger, guard,
+                             continuation, task)
+        finally:
+            guard.close()  # nothing spends the run's budget once it has returned
+            if own:
+                close_executor(executor)
 
     # -- internals ----------------------------------------------------------------------
+    def _folder(self) -> WorkFolder | None:
+        """The run's working folder (``config.workdir``), or None.
+
+        Raises:
+            ValueError: the folder does not exist or is not a folder."""
+        if not self.config.workdir:
+            return None
+        try:
+            return WorkFolder(self.config.workdir)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise ValueError(f"workdir: {exc}") from None
+
     def _clients(self) -> tuple[LanguageModel, LanguageModel]:
         cfg = self.config
         if self.replay is not None and self._root_client is None:
@@ -188,6 +214,8 @@ class RLM:
         """The top-level :class:`Run` on ready clients (see :meth:`run`), or the
         candidates and their vote (``config.candidates`` > 1, not a replay)."""
         cfg = self.config
+        if cfg.executor is None:  # rlm_query's child runs take the top-level run's kind
+            cfg = cfg.replace(executor=executor_kind(executor))
         if cfg.candidates > 1 and self.replay is None:
             runs = CandidateRuns(question, variables, config=cfg, executor=executor,
                                  root=root, sub=sub, ledger=ledger, guard=guard,

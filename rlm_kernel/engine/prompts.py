@@ -207,13 +207,16 @@ def _structure_tip(var: REPLVariable, value: Any) -> str | None:
 
 def task_message(question: str, variables: Sequence[REPLVariable], max_steps: int,
                  values: Mapping[str, Any] | None = None, *, earlier: str | None = None,
-                 tools: Sequence[str] = (), answer_type: str | None = None) -> str:
+                 tools: Sequence[str] = (), answer_type: str | None = None,
+                 folder: str | None = None) -> str:
     """First user message: the earlier tasks of the conversation (``earlier``, from
     :meth:`~rlm_kernel.engine.conversation.Conversation.prompt_section`), the question,
     the variables' metadata, how each variable splits into documents (when ``values``
     is given; see :func:`rlm_kernel.context.documents.describe_structure`), the user's
     tools (one line each, :func:`~rlm_kernel.engine.task.describe_tool`), the answer's
-    type (:meth:`~rlm_kernel.engine.answer_type.AnswerType.prompt_line`), and the step
+    type (:meth:`~rlm_kernel.engine.answer_type.AnswerType.prompt_line`), the working
+    folder and its helpers (``folder``, from
+    :meth:`~rlm_kernel.executors.workfolder.WorkFolder.prompt_section`), and the step
     line."""
     values = values or {}
     if variables:
@@ -228,6 +231,8 @@ def task_message(question: str, variables: Sequence[REPLVariable], max_steps: in
     if tools:
         parts.append("Your own functions in the REPL (call them like any function):\n"
                      + "\n".join(tools))
+    if folder:
+        parts.append(folder)
     if answer_type:
         parts.append(answer_type)
     parts.append(_step_line(1, max_steps))

@@ -45,11 +45,12 @@ from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from ..executors import Executor, combined_output
+from ..executors.timeouts import MIN_SECONDS
 from ..models import LanguageModel, LLMError, UsageLedger, tracing
 from ..policies import ActionResult, PolicyContext, PolicyRegistry
 from ..repl_types import REPLResult, REPLVariable
 from ..termination import detect_final_in_code, resolve_final_var
-from .answer import answer_text
+from .answer import answer_text, describe_variable
 from .answer_type import AnswerTypeError
 from .budget import BudgetExceeded, BudgetGuard, GuardedClient
 from .config import RLMConfig
@@ -144,11 +145,13 @@ class Run:
         self.observer, self.replay = observer, replay
         self.ns: MutableMapping[str, Any] = executor.namespace
         self.ns.update(variables)
-        bound = dict(task.tools)  # the user's tools and the earlier tasks' record
+        bound = dict(task.tools)  # the user's tools, the folder's, the earlier tasks' record
+        if task.folder is not None:
+            bound.update(task.folder.functions())
         if task.history:
             bound[HISTORY_NAME] = task.history.as_data()
         self.ns.update(bound)
-        metas = [REPLVariable.from_value(n, v, preview_length=cfg.preview_chars)
+        metas = [describe_variable(n, v, preview_length=cfg.preview_chars)
                  for n, v in variables.items()]
         self.tools = RunTools(sub, guard, self.ns, depth=depth,
                               max_concurrency=cfg.max_concurrency, child_runner=child_runner,
@@ -170,6 +173,7 @@ class Run:
             question, metas, cfg.max_iterations, variables,
             earlier=task.history.prompt_section() if task.history else None,
             tools=[describe_tool(n, f) for n, f in task.tools.items()],
+            folder=task.folder.prompt_section() if task.folder is not None else None,
             answer_type=task.output_type.prompt_line() if task.output_type else None)
         self.prompt_chars = _prompt_chars(cfg, root)
         self.policy = PolicyRegistry.get_termination(cfg.termination,
@@ -327,15 +331,20 @@ class Run:
         return outcome
 
     def _execute(self, code: str, step: int) -> REPLResult:
-        """Run a step's code under its time limit, streaming ``step_output`` events; the
-        result's ``llm_calls`` are the sub-calls that returned while it ran."""
+        """Run a step's code under its time limit (``step_timeout``, cut to the seconds
+        left of ``max_seconds``: the time budget holds inside a step, and the next
+        model call ends the run), streaming ``step_output`` events; the result's
+        ``llm_calls`` are the sub-calls that returned while it ran."""
         def on_output(stream: str, text: str) -> None:
             self.notify("step_output", {"step": step, "stream": stream, "text": text})
 
         self.tools.take_final()  # a FINAL left over from outside this step does not count
         self.tools.step_calls = calls = []  # this step's llm_query records
-        res = self.executor.execute(code, timeout=self.config.step_timeout,
-                                    on_output=on_output)
+        timeout, left = self.config.step_timeout, self.guard.seconds_left()
+        if left is not None:
+            timeout = max(left, MIN_SECONDS) if timeout is None else \
+                max(min(timeout, left), MIN_SECONDS)
+        res = self.executor.execute(code, timeout=timeout, on_output=on_output)
         res.llm_calls = list(calls)
         return res
 
@@ -385,6 +394,13 @@ class Run:
                 outcome.success = False
                 outcome.error_for_model = (f"Your FINAL was not accepted: {problem}. Call "
                                            f"FINAL with a value of type {answer_type.name}.")
+                candidates = {n: v for n, v in user_variables(self.ns).items()
+                              if n not in self.inputs and v is not value}
+                holders = answer_type.holders(candidates)
+                if holders:
+                    outcome.error_for_model += (
+                        f" Your variables of that type: {', '.join(holders)} (e.g. "
+                        f"FINAL_VAR({holders[0]!r}) answers with the first).")
                 self._notice(outcome, step, f"FINAL not accepted: {problem}", "answer_type")
                 return
         outcome.final, outcome.answer_value = True, value
@@ -429,7 +445,7 @@ class Run:
         """Metadata of the data variables the run's steps created or rebound (the
         conversation's working state; :mod:`~rlm_kernel.engine.conversation`)."""
         before, cfg = self.start_ids, self.config
-        return [REPLVariable.from_value(n, v, preview_length=cfg.preview_chars)
+        return [describe_variable(n, v, preview_length=cfg.preview_chars)
                 for n, v in user_variables(self.ns).items()
                 if before.get(n) != id(v) and n not in self.inputs]
 

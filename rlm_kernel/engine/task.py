@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..executors.workfolder import WorkFolder
 from .answer_type import AnswerType
 from .conversation import HISTORY_NAME, Conversation
 from .tools import RESERVED_NAMES, SESSION_NAMES
@@ -36,12 +37,15 @@ class TaskSpec:
             described in the task message, restored if model code rebinds them).
         protected: the input variables restored when model code rebinds or deletes
             them; None: every variable given to the run.
+        folder: the working folder whose helpers (``ls``, ``read`` ...) are bound,
+            restored like tools, and described in the task message; or None.
     """
 
     output_type: AnswerType | None = None
     history: Conversation | None = None
     tools: dict[str, Callable[..., Any]] = field(default_factory=dict)
     protected: Collection[str] | None = None
+    folder: WorkFolder | None = None
 
     def __post_init__(self) -> None:
         self.tools = check_tools(self.tools)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import linecache
+import os
 import time
 import traceback
 from collections.abc import MutableMapping
@@ -20,7 +21,7 @@ from typing import Any, Protocol
 
 from ..repl_types import REPLResult
 from ..termination import FinalOutput
-from .host_state import step_scope
+from .host_state import StepScope, step_scope
 from .redaction import Redactor
 from .streams import MAX_KEPT_CHARS, OutputCallback, StreamTee
 from .thread_output import filter_streams
@@ -72,12 +73,17 @@ class PlainExecutor:
             None (IPython's ``last_expr`` behaviour) and bind it to ``_``.
         max_output_chars: characters of each stream of a step that are kept and
             shown live (see :mod:`rlm_kernel.executors.streams`).
+        workdir: the current folder of each step (the caller's is restored after
+            it); None: the caller's.  Nothing stops in-process code from writing
+            elsewhere: the isolated executor walls the folder.
     """
 
     def __init__(self, namespace: MutableMapping[str, Any] | None = None,
                  *, show_last_expr: bool = True,
-                 max_output_chars: int = MAX_KEPT_CHARS) -> None:
+                 max_output_chars: int = MAX_KEPT_CHARS,
+                 workdir: str | os.PathLike[str] | None = None) -> None:
         self.max_output_chars = max_output_chars
+        self.workdir = os.fspath(workdir) if workdir is not None else None
         self.namespace: MutableMapping[str, Any] = namespace if namespace is not None else {}
         self.namespace.setdefault("__name__", "__rlm__")
         self.namespace.setdefault("__builtins__", __builtins__)
@@ -94,10 +100,16 @@ class PlainExecutor:
         out = StreamTee("stdout", on_output, max_chars=self.max_output_chars, redact=redact)
         err = StreamTee("stderr", on_output, max_chars=self.max_output_chars, redact=redact)
         start = time.perf_counter()
+        home = os.getcwd() if self.workdir is not None else None
         try:
-            with redirect_stdout(out), redirect_stderr(err), step_scope(out, err) as scope:
-                final_output, success = self._run_limited(code, filename, timeout, err)
+            if self.workdir is not None:  # the step's folder; the step scope keeps it so
+                os.chdir(self.workdir)
+            with redirect_stdout(out), redirect_stderr(err), \
+                    step_scope(out, err, namespace=self.namespace) as scope:
+                final_output, success = self._run_limited(code, filename, timeout, err, scope)
         finally:  # the live view gets what is pending, even on an interrupt
+            if home is not None:
+                os.chdir(home)
             out.flush()
             err.flush()
         filter_streams()  # the host's streams are back: mute threads the step left running
@@ -116,11 +128,21 @@ class PlainExecutor:
 
 
     def _run_limited(self, code: str, filename: str, timeout: float | None,
-                     err: StreamTee) -> tuple[dict[str, Any] | None, bool]:
-        """Run the step under its time limit; (FINAL output or None, success)."""
+                     err: StreamTee, scope: StepScope | None = None,
+                     ) -> tuple[dict[str, Any] | None, bool]:
+        """Run the step under its time limit; (FINAL output or None, success).
+
+        Args:
+            scope: the step's :func:`step_scope`, which tells the user's interrupt
+                from model code's; None: every ``KeyboardInterrupt`` is the user's.
+
+        Raises:
+            KeyboardInterrupt: the user interrupted the step (``SIGINT``); one that
+                model code raises itself is a model error, written to ``err``.
+        """
         try:
             with time_limit(timeout) as limit:
-                final_output, success = self._run_code(code, filename, err)
+                final_output, success = self._run_code(code, filename, err, scope)
             if limit.cut_short(final_output):
                 err.write("\n" + timeout_message(timeout))
                 success = False
@@ -131,9 +153,10 @@ class PlainExecutor:
             err.write(f"SystemExit({exc.code!r}) ignored: model code may not exit the REPL\n")
         return None, False
 
-    def _run_code(self, code: str, filename: str,
-                  err: StreamTee) -> tuple[dict[str, Any] | None, bool]:
-        """Compile and run the step; errors in model code are written to ``err``."""
+    def _run_code(self, code: str, filename: str, err: StreamTee,
+                  scope: StepScope | None = None) -> tuple[dict[str, Any] | None, bool]:
+        """Compile and run the step; errors in model code are written to ``err``
+        (a ``KeyboardInterrupt`` too, unless the user sent it: ``scope.user_interrupt``)."""
         try:
             body, expr = _compile_cell(code, filename)
             exec(body, self.namespace)
@@ -144,7 +167,12 @@ class PlainExecutor:
                     print(repr(value))
         except FinalOutput as fin:
             return fin.output, True
-        except (StepTimeout, KeyboardInterrupt, SystemExit):
+        except KeyboardInterrupt as exc:
+            if scope is None or scope.user_interrupt:
+                raise
+            err.write(_format_model_traceback(exc, filename))
+            return None, False
+        except (StepTimeout, SystemExit):
             raise
         except SyntaxError as exc:
             err.write("".join(traceback.format_exception_only(type(exc), exc)))

@@ -1,5 +1,7 @@
 """Each fault case starts clean: threads an earlier case's model code left running
-have ended, and the output filters they needed are off."""
+have ended, and the output filters they needed are off.  The cases of a module that
+makes its runs with :func:`tests.faults.helpers.scripted_run` run against both
+executors (``executor_kind``: in-process, then isolated)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,24 @@ import time
 
 import pytest
 
+from rlm_kernel.executors import EXECUTOR_KINDS
 from rlm_kernel.executors.thread_output import quarantined_running
+
+from . import helpers
+
+
+def pytest_generate_tests(metafunc):
+    if getattr(metafunc.module, "scripted_run", None) is helpers.scripted_run:
+        metafunc.parametrize("executor_kind", EXECUTOR_KINDS[::-1], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def executor_kind(request, monkeypatch):
+    """The executor kind of this test's scripted runs (in-process where the module
+    does not use :func:`~tests.faults.helpers.scripted_run`)."""
+    kind = getattr(request, "param", "in-process")
+    monkeypatch.setattr(helpers, "EXECUTOR", kind)
+    return kind
 
 
 @pytest.fixture(autouse=True)

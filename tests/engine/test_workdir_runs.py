@@ -1,0 +1,114 @@
+"""``RLM(workdir=...)`` / ``rlm run --workdir``: a run whose model code works in a folder,
+with the folder's file helpers, on both executors.  Scripted model (the loop's
+mechanics); real folders, real worker processes."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+
+import pytest
+
+from rlm_kernel import RLM
+from rlm_kernel.cli.run import main
+from rlm_kernel.models.scripted import ScriptedModel
+from tests.replies import block
+
+PATCH = """--- a/notes.txt
++++ b/notes.txt
+@@ -1,2 +1,2 @@
+ first line
+-second line
++second line, patched
+"""
+
+
+def run(folder, replies, executor, **config):
+    lm = ScriptedModel(replies)
+    res = RLM(root_client=lm, sub_client=lm, verify_answer=False, ground_answer=False,
+              resample_temperature=0, workdir=str(folder), executor=executor,
+              **config).run("Patch the notes.")
+    return res, lm
+
+
+@pytest.mark.parametrize("executor", ["in-process", "isolated"])
+def test_model_code_works_in_the_folder_with_its_helpers(tmp_path, executor):
+    (tmp_path / "notes.txt").write_text("first line\nsecond line\n")
+    code = ("import os\nprint(os.getcwd())\nprint(ls())\n"
+            f"print(apply_patch({PATCH!r}))\n"
+            "open('made.txt', 'w').write('by the model')\n"
+            "FINAL(read('notes.txt'))")
+    res, lm = run(tmp_path, [block(code)], executor)
+    assert res.stopped_by == "final"
+    assert "second line, patched" in res.answer
+    assert (tmp_path / "notes.txt").read_text() == "first line\nsecond line, patched\n"
+    assert (tmp_path / "made.txt").read_text() == "by the model"  # relative to the folder
+    output = res.history.entries[0].output
+    assert output.splitlines()[0] == str(tmp_path.resolve())
+    assert "notes.txt" in output
+    # the model was told the folder and its helpers
+    first = lm.calls[0][1]["content"]
+    assert f"Working folder: your code runs in {tmp_path.resolve()}" in first
+    assert "- apply_patch(patch) -> str:" in first and "- bash(command" in first
+
+
+@pytest.mark.parametrize("executor", ["in-process", "isolated"])
+def test_a_path_outside_the_folder_is_refused(tmp_path, executor):
+    (tmp_path / "inside").mkdir()
+    res, _ = run(tmp_path / "inside", [block("print(read('../secret.txt'))"),
+                                       block("FINAL('done')")], executor)
+    assert "PermissionError" in res.history.entries[0].output
+    assert "outside the working folder" in res.history.entries[0].output
+
+
+def test_a_helper_rebound_by_model_code_is_put_back(tmp_path):
+    res, _ = run(tmp_path, [block("ls = None"), block("FINAL(ls())")], "in-process")
+    assert res.stopped_by == "final" and "Error" not in (res.answer or "")
+
+
+def test_behind_the_wall_nothing_outside_the_folder_is_writable(tmp_path):
+    home_file = pathlib.Path.home() / f".rlm-wall-test-{os.getpid()}"
+    in_tmp = tmp_path / "outside.txt"  # /tmp is the child's own: never the host's
+    (tmp_path / "work").mkdir()
+    code = (f"for path in [{str(home_file)!r}, {str(in_tmp)!r}]:\n"
+            "    try:\n        open(path, 'w').write('x')\n        print('wrote', path)\n"
+            "    except OSError as exc:\n        print('refused', path, exc.errno)\n"
+            "FINAL('ok')")
+    try:
+        res, _ = run(tmp_path / "work", [block(code)], "isolated")
+        assert f"refused {home_file} 30" in res.history.entries[0].output  # EROFS
+        assert not home_file.exists() and not in_tmp.exists()
+    finally:
+        home_file.unlink(missing_ok=True)
+
+
+def test_a_missing_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="workdir: working folder .* does not exist"):
+        run(tmp_path / "nope", [block("FINAL(1)")], "in-process")
+
+
+def test_rlm_run_workdir_missing_folder_exits_2(tmp_path, capsys):
+    assert main(["run", "--workdir", str(tmp_path / "nope"), "--model", "openai/x",
+                 "What is here?"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_behind_the_wall_the_homes_key_folders_read_empty(tmp_path, monkeypatch):
+    """Issue 19, item 3: reading ``~/.ssh`` when the run is told to keep to its folder.
+    The home here is a stand-in (``$HOME``) holding a key; reading elsewhere is allowed."""
+    # not under /tmp: behind the wall /tmp is the worker's own, empty
+    home = pathlib.Path(__file__).resolve().parent / f".home-{os.getpid()}"
+    try:
+        (home / ".ssh").mkdir(parents=True)
+        (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY")
+        (home / "notes.txt").write_text("readable")
+        (tmp_path / "work").mkdir()
+        monkeypatch.setenv("HOME", str(home))
+        code = ("import os\nprint(sorted(os.listdir(os.path.expanduser('~/.ssh'))))\n"
+                "print(open(os.path.expanduser('~/notes.txt')).read())\nFINAL('ok')")
+        res, _ = run(tmp_path / "work", [block(code)], "isolated")
+        assert res.history.entries[0].output.splitlines() == ["[]", "readable"]
+        assert (home / ".ssh" / "id_ed25519").read_text() == "PRIVATE KEY"  # untouched
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
