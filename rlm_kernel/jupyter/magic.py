@@ -14,8 +14,11 @@ Options: ``--model``, ``--sub-model``, every per-run limit of ``rlm run``
 from :func:`rlm_kernel.engine.config.settings`), ``--context NAME`` (repeatable:
 the variables the model is told about; default every data variable), ``--returns
 TYPE`` (the answer's type: ``int``, ``list[str]``, a class of the notebook, a JSON
-Schema file; :mod:`rlm_kernel.engine.answer_type`) and ``--new`` (start a new
-conversation: the task is not told the earlier ones).
+Schema file; :mod:`rlm_kernel.engine.answer_type`), ``--new`` (start a new
+conversation: the task is not told the earlier ones) and ``--isolated`` (model code
+runs in a child process behind OS limits, the variables copied in, the answer and the
+``--results NAME`` copied back: :mod:`rlm_kernel.jupyter.isolated_steps`; ``--workdir
+DIR`` gives model code a working folder and its file helpers, and implies it).
 
 A task continues the session's conversation (:mod:`rlm_kernel.engine.conversation`):
 the model is told the earlier tasks, their answers, code and the variables they left.
@@ -29,6 +32,7 @@ the models among them (falling back to ``RLM_MODEL`` / ``RLM_SUB_MODEL``:
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
 import sys
@@ -41,6 +45,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from ..engine.conversation import Conversation
 from ..engine.options import add_setting_options, config_overrides, positive_int
 from .frontend import FrontendRegistry, StepRenderer
+from .isolated_steps import copy_back
 from .run_commands import RunCommands, RunRecord
 from .session import bind_session_tools
 from .settings import RLMSettings
@@ -49,7 +54,8 @@ __all__ = ["RLMMagics", "RunRecord"]
 
 
 _USAGE = ("usage: %rlm [--model M] [--sub-model M] [--max-iterations N] [--max-llm-calls N] "
-          "[...any rlm run limit] [--context NAME ...] [--returns TYPE] [--new] [--] "
+          "[...any rlm run limit] [--context NAME ...] [--returns TYPE] [--new] "
+          "[--isolated [--results NAME ...]] [--] "
           "QUESTION  |  %rlm vars  |  %rlm export PATH.ipynb [--run ID]  |  "
           "%rlm replay [PATH] [--run ID]  |  %rlm tools [add|remove NAME ...]")
 
@@ -78,6 +84,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--context", action="append")
     parser.add_argument("--returns")
     parser.add_argument("--new", action="store_true")
+    parser.add_argument("--isolated", action="store_true")
+    parser.add_argument("--results", action="append")
     parser.add_argument("--run")
     parser.add_argument("--format", choices=["notebook", "rlm"])
     parser.add_argument("--from", dest="from_step", type=positive_int)
@@ -278,7 +286,17 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         protected = [n for n in variables if opts.context and n in opts.context
                      or n not in working]
         setup = self._setup_cells() + _earlier_cells(history)
-        executor = ShellExecutor(self.shell)
+        # a working folder is walled only behind the process wall (and moving the
+        # kernel's own current folder would move the user's)
+        isolated = bool(getattr(opts, "isolated", False)) or config.executor == "isolated" \
+            or bool(config.workdir)
+        results = [n for item in getattr(opts, "results", None) or [] for n in
+                   item.replace(",", " ").split()]
+        if results and not isolated:
+            raise UsageError("%rlm: --results copies names out of an --isolated task's "
+                             f"REPL; without --isolated they are in the notebook already\n{_USAGE}")
+        executor = self._isolated_executor(config.workdir) if isolated \
+            else ShellExecutor(self.shell)
         renderer = self._renderer(run_id, cell_id, executor)
         if continuation is not None:
             renderer.continues = {"run_id": continues, "from_step": continuation.from_step}
@@ -289,6 +307,8 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
             view = self._view(cell_id, config.max_iterations, [*variables, *tools])
         except BaseException:
             self.running = False
+            if isolated:
+                executor.close()
             raise
 
         def observer(event: Any) -> None:
@@ -309,6 +329,12 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
             bind_session_tools(self.shell, self.run_config().models()[1])
             if view is not None:
                 view.close()
+            if isolated:
+                missing = copy_back(executor, results, self.shell.user_ns)
+                executor.close()
+                if missing:
+                    print(f"RLM: --results: the task left no {', '.join(missing)}",
+                          file=sys.stderr)
         self.conversation.record(result, self.shell.user_ns, key=cell_id or run_id,
                                  run_id=run_id)
         return self._finish(RunRecord(run_id, result, cell_id, setup, renderer.step_outputs,
@@ -367,6 +393,23 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         return value
 
     # -- helpers ------------------------------------------------------------------------
+    def _isolated_executor(self, workdir: str | None) -> Any:
+        """A child process for one ``--isolated`` task (closed when the task ends),
+        walled in ``workdir`` when one is given.
+
+        Raises:
+            UsageError: the folder does not exist, or the child could not start (the
+                message says why)."""
+        from ..executors.isolated import WorkerError
+        from .isolated_steps import IsolatedSteps
+
+        if workdir and not os.path.isdir(workdir):
+            raise UsageError(f"%rlm --workdir: {workdir!r} is not a folder")
+        try:
+            return IsolatedSteps(workdir=workdir) if workdir else IsolatedSteps()
+        except WorkerError as exc:
+            raise UsageError(f"%rlm --isolated: {exc}") from None
+
     def _variables(self, names: list[str] | None) -> dict[str, Any]:
         from ..engine.tools import user_variables
 

@@ -8,31 +8,13 @@ from __future__ import annotations
 import pytest
 from IPython.core.error import UsageError
 
-import rlm_kernel.engine.loop as engine
-from rlm_kernel.models.scripted import ScriptedModel
+from tests.jupyter.scripted_magic import magics, quiet_shell, script
 from tests.replies import block
 
 
 @pytest.fixture()
 def shell(ip):
-    ip.run_line_magic("config", "RLM.verify_answer = False")
-    ip.run_line_magic("config", "RLM.ground_answer = False")
-    ip.run_line_magic("config", "RLM.widgets = False")
-    yield ip
-    for name in ("context", "red", "hits", "rlm_answer", "shout", "rlm_history", "Pkg"):
-        ip.user_ns.pop(name, None)
-    ip.run_line_magic("config", "RLM.ground_answer = True")
-    ip.run_line_magic("config", "RLM.widgets = True")
-
-
-def script(monkeypatch, replies):
-    lm = ScriptedModel(replies)
-    monkeypatch.setattr(engine, "make_client", lambda model, **kw: lm)
-    return lm
-
-
-def magics(ip):
-    return ip.magics_manager.registry["RLMMagics"]
+    yield from quiet_shell(ip, ("context", "red", "hits", "rlm_answer", "shout", "rlm_history", "Pkg"))
 
 
 def test_a_follow_up_task_is_told_the_earlier_one(shell, monkeypatch):
