@@ -312,7 +312,11 @@ def test_continue_from_an_edited_step_then_run_all(lab, page, extension, questio
         return [c for c in nb.cells() if (c["rlm"] or {}).get("role") == "answer"]
 
     nb.run_all()
-    nb.wait_for(lambda: is_running(nb.cells()[1]["prompt"]), 60, "the task to start")
+    # "Run All" marks every queued cell running at once, and the kernel is Idle for a
+    # moment between the data cell's reply and the task's request: sample from the
+    # task's first step cell on, when the task is surely the request being executed
+    nb.wait_for(lambda: any((c["rlm"] or {}).get("task_cell") == task_id
+                            for c in nb.cells()), RUN_TIMEOUT, "the task's first step cell")
     states = _sample_status(nb, lambda: prompt_count(nb.cells()[1]["prompt"]) is not None,
                             RUN_TIMEOUT, "the first run")
     assert states and states[:-1].count("Idle") == 0, f"status during the run: {states}"
@@ -453,3 +457,76 @@ def test_a_saved_notebook_reads_well_after_the_kernel_is_gone(lab, page, extensi
     opened.wait_for(lambda: (opened.kernel() or {}).get("dirty") is True, 30,
                     "the partial notebook to be marked modified (the control)")
 
+
+def _names_bound(sources: list[str]) -> set[str]:
+    """Names assigned at top level of the given step sources (with ast)."""
+    import ast
+
+    names: set[str] = set()
+    for src in sources:
+        try:
+            tree = ast.parse(src)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+    return names
+
+
+def _names_read(source: str) -> set[str]:
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)}
+
+
+def test_a_follow_up_task_uses_the_previous_tasks_variables(lab, page, extension, question):
+    """Two prose tasks in the `rlm` kernel on the embedded model: the second ("that
+    file") is told the first, and its step cells, below it, read a variable that the
+    first task's steps made; the second run's export starts with the first task's code."""
+    if not extension:
+        pytest.fail(f"{EXTENSION_NAME} is not installed")
+    follow_up = "How many lines does that file have?"
+    cells = [LOAD_JSON_CELL, question.text, follow_up]
+    write_notebook(lab.root / "followup.ipynb", "rlm", "RLM (Python)", cells)
+    nb = NotebookPage(page, lab, "followup.ipynb").open()
+    task_ids = [c["id"] for c in nb.cells()[1:3]]
+    nb.run_all()
+
+    def answers() -> dict[str, dict[str, Any]]:
+        return {(c["rlm"] or {}).get("task_cell"): c for c in nb.cells()
+                if (c["rlm"] or {}).get("role") == "answer"}
+
+    nb.wait_for(lambda: set(answers()) >= set(task_ids), RUN_TIMEOUT, "both answer cells")
+    cells_now = nb.cells()
+    shot = nb.screenshot("browser_followup_finished")
+
+    def steps_of(task_id: str) -> list[dict[str, Any]]:
+        return [c for c in cells_now if (c["rlm"] or {}).get("role") == "step"
+                and c["rlm"]["task_cell"] == task_id]
+
+    first, second = steps_of(task_ids[0]), steps_of(task_ids[1])
+    assert first and second, f"{shot}: {nb.summary()}"
+    assert expected_name(question) in answers()[task_ids[0]]["text"]
+    # the follow-up's steps sit below its own task cell
+    follow_index = [c["id"] for c in cells_now].index(task_ids[1])
+    assert [c["index"] for c in second] == list(range(follow_index + 1,
+                                                      follow_index + 1 + len(second)))
+    left = _names_bound([c["source"] for c in first]) - {"context"}
+    read = set().union(*(_names_read(c["source"]) for c in second))
+    assert left & read, (f"{shot}: the follow-up's steps read none of {sorted(left)}: "
+                         f"{[c['source'] for c in second]}")
+    # the toolbar's export of the follow-up re-creates the first task's variables first
+    run_id = answers()[task_ids[1]]["rlm"]["run_id"]
+    nb.select_cell(follow_index)
+    nb.palette("RLM export")
+    exported = lab.root / f"followup-rlm-{run_id}.ipynb"
+    nb.wait_for(exported.exists, 60, f"{exported.name} (the follow-up's run)")
+    sources = [c.source for c in nbformat.read(exported, as_version=4).cells]
+    assert any(src.startswith("# earlier task 1: Which file defines") for src in sources), \
+        sources
