@@ -14,7 +14,7 @@ from typing import Any
 
 from .litellm_client import import_litellm
 
-__all__ = ["CACHE_KINDS", "cache_folder", "configure_cache"]
+__all__ = ["CACHE_KINDS", "cache_folder", "configure_cache", "disk_cache"]
 
 CACHE_KINDS = ("memory", "disk")
 _current: dict[str, Any] = {"kind": None}
@@ -52,5 +52,61 @@ def configure_cache(kind: str | None, directory: str | os.PathLike[str] | None =
     else:
         folder = Path(directory) if directory else cache_folder()
         folder.mkdir(parents=True, exist_ok=True)
-        litellm.cache = Cache(type="disk", disk_cache_dir=str(folder), mode=CacheMode.default_off)
+        cache = Cache(type="local", mode=CacheMode.default_off)
+        cache.cache = disk_cache(folder)
+        litellm.cache = cache
     _current["kind"] = key
+
+
+def disk_cache(folder: Path) -> Any:
+    """A litellm cache backend (``litellm.caching.base_cache.BaseCache``) kept in
+    ``folder`` by ``diskcache`` (SQLite; safe across threads and processes).
+
+    litellm 1.109 and later have no "disk" backend of their own (``Cache(type="disk")``
+    raises); this is the thin adapter theirs was: values stored as given (diskcache
+    pickles them), a ``ttl`` keyword in seconds is the entry's expiry.
+    """
+    import diskcache
+    from litellm.caching.base_cache import BaseCache
+
+    class DiskCache(BaseCache):
+        def __init__(self) -> None:
+            super().__init__()
+            self.store = diskcache.Cache(str(folder))
+
+        def set_cache(self, key: str, value: Any, **kwargs: Any) -> None:
+            self.store.set(key, value, expire=kwargs.get("ttl"))
+
+        async def async_set_cache(self, key: str, value: Any, **kwargs: Any) -> None:
+            self.set_cache(key, value, **kwargs)
+
+        async def async_set_cache_pipeline(self, cache_list: list[tuple[str, Any]],
+                                           **kwargs: Any) -> None:
+            for key, value in cache_list:
+                self.set_cache(key, value, **kwargs)
+
+        def get_cache(self, key: str, **kwargs: Any) -> Any:
+            return self.store.get(key)
+
+        async def async_get_cache(self, key: str, **kwargs: Any) -> Any:
+            return self.get_cache(key)
+
+        def batch_get_cache(self, keys: list[str], **kwargs: Any) -> list[Any]:
+            return [self.get_cache(key) for key in keys]
+
+        async def async_batch_get_cache(self, keys: list[str], **kwargs: Any) -> list[Any]:
+            return self.batch_get_cache(keys)
+
+        async def batch_cache_write(self, key: str, value: Any, **kwargs: Any) -> None:
+            self.set_cache(key, value, **kwargs)
+
+        def delete_cache(self, key: str) -> None:
+            self.store.pop(key, None)
+
+        def flush_cache(self) -> None:
+            self.store.clear()
+
+        async def disconnect(self) -> None:
+            self.store.close()
+
+    return DiskCache()
