@@ -21,6 +21,7 @@ def run(*codes: str, **cfg):
 
 
 def test_a_dict_with_tuple_keys_is_the_answer():
+    """Shared fault case c01_final_dict_tuple_keys.py."""
     res, _ = run("counts = {('a', 1): 3, ('b', 2): 5}\nprint('computed')", "FINAL(counts)")
     assert (res.stopped_by, res.steps) == ("final", 2)
     assert res.answer_value == {("a", 1): 3, ("b", 2): 5}
@@ -30,6 +31,7 @@ def test_a_dict_with_tuple_keys_is_the_answer():
 @pytest.mark.parametrize("code", ["d = {'name': 'x'}\nd['self'] = d\nFINAL(d)",
                                   "a = [1]\na.append(a)\nFINAL(a)"])
 def test_a_value_that_contains_itself_is_the_answer(code):
+    """Shared fault cases c02_final_circular_dict.py and h02_circular_list.py."""
     res, _ = run(code)
     assert res.stopped_by == "final" and res.error is None
     assert res.answer_value is not None
@@ -38,7 +40,9 @@ def test_a_value_that_contains_itself_is_the_answer(code):
 
 @pytest.mark.parametrize("exc", ["SystemExit(7)", "KeyboardInterrupt", "RuntimeError('no')"])
 def test_a_value_whose_str_raises_is_still_the_answer(exc, executor_kind):
-    """The answer is kept and its text is the guarded one.  Behind the process wall a
+    """Shared fault cases c04_final_str_raises_systemexit.py and
+    c06_final_str_keyboardinterrupt.py.
+    The answer is kept and its text is the guarded one.  Behind the process wall a
     class of model code's never reaches the host (only plain data is unpickled there): the
     answer is a :class:`RemoteValue` of the child's type, its text the repr made there."""
     res, _ = run(f"class A:\n    def __str__(self):\n        raise {exc}\n"
@@ -70,6 +74,7 @@ def test_a_value_whose_str_never_returns_is_cut_off():
 
 
 def test_a_huge_answer_text_is_capped_and_the_value_kept():
+    """Shared fault case c22_huge_answer.py."""
     res, _ = run("FINAL('y' * 3_000_000)")
     assert len(res.answer_value) == 3_000_000
     assert len(res.answer) < ANSWER_CHARS + 100
@@ -77,6 +82,7 @@ def test_a_huge_answer_text_is_capped_and_the_value_kept():
 
 
 def test_a_reward_whose_float_loops_is_not_read():
+    """Shared fault case c08_reward_float_hang.py."""
     started = time.monotonic()
     res, _ = run("import time\nclass R(float):\n    def __float__(self):\n"
                  "        while True:\n            time.sleep(0.1)\nRLM_REWARD = R(1.0)",
