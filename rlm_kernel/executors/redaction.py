@@ -97,6 +97,19 @@ class Redactor:
                 return match.end() if later else match.start()
         return at
 
+    def partial_at_end(self, text: str) -> int:
+        """Characters at the end of ``text`` that begin a secret value without finishing
+        it (0 when none do): a stream forwarding text in chunks holds them back until
+        the next chunk shows whether the secret follows, so no chunk carries part of one.
+        """
+        best = 0
+        for value in self._names:
+            for size in range(min(len(value) - 1, len(text)), best, -1):
+                if text.endswith(value[:size]):
+                    best = size
+                    break
+        return best
+
     def __call__(self, text: str) -> str:
         """``text`` with every secret value replaced by ``[redacted NAME]``."""
         if self._pattern is None or not text:

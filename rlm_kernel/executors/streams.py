@@ -137,9 +137,9 @@ class StreamTee(io.TextIOBase):
         self._pending.append(text[:room])
         self._forwarded += min(room, len(text))
         if time.monotonic() - self._pending_since >= self._flush_seconds:
-            self.flush()
+            self._forward(final=False)
         elif self._timer is None:
-            self._timer = threading.Timer(self._flush_seconds, self.flush)
+            self._timer = threading.Timer(self._flush_seconds, self._forward, (False,))
             self._timer.name = "rlm-stream-flush"
             self._timer.daemon = True
             host_thread(self._timer)
@@ -147,6 +147,12 @@ class StreamTee(io.TextIOBase):
 
     def flush(self) -> None:
         """Forward the text written since the last chunk, as one chunk."""
+        self._forward(final=True)
+
+    def _forward(self, final: bool) -> None:
+        """Forward what is pending as one chunk; unless ``final``, the end of it that
+        begins a secret value (:meth:`Redactor.partial_at_end`) waits for the next
+        chunk, so a secret written in two pieces is redacted whole."""
         with self._lock:
             if self._timer is not None:
                 self._timer.cancel()
@@ -154,7 +160,12 @@ class StreamTee(io.TextIOBase):
             if not self._pending or self._callback is None:
                 return
             chunk, self._pending = "".join(self._pending), []
-            self._callback(self.name, self._redact(chunk))
+            held = 0 if final else self._redact.partial_at_end(chunk)
+            if held:
+                chunk, self._pending = chunk[:-held], [chunk[-held:]]
+                self._pending_since = time.monotonic()
+            if chunk:
+                self._callback(self.name, self._redact(chunk))
 
     def close(self) -> None:
         """Forward what is pending; later writes are kept no more (the stream is closed)."""

@@ -124,6 +124,25 @@ def test_secrets_are_redacted_in_what_is_kept_and_what_is_forwarded():
     assert chunks == ["key: [redacted MY_TOKEN]\n"]
 
 
+def test_a_secret_written_across_two_live_chunks_is_forwarded_whole():
+    """Shared fault case kr03_kernel_split_secret.py, for the live view (the kernel's
+    step cell, and so the saved notebook): the chunk that ends with the start of a
+    secret holds that start back until the next write shows the rest."""
+    chunks = []
+    redact = Redactor({"MY_TOKEN": "supersecret123"})
+    tee = StreamTee("stdout", lambda name, t: chunks.append(t), redact=redact,
+                    flush_seconds=0)  # every write is a chunk of its own
+    tee.write("key: super")
+    tee.write("secret123\n")
+    tee.write("not a key: sup")
+    tee.write("per\n")
+    tee.write("trailing su")
+    tee.flush()  # the step's end: nothing more is coming
+    assert chunks == ["key: ", "[redacted MY_TOKEN]\n", "not a key: ", "supper\n",
+                      "trailing ", "su"]
+    assert "".join(chunks) == tee.getvalue()
+
+
 # Through the plain executor, as a step writes:
 
 def test_a_print_flood_is_a_handful_of_live_chunks_and_a_capped_record():
