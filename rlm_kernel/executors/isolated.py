@@ -221,14 +221,15 @@ def _process_cgroup(max_pids: int) -> Path | None:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
         return None
+    base: Path | None = None
     for line in lines:
         _, controllers, path = line.split(":", 2)
-        if "pids" in controllers.split(","):
+        if "pids" in controllers.split(","):  # cgroup v1: the pids hierarchy wins
             base = Path("/sys/fs/cgroup/pids") / path.lstrip("/")
             break
         if controllers == "" and Path("/sys/fs/cgroup/cgroup.controllers").exists():
-            base = Path("/sys/fs/cgroup") / path.lstrip("/")
-    else:
+            base = Path("/sys/fs/cgroup") / path.lstrip("/")  # cgroup v2 (unified)
+    if base is None:
         return None
     folder = base / f"rlm-worker-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
@@ -342,7 +343,10 @@ class _Child:
                                            ("stderr", self.proc.stderr))]
         for reader in self.readers:
             reader.start()
-        ready = self.receive(start_timeout)
+        try:
+            ready = self.receive(start_timeout)
+        except TimeoutError:
+            ready = None
         if not isinstance(ready, tuple) or ready[0] != "ready":
             self.kill()
             raise WorkerError("the isolated REPL process did not start "
@@ -441,10 +445,6 @@ class _Child:
         except OSError:
             pass
 
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-
 def _partial_suffix(data: bytes, marker: bytes) -> int:
     """Length of the longest end of ``data`` that begins ``marker``."""
     for k in range(min(len(marker) - 1, len(data)), 0, -1):
@@ -536,7 +536,7 @@ class IsolatedNamespace(MutableMapping[str, Any]):
     def __contains__(self, name: object) -> bool:
         if not self._ex.in_step:
             return name in self._bindings
-        return isinstance(name, str) and not self._ex.request("get", name, None).get("missing")
+        return isinstance(name, str) and not self._ex.request("has", name).get("missing")
 
     # -- helpers ----------------------------------------------------------------------------
     def _local(self, name: str, token: tuple[Any, ...]) -> Any:
@@ -779,7 +779,8 @@ class IsolatedExecutor:
         """Send a request to the child and return its reply.
 
         Args:
-            kind: ``get``, ``set``, ``del``, ``keys`` or ``load`` (the worker's ``do_*``).
+            kind: ``get``, ``has``, ``set``, ``del``, ``keys`` or ``load`` (the
+                worker's ``do_*``).
             check: raise if the child reports an error.
 
         Raises:
@@ -853,11 +854,12 @@ class IsolatedExecutor:
         child.sink = lambda name, text: (out if name == "stdout" else err).write(text)
         hits = _limit_hits(self._cgroup)
         self._step_final = None
-        interrupted = False
         try:
             reply, problem, interrupted = self._run_step(child, code, timeout)
         finally:
             self.in_step = False
+            for box in list(self._waiting.values()):  # no reply comes after the step
+                box.put(None)
         if reply is not None:
             for event in child.seen.values():
                 event.wait(2.0)
@@ -873,9 +875,9 @@ class IsolatedExecutor:
             if self._cgroup is not None and _limit_hits(self._cgroup) > hits:
                 problem = (f"the step reached the limit of {self.max_processes} processes; "
                            "its processes were killed")
-                success, final_output = False, final_output
+                success = False
         if problem is not None:
-            err.write(self._recover(problem, timeout))
+            err.write(self._recover(problem))
         out.flush()
         err.flush()
         if interrupted:
@@ -996,12 +998,10 @@ class IsolatedExecutor:
                     return value
             except Exception:  # noqa: BLE001 - not plain data
                 pass
-        if "final" in reply or "final_repr" in reply:
-            return {"answer": RemoteValue("object", str(reply.get("final_repr", "<answer>")),
-                                          "not plain data"), "type": "direct"}
-        return None
+        return {"answer": RemoteValue("object", str(reply.get("final_repr", "<answer>")),
+                                      "not plain data"), "type": "direct"}
 
-    def _recover(self, problem: str, timeout: float | None) -> str:  # noqa: ARG002
+    def _recover(self, problem: str) -> str:
         """Kill what is left, start a new child from the last snapshot; the text that
         tells the model (ends with a newline)."""
         if self._child is not None:

@@ -400,6 +400,10 @@ class Worker:
         del self.ns[name]
         return {}
 
+    def do_has(self, name: str) -> dict[str, Any]:
+        """Whether ``name`` is bound (``missing`` when not), without copying its value."""
+        return {"missing": name not in self.ns}
+
     def do_keys(self) -> dict[str, Any]:
         return {"bindings": self.bindings()}
 
