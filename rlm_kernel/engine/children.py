@@ -20,8 +20,8 @@ def child_runner(config: RLMConfig, observer: Observer | None, root: LanguageMod
                  sub: LanguageModel, ledger: UsageLedger, guard: BudgetGuard,
                  depth: int) -> Callable[[str, Any], str | None]:
     """``run_child(prompt, context)`` for a run at ``depth``: a child :class:`Run` one
-    level deeper (its own executor of ``config.executor``'s kind, closed when it
-    ends; at most ``child_max_iterations`` steps), or None when that is deeper than ``config.max_depth``.  The depth comes
+    level deeper (its own executor of ``config.executor``'s kind, in
+    ``config.workdir`` when one is set, closed when it ends; at most ``child_max_iterations`` steps), or None when that is deeper than ``config.max_depth``.  The depth comes
     from the host (this closure and the frozen config), never from the caller.
 
     The returned function returns the child's answer text, or ``"Error: ..."`` when the
@@ -37,7 +37,8 @@ def child_runner(config: RLMConfig, observer: Observer | None, root: LanguageMod
         if depth > config.max_depth:
             return None
         variables = {} if context is None else {"context": context}
-        executor = new_executor(config.executor or "in-process")
+        folder = {"workdir": config.workdir} if config.workdir else {}  # the same wall
+        executor = new_executor(config.executor or "in-process", **folder)
         try:
             run = Run(prompt, variables, config=child_config, executor=executor,
                       root=root, sub=sub, ledger=ledger, guard=guard, depth=depth,

@@ -112,3 +112,28 @@ def test_behind_the_wall_the_homes_key_folders_read_empty(tmp_path, monkeypatch)
         assert (home / ".ssh" / "id_ed25519").read_text() == "PRIVATE KEY"  # untouched
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.mark.parametrize("executor", ["in-process", "isolated"])
+def test_an_rlm_query_child_runs_in_the_same_folder(tmp_path, executor):
+    """The child run's executor gets the run's working folder (behind the wall: the
+    same write wall), not an unwalled one in the host's folder."""
+    outside = pathlib.Path("/var/tmp") / f"rlm-child-wall-{os.getpid()}-{executor}"
+    child = ("import os\ntry:\n    open(" + repr(str(outside)) + ", 'w').write('x')\n"
+             "    wrote = 'wrote outside'\nexcept OSError:\n    wrote = 'refused'\n"
+             "FINAL(os.getcwd() + ' ' + wrote)")
+    (tmp_path / "work").mkdir()
+    lm = ScriptedModel([block("print(rlm_query('where are you?'))"), block(child),
+                        block("FINAL('done')")])
+    res = RLM(root_client=lm, sub_client=lm, verify_answer=False, ground_answer=False,
+              resample_temperature=0, workdir=str(tmp_path / "work"), executor=executor,
+              max_depth=1, child_max_iterations=1).run("Ask a child.")
+    said = res.history.entries[0].output
+    try:
+        assert said.startswith(str((tmp_path / "work").resolve())), said
+        if executor == "isolated":  # walled as the top-level run (test_isolated's tests)
+            assert "refused" in said and not outside.exists(), said
+        else:  # in-process only the helpers are confined (README)
+            assert "wrote outside" in said
+    finally:
+        outside.unlink(missing_ok=True)
