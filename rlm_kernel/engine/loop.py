@@ -180,7 +180,8 @@ class RLM:
         if not self.config.workdir:
             return None
         try:
-            return WorkFolder(self.config.workdir)
+            return WorkFolder(self.config.workdir,
+                              max_output_chars=self.config.max_output_chars)
         except (FileNotFoundError, NotADirectoryError) as exc:
             raise ValueError(f"workdir: {exc}") from None
 

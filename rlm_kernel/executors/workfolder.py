@@ -501,11 +501,14 @@ class WorkFolder:
 
         Raises:
             TypeError: ``command`` is not a string.
+            ValueError: ``timeout`` is not a number more than 0.
         """
         if not isinstance(command, str):
             raise TypeError(f"the command is a str, not {type(command).__name__}")
-        limit = self.bash_timeout if timeout is None else min(float(timeout),
-                                                               self.bash_timeout)
+        limit = self.bash_timeout if timeout is None else float(timeout)
+        if not limit > 0:  # NaN fails this too: min() would keep it, and no deadline fires
+            raise ValueError(f"timeout is seconds more than 0, got {timeout!r}")
+        limit = min(limit, self.bash_timeout)
         shell = shutil.which("bash") or "/bin/sh"
         result = run_command([shell, "-c", command], cwd=self.root, timeout=limit,
                              max_chars=self.max_output_chars, kill_grace=self.kill_grace,
@@ -536,8 +539,10 @@ class WorkFolder:
             A summary: each file created, modified or deleted, with lines added/removed.
 
         Raises:
+            TypeError: ``patch`` is not a string.
             PermissionError: a file of the patch is outside the folder.
-            ValueError: the text is not a patch, or a hunk does not match its file.
+            ValueError: the text is not a patch, names a file twice, or a hunk does not
+                match its file.
             FileNotFoundError / FileExistsError: a file to change is missing / a file to
                 create exists.
             TimeoutError: applying took longer than ``timeout`` seconds.
@@ -549,6 +554,11 @@ class WorkFolder:
         paths = [(None if item.old is None else self.resolve(item.old),
                   None if item.new is None else self.resolve(item.new))
                  for item in files]  # every path is checked before anything is read
+        named = [p for pair in paths for p in dict.fromkeys(pair) if p is not None]
+        twice = sorted({str(p.relative_to(self.root)) for p in named if named.count(p) > 1})
+        if twice:  # each change is made on the file as it is on disk: one entry a file
+            raise ValueError(f"the patch names {', '.join(twice)} more than once; put all "
+                             "of a file's hunks under one ---/+++ header")
         results = []
         for item, (old, new) in zip(files, paths, strict=True):
             name = item.new or item.old

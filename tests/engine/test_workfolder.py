@@ -187,6 +187,13 @@ def test_bash_timeout_is_capped_by_the_folder(wf):
     assert time.monotonic() - start < 2
 
 
+@pytest.mark.parametrize("timeout", [float("nan"), 0, -5])
+def test_bash_refuses_a_timeout_that_is_no_limit(wf, timeout):
+    """min(nan, cap) is nan, and no deadline ever passes nan."""
+    with pytest.raises(ValueError, match="more than 0"):
+        wf.bash("sleep 30", timeout=timeout)
+
+
 # -- truncation ---------------------------------------------------------------------------------
 def test_long_output_keeps_head_and_tail_and_says_what_was_cut(wf):
     small = WorkFolder(wf.root, max_output_chars=300)
@@ -224,6 +231,19 @@ def test_apply_patch_modifies_creates_and_deletes_files(wf, folder):
                                                "print(total([1, 2, 3]))\n")
     assert (folder / "new" / "module.py").read_text() == "X = 1\nY = 2\n"
     assert not (folder / "gone.txt").exists()
+
+
+def test_apply_patch_refuses_a_file_named_twice_and_writes_nothing(wf, folder):
+    """Each entry is applied to the file as it is on disk: a second entry for one file
+    would silently drop the first one's change."""
+    before = (folder / "app.py").read_text()
+    patch = ("--- a/app.py\n+++ b/app.py\n@@ -1,2 +1,2 @@\n-def total(xs):\n"
+             "+def total(values):\n     return sum(xs) + 1\n"
+             "--- a/app.py\n+++ b/app.py\n@@ -1,3 +1,3 @@\n def total(xs):\n"
+             "-    return sum(xs) + 1\n+    return sum(xs)\n \n")
+    with pytest.raises(ValueError, match="names app.py more than once"):
+        wf.apply_patch(patch)
+    assert (folder / "app.py").read_text() == before
 
 
 def test_apply_patch_tolerates_wrong_counts_and_git_headers(wf, folder):
