@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rlm_kernel.executors import PlainExecutor  # noqa: E402
+from rlm_kernel.executors import PlainExecutor, close_executor  # noqa: E402
 from rlm_kernel.executors.isolated import IsolatedExecutor  # noqa: E402
 
 STEP_TARGET_MS = 50.0
@@ -55,9 +55,7 @@ def startup(make: Callable[[], Any], starts: int) -> float:
             ex.execute("x = 1")
 
         times.append(_timed(start))
-        close = getattr(ex, "close", None)
-        if close is not None:
-            close()
+        close_executor(ex)
     return statistics.median(times)
 
 

@@ -80,7 +80,7 @@ class BudgetGuard:
     def reason(self) -> str | None:
         """The first limit reached, as a readable phrase, or None."""
         b = self.budget
-        if b.max_seconds is not None and time.monotonic() - self.started >= b.max_seconds:
+        if self.seconds_left() == 0:
             return f"time budget of {b.max_seconds:g} s used up"
         if b.max_llm_calls is None and b.max_tokens is None and b.max_cost_usd is None:
             return None

@@ -900,7 +900,7 @@ class IsolatedExecutor:
             self._send(child, ("exec", rid, code, timeout, self.cpu_seconds,
                                child.marker, self.take_snapshots))
             self.in_step = True
-            limit = timeout if timeout and timeout > 0 else None
+            limit = timeout if timeout and 0 < timeout <= threading.TIMEOUT_MAX else None
             # the child's own limit acts at ``limit``; the host's signals after that
             deadline = time.monotonic() + limit + self.kill_grace if limit else None
             stage, interrupted = 0, False  # 0 running, 1 SIGTERM sent, 2 SIGKILL sent

@@ -297,13 +297,14 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
                              f"REPL; without --isolated they are in the notebook already\n{_USAGE}")
         executor = self._isolated_executor(config.workdir) if isolated \
             else ShellExecutor(self.shell)
-        renderer = self._renderer(run_id, cell_id, executor)
-        if continuation is not None:
-            renderer.continues = {"run_id": continues, "from_step": continuation.from_step}
         # Running from before the widgets appear: the subshell request they make the
         # frontend send must not turn its status to idle (RLMKernel._publish_status).
         self.running = True
         try:
+            renderer = self._renderer(run_id, cell_id, executor)
+            if continuation is not None:
+                renderer.continues = {"run_id": continues,
+                                      "from_step": continuation.from_step}
             view = self._view(cell_id, config.max_iterations, [*variables, *tools])
         except BaseException:
             self.running = False
@@ -330,8 +331,10 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
             if view is not None:
                 view.close()
             if isolated:
-                missing = copy_back(executor, results, self.shell.user_ns)
-                executor.close()
+                try:
+                    missing = copy_back(executor, results, self.shell.user_ns)
+                finally:
+                    executor.close()
                 if missing:
                     print(f"RLM: --results: the task left no {', '.join(missing)}",
                           file=sys.stderr)
@@ -406,7 +409,9 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         if workdir and not os.path.isdir(workdir):
             raise UsageError(f"%rlm --workdir: {workdir!r} is not a folder")
         try:
-            return IsolatedSteps(workdir=workdir) if workdir else IsolatedSteps()
+            return IsolatedSteps(workdir=workdir or None)
+        except ValueError as exc:  # a folder the wall refuses (the root, ...)
+            raise UsageError(f"%rlm --workdir: {exc}") from None
         except WorkerError as exc:
             raise UsageError(f"%rlm --isolated: {exc}") from None
 

@@ -48,6 +48,19 @@ def test_values_persist_and_a_trailing_expression_is_shown(ex):
     assert ex.namespace["context"] is ex.namespace["context"]  # the host's own object
 
 
+@pytest.mark.parametrize("timeout", [1e300, float("inf")])
+def test_a_step_limit_past_what_the_clock_holds_is_no_limit(ex, timeout):
+    """A budget-derived limit can be huge (max_seconds=1e300): select() would overflow."""
+    res = ex.execute("x = 1\nprint(x)", timeout=timeout)
+    assert res.success and res.stdout == "1\n"
+
+
+def test_membership_during_a_step_does_not_copy_the_value(ex):
+    ex.namespace["fn"] = lambda: "big" in ex.namespace and "absent" not in ex.namespace
+    res = ex.execute("big = 'x' * 10_000_000\nprint(fn())")
+    assert res.stdout == "True\n"
+
+
 def test_output_streams_live_and_raw_fd_writes_stay_off_the_host(ex, capfd):
     chunks = []
     res = ex.execute("import os, sys\nprint('one')\nos.write(1, b'raw\\n')\n"
