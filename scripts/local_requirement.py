@@ -4,7 +4,10 @@
 import argparse
 import pathlib
 
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the parser pip itself carries
+    from pip._vendor import tomli as tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

@@ -124,17 +124,23 @@ class _Spawner:
         self._thread: threading.Thread | None = None
         self._guard = threading.Lock()
 
+    def start(self) -> None:
+        """Start the thread if it does not run (idempotent).  Started before a run's
+        steps (when a local model's client is made), it is not one of the threads a
+        step leaves running, whose output the executors mute."""
+        with self._guard:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, daemon=True,
+                                                name="rlm-server-spawner")
+                self._thread.start()
+
     def popen(self, cmd: list[str], **kwargs: Any) -> subprocess.Popen:
         """``subprocess.Popen(cmd, **kwargs)``, run on the spawner thread.
 
         Raises:
             OSError: the program cannot be started (as ``Popen`` raises it).
         """
-        with self._guard:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._serve, daemon=True,
-                                                name="rlm-server-spawner")
-                self._thread.start()
+        self.start()
         done: Future[subprocess.Popen] = Future()
         self._jobs.put((cmd, kwargs, done))
         return done.result()

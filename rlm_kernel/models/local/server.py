@@ -232,6 +232,7 @@ class LocalModelClient(LiteLLMClient):
         super().__init__(f"openai/{name}", api_key="local", priced=False, **kwargs)
         self.local_name = name
         self._context_window = DEFAULT_N_CTX
+        spawner.start()  # now, not inside a step that first asks the model
 
     def check(self) -> None:
         """Nothing to check before the run: the server starts on first use."""
