@@ -16,6 +16,7 @@ import reprlib
 from collections.abc import Callable
 from typing import Any
 
+from ..executors.host_state import user_interrupts_kept
 from ..executors.redaction import Redactor
 from ..executors.streams import MAX_KEPT_CHARS, dropped_marker
 from ..executors.timeouts import time_limit
@@ -34,18 +35,20 @@ RENDER_SECONDS = 2.0
 
 
 def _attempt(render: Callable[[Any], str], value: Any, seconds: float) -> str | None:
-    """``render(value)`` under a time limit; None when it raised anything or timed out."""
-    try:
-        with time_limit(seconds):
-            text = render(value)
-        return text if isinstance(text, str) else None
-    except BaseException as exc:  # noqa: BLE001 - the value's code is model code
+    """``render(value)`` under a time limit; None when it raised anything or timed out
+    (the user's own interrupt is raised again: :func:`user_interrupts_kept`)."""
+    with user_interrupts_kept():
         try:
-            log.debug("rendering a %s with %s failed: %s", type(value).__name__,
-                      getattr(render, "__name__", render), type(exc).__name__)
-        except BaseException:  # noqa: BLE001 - even its type name is the model's
-            pass
-        return None
+            with time_limit(seconds):
+                text = render(value)
+            return text if isinstance(text, str) else None
+        except BaseException as exc:  # noqa: BLE001 - the value's code is model code
+            try:
+                log.debug("rendering a %s with %s failed: %s", type(value).__name__,
+                          getattr(render, "__name__", render), type(exc).__name__)
+            except BaseException:  # noqa: BLE001 - even its type name is the model's
+                pass
+    return None
 
 
 def _cap(text: str, max_chars: int) -> str:
@@ -94,7 +97,7 @@ def answer_text(value: Any, *, max_chars: int = ANSWER_CHARS,
         seconds: time limit of each attempt.
 
     Returns:
-        The text (never raises).
+        The text (raises only the user's own ``KeyboardInterrupt``).
     """
     if type(value) is str:  # the common answer: no code of the value's own to guard
         return _cap(value, max_chars)
@@ -107,7 +110,8 @@ def answer_text(value: Any, *, max_chars: int = ANSWER_CHARS,
 
 def value_repr(value: Any, *, max_chars: int = 300, seconds: float = RENDER_SECONDS) -> str:
     """A short, guarded ``repr`` of ``value`` for a prompt (bounded with :mod:`reprlib`,
-    then cut to ``max_chars`` characters with ``...``); never raises."""
+    then cut to ``max_chars`` characters with ``...``); raises only the user's own
+    ``KeyboardInterrupt``."""
     text = _attempt(_short_repr, value, seconds)
     if text is None:
         return f"<{_type_name(value)} object>"
@@ -134,17 +138,21 @@ def describe_variable(name: str, value: Any, *, preview_length: int = REPLVariab
 
     Returns:
         The description; ``<TYPE object>`` as the preview, length 0, when the value's
-        own code failed or ran out of time.  Never raises.
+        own code failed or ran out of time.
+
+    Raises:
+        KeyboardInterrupt: only the user's own interrupt (``SIGINT``) during it.
     """
     if type(value) in _PLAIN:
         var = REPLVariable.from_value(name, value, preview_length=preview_length)
     else:
         var = None
-        try:
-            with time_limit(seconds):
-                var = REPLVariable.from_value(name, value, preview_length=preview_length)
-        except BaseException:  # noqa: BLE001 - the value's code is model code
-            pass
+        with user_interrupts_kept():
+            try:
+                with time_limit(seconds):
+                    var = REPLVariable.from_value(name, value, preview_length=preview_length)
+            except BaseException:  # noqa: BLE001 - the value's code is model code
+                pass
         if var is None:
             var = REPLVariable(name, _type_name(value), preview=f"<{_type_name(value)} object>")
     redact = redact if redact is not None else Redactor()

@@ -57,7 +57,7 @@ from .thread_output import (
     running_idents,
 )
 
-__all__ = ["step_scope", "StepScope", "SETTINGS", "exit_hooks_added"]
+__all__ = ["step_scope", "StepScope", "SETTINGS", "exit_hooks_added", "user_interrupts_kept"]
 
 _UNCATCHABLE = {getattr(signal, n) for n in ("SIGKILL", "SIGSTOP") if hasattr(signal, n)}
 _SIGNALS = tuple(s for s in sorted(signal.valid_signals()) if s not in _UNCATCHABLE
@@ -245,6 +245,37 @@ def _note_interrupts(scope: StepScope, handler: Any) -> None:
         signal.signal(signal.SIGINT, on_sigint)
     except (ValueError, OSError):  # not the main thread of the main interpreter
         pass
+
+
+@contextmanager
+def user_interrupts_kept() -> Iterator[None]:
+    """Around host code that runs model code's methods (a value's ``__str__``,
+    ``__len__`` ...) under ``except BaseException``: a ``SIGINT`` the user sends during
+    the block is raised again as ``KeyboardInterrupt`` when it ends, whatever the block
+    caught, so a guarded rendering cannot swallow the user's interrupt.  A
+    ``KeyboardInterrupt`` that model code raises itself is not re-raised.
+
+    Outside the main thread, or when the ``SIGINT`` handler was not set from Python
+    (it could not be put back), the block runs as it is.
+
+    Raises:
+        KeyboardInterrupt: the user interrupted during the block.
+    """
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:
+        yield
+        return
+    noted = StepScope()
+    _note_interrupts(noted, previous)
+    try:
+        yield
+    finally:
+        try:
+            signal.signal(signal.SIGINT, previous)
+        except (ValueError, OSError):
+            pass
+    if noted.user_interrupt:
+        raise KeyboardInterrupt
 
 
 _exit_hooks = [0]  # atexit hooks registered during steps, in this process

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from rlm_kernel.engine.answer import ANSWER_CHARS, answer_text, value_repr
+from rlm_kernel.engine.answer import ANSWER_CHARS, answer_text, describe_variable, value_repr
 from rlm_kernel.executors.isolated import RemoteValue
 from tests.replies import block
 
@@ -100,3 +100,30 @@ def test_the_answer_check_shows_any_value_guarded(executor_kind):
     assert f"You called FINAL with {shown}" in lm.calls[1][-1]["content"]
     assert res.answer == "fine"
     assert value_repr(list(range(1000)), max_chars=40).endswith("...")
+
+
+@pytest.mark.parametrize("describe", [
+    lambda v: describe_variable("v", v), lambda v: value_repr(v), lambda v: answer_text(v)],
+    ids=["describe_variable", "value_repr", "answer_text"])
+def test_a_guarded_rendering_keeps_the_users_interrupt(describe):
+    """The guarded renderings catch what a value's methods raise (c06: model code's own
+    KeyboardInterrupt is not an interrupt), but not the user's SIGINT that arrives
+    meanwhile: seen as an interrupt of the kernel lost while it described variables."""
+    import os
+    import signal
+
+    class Users:
+        def __len__(self):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.5)
+            return 1
+        __repr__ = __str__ = lambda self: (len(self), "users")[1]
+
+    class Own:
+        def __len__(self):
+            raise KeyboardInterrupt
+        __repr__ = __str__ = lambda self: (len(self), "own")[1]
+
+    describe(Own())  # model code's own: caught
+    with pytest.raises(KeyboardInterrupt):
+        describe(Users())
