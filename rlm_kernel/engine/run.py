@@ -72,9 +72,10 @@ from .step import (
     SIGNAL_NAMES,
     TRACEBACK_LINE,
     StepOutcome,
-    before_traceback,
     final_from_text,
+    model_words,
     split_reply,
+    writes_final,
 )
 from .task import TaskSpec, describe_tool
 from .tools import RESERVED_NAMES, RunTools, user_variables
@@ -472,16 +473,29 @@ class Run:
         """Ask the termination policy whether to stop; then end the run (True), hold
         the step's ``FINAL`` for one look back (:meth:`_look_back`), or add the next
         user message.  True also when ``max_consecutive_errors`` steps in a row failed
-        or ran no code."""
+        or ran no code.
+
+        The answer is the step's ``FINAL`` (the host's record, or the text fallback of
+        a reply without code), never text the step's code printed.  A policy that
+        stops a step without one (a reward threshold, a confidence) ends the run with
+        its own answer text, which it made from the model's words
+        (:meth:`_action_result`), or no answer when that is empty; a stop on a
+        ``FINAL(`` written in the model's prose is no stop
+        (:func:`~rlm_kernel.engine.step.writes_final`): that FINAL was judged already."""
         cfg = self.config
+        action = self._action_result(outcome, step)
         done, policy_answer = self.policy.should_terminate(
-            self._action_result(outcome, step), self._policy_context(step, outcome))
+            action, self._policy_context(step, outcome))
+        if done and not outcome.final and writes_final(action.output):
+            done = False  # a FINAL in prose that the text fallback did not take
         check = self._look_back(step, outcome) if done and outcome.final else None
         if done and check is None:
             if outcome.final:
                 self._accept(outcome)
             else:  # a policy that stops without FINAL (a reward threshold): its text
-                self.result.answer = self.result.answer_value = policy_answer
+                answer = self.tools.redact(policy_answer) \
+                    if isinstance(policy_answer, str) and policy_answer.strip() else None
+                self.result.answer = self.result.answer_value = answer
                 self.result.stopped_by = "final"
             return True
         if check is not None:  # the FINAL is held; the next step answers the check
@@ -564,9 +578,13 @@ class Run:
         """The :class:`ActionResult` a termination policy sees for one step.
 
         ``action_type`` is ``"final"`` (output = the answer's text) when the step called
-        ``FINAL``/``FINAL_VAR``, else ``"code"`` (output = the step's output up to a
-        traceback, which echoes the failed line: a ``FINAL`` there is not an answer).
-        ``error`` is the message the model is shown about a failed ``FINAL``, if any.
+        ``FINAL``/``FINAL_VAR`` (or, without code, wrote one the text fallback took),
+        else ``"code"`` with output = the model's own words of the step: its reply
+        outside the code blocks (:func:`~rlm_kernel.engine.step.model_words`).  Never
+        the step's output: what executed code prints is data (a document may hold
+        ``FINAL(result)``), and a pattern found there must neither end the run nor
+        become its answer.  ``error`` is the message the model is shown about a failed
+        ``FINAL``, if any.
         ``metadata``: ``step`` (from 1), ``seconds`` (execution time), ``sub_calls``
         (number of ``llm_query`` calls while the code ran), ``output_chars`` (length of
         the whole output), ``success``, and ``confidence`` / ``last_reward`` (floats)
@@ -580,7 +598,7 @@ class Run:
             return ActionResult(action_type="final", success=True,
                                 output=outcome.answer or "", metadata=metadata)
         return ActionResult(action_type="code", success=outcome.success,
-                            output=before_traceback(outcome.output),
+                            output=model_words(outcome.reply_for_history),
                             error=outcome.error_for_model, metadata=metadata)
 
     def _policy_context(self, step: int, outcome: StepOutcome) -> PolicyContext:

@@ -13,7 +13,7 @@ from typing import Any
 from ..termination import detect_final_in_text, extract_code_blocks, resolve_final_var
 
 __all__ = ["SIGNAL_NAMES", "TRACEBACK_LINE", "StepOutcome", "before_traceback", "final_from_text",
-           "split_reply", "step_source"]
+           "model_words", "split_reply", "step_source", "writes_final"]
 
 #: REPL variables through which model code (or code a caller's task asks for) reports
 #: how a step went: their number goes to the termination policy (``RLM_REWARD`` as
@@ -28,6 +28,7 @@ TRACEBACK_LINE = "Traceback (most recent call last)"
 
 _FENCE_LINE = re.compile(r"^[ \t]*```", re.MULTILINE)  # a line that opens or closes a block
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
+_FINAL_CALL = re.compile(r"\bfinal(?:_var)?\s*\(", re.IGNORECASE)  # FINAL(, FINAL_VAR(, any case
 
 
 @dataclass
@@ -74,6 +75,33 @@ def before_traceback(output: str) -> str:
     (:data:`TRACEBACK_LINE`); all of it when there is none."""
     at = output.find(TRACEBACK_LINE)
     return output if at < 0 else output[: output.rfind("\n", 0, at) + 1]
+
+
+def model_words(reply: str) -> str:
+    """The model's own words in ``reply`` (a reply as kept in the conversation): its
+    text outside fenced code blocks, stripped; the whole reply when it has no block.
+
+    This, never what executed code printed, is what the termination policy is shown of
+    a step without a ``FINAL``: a document that holds ``FINAL(x)`` and is printed by
+    model code is data, not the model's answer.
+    """
+    lines, inside = [], False
+    for line in reply.splitlines():
+        if _FENCE_LINE.match(line):
+            inside = not inside
+            continue
+        if not inside:
+            lines.append(line)
+    return "\n".join(lines).strip()
+
+
+def writes_final(text: str) -> bool:
+    """True when ``text`` holds something shaped like a ``FINAL(`` or ``FINAL_VAR(``
+    call, in any letter case.  A policy that stops on such words of the model is not
+    given the last word: a FINAL written in prose is judged by the spec's text
+    fallback alone (:func:`final_from_text`, a reply without code), and a reply with
+    code answers only through the ``FINAL`` its code executed."""
+    return _FINAL_CALL.search(text) is not None
 
 
 def split_reply(reply: str, cut_after_first_block: bool) -> tuple[str, list[str], str]:

@@ -101,10 +101,12 @@ def test_reward_threshold_policy_stops_on_reported_rewards():
 
 
 def test_confidence_policy_reads_reported_confidence():
-    replies = [block("RLM_CONFIDENCE = 0.99\nprint('x')"), block("RLM_CONFIDENCE = 0.99\nprint('y')"),
-               block("FINAL('z')")]
+    """The policy's answer is made of the model's words (its reply outside the code),
+    never of what the code printed."""
+    replies = [block("RLM_CONFIDENCE = 0.99\nprint('x')", "It is x."),
+               block("RLM_CONFIDENCE = 0.99\nprint('y')", "It is y."), block("FINAL('z')")]
     res, _ = run(PlainExecutor(), replies, termination="confidence")
-    assert res.steps == 2 and res.answer.strip() == "y"  # min_steps_before_termination = 2
+    assert res.steps == 2 and res.answer == "It is y."  # min_steps_before_termination = 2
 
 
 def shell_executor() -> ShellExecutor:
