@@ -1,91 +1,77 @@
-"""An executor that runs model code in a child process behind a wall the child cannot widen.
+"""An executor that runs model code in a worker process inside a bubblewrap sandbox.
 
 :class:`IsolatedExecutor` is an :class:`~rlm_kernel.executors.Executor`: the engine binds
 its variables and its functions (``llm_query``, ``FINAL`` ... closures over the host's
 budget, depth and ``FINAL`` record) into :attr:`IsolatedExecutor.namespace` and calls
 :meth:`IsolatedExecutor.execute`, exactly as with the in-process
 :class:`~rlm_kernel.executors.plain.PlainExecutor`.  Here the namespace lives in a worker
-process (:mod:`rlm_kernel.executors.worker`), and :attr:`namespace` is a proxy:
+process (:mod:`rlm_kernel.executors.worker`) behind the wall of
+:mod:`rlm_kernel.executors.sandbox`, and :attr:`namespace` is a proxy:
 
-* setting a data value pickles it to the child once; setting a host callable registers
-  it in a table on the host and binds a stub in the child that calls it back over the
-  socket (the host serves those calls while the step runs).  The child can call only
-  what was registered: there is no generic call, attribute or import request;
-* getting a name fetches the child's value.  Bytes from the child are never given to
-  :func:`pickle.loads`: :func:`safe_loads` allows plain data types only (builtins'
-  containers and scalars, ``collections``, ``datetime``, ``decimal``, ``fractions``,
-  ``uuid``, ``pathlib``, numpy arrays); anything else arrives as a
-  :class:`RemoteValue` (its guarded ``repr``, made in the child) or a
-  :class:`RemoteFunction`, which put back into the namespace rebind the child's own
-  object.  A value the host bound and model code did not rebind is answered by the
-  host's own object (no transfer; ``is`` holds); a copy of a child value is kept while
-  the child's value is unchanged (a digest the child compares), so identity holds
-  between steps for values that did not change.
+* setting a data value pickles it to the worker once (the host trusts its own data);
+  setting a host callable registers it in a table on the host and binds a stub in the
+  worker that calls it back (the host serves those calls while the step runs).  The
+  worker can call only what was registered.  Callables marked
+  :data:`~rlm_kernel.executors.workfolder.PORTABLE` (the working folder's and the
+  data helpers ``search`` & co.) are copied into the worker and run there, behind the
+  wall and under the step's limits;
+* getting a name fetches the value's *data form* (:mod:`~rlm_kernel.executors.wire`:
+  msgpack with caps on bytes, depth and items; never a pickle from the worker).  A
+  value with no data form arrives as a :class:`RemoteValue` (its description, made in
+  the worker) or a :class:`RemoteFunction`, which put back into the namespace rebind
+  the worker's own object.  A value the host bound and model code did not rebind is
+  answered by the host's own object (``is`` holds); a copy of a worker value is kept
+  while the worker's value is unchanged (a digest the worker compares).
 
-Limits held by the operating system (set in the child before model code runs):
+The channel trusts nothing the worker sends: one reader at a time, a deadline on every
+read (a step's reply, a request's, a snapshot's load), a per-step nonce on the step's
+reply and calls, and a kill plus restart at the first frame outside the protocol.  The
+host's record of a step's ``FINAL`` (taken when model code called it) is kept whatever
+the worker does next.
 
-* **time**: the child applies the in-process limit of
+Limits held by the operating system:
+
+* **time**: the worker applies the in-process limit of
   :mod:`~rlm_kernel.executors.timeouts` (the namespace survives); ``kill_grace``
-  seconds past the limit the host sends ``SIGTERM`` to the child's process group, and
-  ``SIGKILL`` ``kill_grace`` seconds later.  The child is then restarted with the last
-  good snapshot of its namespace (pickled in the child after every step that returned;
+  seconds past the limit the host sends ``SIGTERM`` to the worker, and ``kill_grace``
+  seconds later kills the sandbox.  The worker is then restarted with the last good
+  snapshot of its namespace (pickled in the worker after every step that returned;
   the host keeps the bytes, never loads them) and the step's output lists the names
   that were lost;
-* a child that dies on its own (``os._exit``, a segfault, ``SIGKILL``) is a failed
-  step with the reason, restarted likewise;
-* **memory** (``RLIMIT_AS``, ``memory_limit`` bytes), **core dumps** off, **CPU** per
-  step (``RLIMIT_CPU`` soft limit, ``cpu_seconds``), **processes**: a ``pids`` cgroup
-  of ``max_processes`` when the host may make one (root), else ``RLIMIT_NPROC`` set to
-  the user's current count plus ``max_processes`` (``RLIMIT_NPROC`` counts every
-  process of the user and does not apply to root); a step that reaches the process
-  limit has its processes killed and the child restarted;
-* **network** off unless ``network=True``: the child moves into a new network namespace
-  (no interface up) with ``unshare(2)``, as root or through a user namespace; where
-  that is refused the executor logs a warning and :attr:`IsolatedExecutor.limits` says
-  ``network: on``;
-* a **PID namespace** where allowed: model code cannot see or signal the host (its
-  parent is PID 1 of the namespace, an init that reaps orphans); when the child is
-  killed, the kernel kills everything it started;
-* **files**, with ``workdir``: model code runs in that folder, and nothing outside it is
-  writable: the child builds a mount namespace where every mount is read-only but the
-  working folder, and ``/tmp`` and ``/dev/shm`` are private ``tmpfs`` mounts of
-  ``tmp_bytes`` each (so programs that need a scratch folder work; what they write
-  there never reaches the host and is gone when the child ends; ``tmp_bytes=None``
-  leaves them read-only too); see :func:`~rlm_kernel.executors.worker.enter_wall`.
-  Reading is not restricted.  Where the platform refuses (not Linux >= 5.12, no user
-  namespaces), the executor logs a warning and :attr:`IsolatedExecutor.limits` says
-  ``files: not walled (...)``.  The file helpers of
-  :class:`~rlm_kernel.executors.workfolder.WorkFolder`, bound into the namespace, are
-  copied into the child (callables that carry
-  :data:`~rlm_kernel.executors.workfolder.PORTABLE` are pickled, not served), so
-  ``bash`` and ``apply_patch`` run behind the same wall;
-* the child's environment has no secret variables (names like ``*_API_KEY``; see
+* a worker that dies on its own (``os._exit``, a segfault, ``SIGKILL``) or breaks the
+  protocol is a failed step with the reason, restarted likewise;
+* **memory**: a ``memory`` cgroup of ``memory_limit`` bytes where the host may make one
+  (root), else a watch on the sandbox's resident memory between the host's reads (a
+  step over the limit is killed); always ``RLIMIT_AS`` of ``memory_limit`` per
+  process; core dumps off; **CPU** per step (``RLIMIT_CPU``, ``cpu_seconds``);
+* **processes**: a ``pids`` cgroup of ``max_processes`` where the host may make one,
+  else ``RLIMIT_NPROC`` (which counts every process of the user, and does not hold for
+  root: then :attr:`IsolatedExecutor.limits` says "not limited");
+* **network** off unless ``network=True``, **PID namespace**, **no capabilities**, a
+  read-only file system with the homes hidden, **files** writable only in
+  ``workdir``: see :mod:`~rlm_kernel.executors.sandbox`;
+* the worker's environment has no secret variables (names like ``*_API_KEY``; see
   :mod:`~rlm_kernel.executors.redaction`), and its stdout and stderr are pipes: output
   (``print`` or ``os.write(1, ...)``) streams to ``on_output`` through the same capped,
   coalesced, redacted :class:`~rlm_kernel.executors.streams.StreamTee` as in-process.
 
 :meth:`IsolatedExecutor.close` (or leaving its ``with`` block, or garbage collection)
-kills the child's process group and every process of its cgroup.
+kills the sandbox and every process of its cgroups.
 
 Not held: a value the host bound and model code changed in place (without rebinding
 it) reads back on the host as the host's own object when its pickle is over
-:data:`~rlm_kernel.executors.worker.RECHECK_BYTES` (smaller ones are compared);
-arguments of host functions and values read back that are not plain data arrive as
-:class:`RemoteValue`; reading files is not restricted, and without ``workdir`` neither
-is writing them.
+:data:`~rlm_kernel.executors.worker.RECHECK_BYTES` (smaller ones are compared).
 """
 
 from __future__ import annotations
 
-import builtins
 import contextvars
-import io
 import itertools
+import json
 import logging
 import os
 import pickle
 import queue
-import select
 import signal
 import socket
 import subprocess
@@ -102,94 +88,61 @@ from typing import Any
 from ..repl_types import REPLResult
 from ..termination import FinalOutput
 from .redaction import SECRET_NAME, Redactor
+from .sandbox import (
+    PACKAGE_ROOT,
+    Cgroups,
+    SandboxUnavailable,
+    WorkerError,
+    bwrap_command,
+    find_bwrap,
+    make_cgroups,
+    process_tree,
+)
 from .streams import MAX_KEPT_CHARS, OutputCallback, StreamTee
 from .timeouts import timeout_message
-from .worker import ERRORS, WALL_REFUSED, read_frame, write_message
+from .wire import Channel, ChannelClosed, ProtocolError, decode_value
+from .worker import ERRORS, SNAPSHOT_BYTES, SNAPSHOT_SECONDS
 from .workfolder import PORTABLE
 
 __all__ = ["IsolatedExecutor", "IsolatedNamespace", "RemoteValue", "RemoteFunction",
-           "WorkerError", "safe_loads", "DEFAULT_MEMORY", "DEFAULT_PROCESSES",
-           "DEFAULT_TMP_BYTES"]
+           "WorkerError", "SandboxUnavailable", "DEFAULT_MEMORY", "DEFAULT_PROCESSES",
+           "DEFAULT_TMP_BYTES", "REQUEST_SECONDS"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MEMORY = 4 << 30
-"""Address space of the child (``RLIMIT_AS``), bytes."""
+"""Memory of the sandbox (cgroup, or the host's watch) and address space of each of its
+processes (``RLIMIT_AS``), bytes."""
 DEFAULT_PROCESSES = 64
 """Processes model code may have running at once (besides the worker's own)."""
 DEFAULT_TMP_BYTES = 256 << 20
-"""Size of each private ``tmpfs`` (``/tmp``, ``/dev/shm``) behind the working-folder wall,
-bytes."""
-_OWN_PROCESSES = 3  # outer, init and worker
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+"""Size of each private ``tmpfs`` (``/tmp``, ``/var/tmp``, ``/dev/shm``, ``/run``) in the
+sandbox, bytes."""
+REQUEST_SECONDS = 30.0
+"""Seconds the worker has to answer a request outside a step (a value's data form, a
+snapshot's load) before it is killed and restarted."""
+WATCH_SECONDS = 0.25
+"""Seconds between two looks at the sandbox's memory while a step runs (no cgroup)."""
+_OWN_PROCESSES = 3  # outer bwrap, its init and the worker
 _MISSING = object()
 
 
-# -- what may come back from the child -------------------------------------------------
-_BUILTIN_TYPES = frozenset({
-    "int", "float", "complex", "str", "bytes", "bytearray", "list", "tuple", "dict", "set",
-    "frozenset", "bool", "slice", "range", "NoneType", "Ellipsis", "NotImplemented"})
-_ALLOWED_GLOBALS = frozenset({
-    ("collections", "OrderedDict"), ("collections", "defaultdict"), ("collections", "deque"),
-    ("collections", "Counter"), ("collections", "ChainMap"),
-    ("datetime", "date"), ("datetime", "time"), ("datetime", "datetime"),
-    ("datetime", "timedelta"), ("datetime", "timezone"),
-    ("decimal", "Decimal"), ("fractions", "Fraction"),
-    ("uuid", "UUID"), ("uuid", "SafeUUID"),
-    ("pathlib", "PurePosixPath"), ("pathlib", "PureWindowsPath"), ("pathlib", "PosixPath"),
-    ("_codecs", "encode"),
-    ("numpy", "ndarray"), ("numpy", "dtype"),
-    ("numpy.core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar"),
-    ("numpy._core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "scalar"),
-})
-
-
-class _SafeUnpickler(pickle.Unpickler):
-    """An unpickler that builds plain data only: ``find_class`` allows the types listed
-    in :data:`_ALLOWED_GLOBALS`, builtins' data types and builtins' exception classes
-    (see "Restricting Globals" in the :mod:`pickle` documentation)."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module == "builtins":
-            if name in _BUILTIN_TYPES:
-                return super().find_class(module, name)
-            value = getattr(builtins, name, None)
-            if isinstance(value, type) and issubclass(value, BaseException):
-                return value
-        elif (module, name) in _ALLOWED_GLOBALS:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"{module}.{name} is not plain data")
-
-    def persistent_load(self, pid: Any) -> Any:
-        raise pickle.UnpicklingError("persistent references are not accepted")
-
-
-def safe_loads(data: bytes) -> Any:
-    """Load a pickle from the child, allowing plain data types only.
-
-    Args:
-        data: pickle bytes (untrusted).
-
-    Raises:
-        pickle.UnpicklingError: the pickle needs a type that is not plain data.
-        Exception: other errors of malformed data (``EOFError``, ``ValueError`` ...).
-    """
-    return _SafeUnpickler(io.BytesIO(data)).load()
-
-
 class RemoteValue:
-    """A value of the child's that cannot be copied to the host: its guarded ``repr``.
+    """A value of the worker's that has no data form: its description.
 
     Attributes:
-        type_name: the type's name in the child; text: the guarded repr; note: why
-            it is not here; ref: the child's reference (binding this object to a name
-            of the namespace binds the child's own object, while that child lives).
+        type_name: the type's name in the worker; text: the guarded repr; note: why
+            it is not here; ref: the worker's reference (binding this object to a name
+            of the namespace binds the worker's own object, while that worker lives);
+        generation: the worker it lives in; name: the variable it was read from;
+        length: its ``len`` where it has one, else None.
     """
 
     def __init__(self, type_name: str, text: str, note: str, ref: int | None = None,
-                 generation: int = -1) -> None:
+                 generation: int = -1, name: str | None = None,
+                 length: int | None = None) -> None:
         self.type_name, self.text, self.note = type_name, text, note
-        self.ref, self.generation = ref, generation
+        self.ref, self.generation, self.name, self.length = ref, generation, name, length
 
     def __repr__(self) -> str:
         return self.text
@@ -202,111 +155,77 @@ class RemoteValue:
 
 
 class RemoteFunction(RemoteValue):
-    """A callable of the child's (a function model code defined): it lives in the child;
-    calling it on the host raises."""
+    """A callable of the worker's (a function model code defined): it lives in the
+    worker; calling it on the host raises."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(f"{self.text} lives in the isolated REPL; call it from model code")
 
 
-class WorkerError(RuntimeError):
-    """The worker process could not be started or did not answer."""
+def _remote(info: Mapping[str, Any], generation: int, name: str | None = None,
+            ref: Any = None) -> RemoteValue:
+    """A :class:`RemoteValue` (or :class:`RemoteFunction`) from a worker's description
+    (untrusted: every field is coerced)."""
+    cls = RemoteFunction if info.get("callable") is True else RemoteValue
+    length = info.get("length")
+    return cls(str(info.get("type", "object"))[:200], str(info.get("repr", "<?>"))[:4000],
+               str(info.get("reason", "no data form"))[:1000],
+               ref if isinstance(ref, int) else None, generation, name,
+               length if isinstance(length, int) else None)
 
 
-# -- the child process -----------------------------------------------------------------
-def _process_cgroup(max_pids: int) -> Path | None:
-    """A new ``pids`` cgroup under the host's own, limited to ``max_pids``; None when the
-    host may not make one."""
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    base: Path | None = None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if "pids" in controllers.split(","):  # cgroup v1: the pids hierarchy wins
-            base = Path("/sys/fs/cgroup/pids") / path.lstrip("/")
-            break
-        if controllers == "" and Path("/sys/fs/cgroup/cgroup.controllers").exists():
-            base = Path("/sys/fs/cgroup") / path.lstrip("/")  # cgroup v2 (unified)
-    if base is None:
-        return None
-    folder = base / f"rlm-worker-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        folder.mkdir()
-    except OSError:
-        return None
-    try:
-        (folder / "pids.max").write_text(str(max_pids))
-        return folder
-    except OSError:
-        _remove_cgroup(folder)
-        return None
-
-
-def _cgroup_pids(folder: Path) -> list[int]:
-    try:
-        return [int(p) for p in (folder / "cgroup.procs").read_text().split()]
-    except (OSError, ValueError):
-        return []
-
-
-def _limit_hits(folder: Path | None) -> int:
-    """How many times the cgroup's process limit refused a fork."""
-    if folder is None:
-        return 0
-    try:
-        for line in (folder / "pids.events").read_text().splitlines():
-            if line.startswith("max "):
-                return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
-def _kill_cgroup(folder: Path) -> None:
-    """SIGKILL every process of the cgroup until it is empty (a fork bomb refills it)."""
-    for _ in range(200):
-        pids = _cgroup_pids(folder)
-        if not pids:
-            return
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(0.01)
-    log.warning("processes left in %s after repeated kills", folder)
-
-
-def _remove_cgroup(folder: Path) -> None:
-    for _ in range(100):
+def _from_worker(packed: Any, generation: int) -> Any:
+    """A value the worker sent as ``{"data": ...}`` or ``{"description": ...}``."""
+    if isinstance(packed, dict) and isinstance(packed.get("data"), bytes):
         try:
-            folder.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            time.sleep(0.02)
-    log.warning("could not remove the cgroup %s", folder)
+            return decode_value(packed["data"])
+        except ProtocolError as exc:
+            return RemoteValue("object", "<malformed value>", str(exc), None, generation)
+    if isinstance(packed, dict) and isinstance(packed.get("description"), dict):
+        return _remote(packed["description"], generation)
+    return RemoteValue("object", "<malformed value>", "malformed", None, generation)
 
 
-def _user_processes() -> int:
-    """Processes of this real user now (what ``RLIMIT_NPROC`` counts)."""
-    uid, count = os.getuid(), 0
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
+# -- processes ---------------------------------------------------------------------------
+class _Spawner:
+    """One long-lived thread that starts every sandbox: bubblewrap's
+    ``--die-with-parent`` follows the *thread* that forked it (``PR_SET_PDEATHSIG``), so a
+    sandbox started from a short-lived thread (a Dask task, a pool's worker) would die
+    with that thread."""
+
+    def __init__(self) -> None:
+        self.jobs: queue.Queue[tuple[Callable[[], Any], queue.Queue[Any]]] = queue.Queue()
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+
+    def run(self, job: Callable[[], Any]) -> Any:
+        with self.lock:
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._loop, name="rlm-sandbox-spawner",
+                                               daemon=True)
+                self.thread.start()
+        box: queue.Queue[Any] = queue.Queue()
+        self.jobs.put((job, box))
+        ok, value = box.get()
+        if not ok:
+            raise value
+        return value
+
+    def _loop(self) -> None:
+        while True:
+            job, box = self.jobs.get()
             try:
-                if entry.stat().st_uid == uid:
-                    count += 1
-            except OSError:
-                pass
-    return count
+                box.put((True, job()))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                box.put((False, exc))
+
+
+_spawner = _Spawner()
 
 
 def _exit_reason(code: int | None) -> str:
-    """Readable words for a worker's exit status (``Popen.returncode`` or the
-    128 + signal the worker's init reports)."""
+    """Readable words for a worker's exit status (``Popen.returncode``, or the
+    128 + signal bubblewrap reports)."""
     if code is None:
         return "stopped answering"
     number = -code if code < 0 else code - 128 if code > 128 else 0
@@ -319,20 +238,32 @@ def _exit_reason(code: int | None) -> str:
     return f"exited with status {code}"
 
 
-class _Child:
-    """One worker process: its socket, its output pipes and the threads reading them."""
+def _ns_pid(pid: int) -> int | None:
+    """The innermost PID-namespace pid of host process ``pid`` (``NSpid``)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("NSpid:"):
+                return int(line.split()[-1])
+    except (OSError, ValueError):
+        pass
+    return None
 
-    def __init__(self, config: dict[str, Any], env: dict[str, str], python: str,
-                 start_timeout: float, max_frame: int) -> None:
-        self.max_frame = max_frame
-        host, child = socket.socketpair()
-        cfg = {**config, "fd": child.fileno()}
-        self.proc = subprocess.Popen(
-            [python, "-m", "rlm_kernel.executors.worker", _json(cfg)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            pass_fds=(child.fileno(),), start_new_session=True, env=env, close_fds=True)
-        child.close()
-        self.sock = host
+
+class _Child:
+    """One sandbox: its bubblewrap process, the worker in it, its channel, its output
+    pipes and the threads reading them.
+
+    Raises:
+        WorkerError: the worker did not say ``ready`` within ``start_timeout`` seconds.
+    """
+
+    def __init__(self, command: list[str], fd: int, sock: socket.socket,
+                 env: dict[str, str], start_timeout: float, max_frame: int) -> None:
+        self.proc: subprocess.Popen[bytes] = _spawner.run(lambda: subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, pass_fds=(fd,), start_new_session=True, env=env,
+            close_fds=True))
+        self.channel = Channel(sock, max_frame)
         self.sink: Callable[[str, str], None] | None = None
         self.marker = b""
         self.seen = {"stdout": threading.Event(), "stderr": threading.Event()}
@@ -344,18 +275,26 @@ class _Child:
         for reader in self.readers:
             reader.start()
         try:
-            ready = self.receive(start_timeout)
-        except TimeoutError:
-            ready = None
-        if not isinstance(ready, tuple) or ready[0] != "ready":
+            ready = self.channel.receive(time.monotonic() + start_timeout)
+        except (TimeoutError, ChannelClosed, ProtocolError):
+            ready = {}
+        if ready.get("op") != "ready":
             self.kill()
+            for reader in self.readers:
+                reader.join(1.0)
             raise WorkerError("the isolated REPL process did not start "
                               f"({_exit_reason(self.proc.poll())}): "
-                              + "".join(self.early)[-2000:])
-        info = ready[2]
-        self.pid: int = int(info.get("pid", self.proc.pid))
-        self.notes: list[str] = [str(n) for n in info.get("notes", [])]
-        self.pid_namespace = info.get("ns_pid") == 2
+                              + "".join(self.early)[-2000:].strip())
+        self.notes: list[str] = [str(n) for n in ready.get("notes", [])][:20]
+        self.pid = self._find_worker(ready.get("pid"))
+
+    def _find_worker(self, ns_pid: Any) -> int:
+        """The host pid of the worker (the sandbox's process whose namespace pid is the
+        one it reported), else bubblewrap's own."""
+        for pid in process_tree(self.proc.pid)[1:]:
+            if _ns_pid(pid) == ns_pid:
+                return pid
+        return self.proc.pid
 
     def _read(self, name: str, pipe: Any) -> None:
         """Forward a pipe to :attr:`sink`, decoded; strip and signal step markers."""
@@ -396,54 +335,36 @@ class _Child:
                 self.early.append(text)
             log.debug("isolated REPL %s outside a step: %r", name, text[:200])
 
-    def send(self, message: tuple[Any, ...]) -> None:
-        write_message(self.sock, message)
-
-    def receive(self, timeout: float | None) -> tuple[Any, ...] | None:
-        """The next message; None when the child is gone.
-
-        Raises:
-            TimeoutError: nothing arrived within ``timeout`` seconds.
-        """
-        if timeout is not None:
-            ready, _, _ = select.select([self.sock], [], [], max(timeout, 0))
-            if not ready:
-                raise TimeoutError
+    def signal_worker(self, sig: int) -> None:
         try:
-            frame = read_frame(self.sock, self.max_frame)
-        except OSError as exc:
-            log.warning("isolated REPL channel failed: %s", exc)
-            return None
-        if frame is None:
-            return None
-        try:
-            message = safe_loads(frame)
-        except Exception as exc:  # noqa: BLE001 - a forged frame: the child is not trusted
-            log.warning("isolated REPL sent a message that is not plain data: %s", exc)
-            return None
-        return message if isinstance(message, tuple) and message else None
-
-    def signal_group(self, sig: int) -> None:
-        try:
-            os.killpg(self.proc.pid, sig)
+            os.kill(self.pid, sig)
         except OSError:
             pass
+
+    def memory(self) -> int:
+        """Resident memory of every process of the sandbox now (bytes)."""
+        total = 0
+        for pid in process_tree(self.proc.pid):
+            try:
+                with open(f"/proc/{pid}/statm") as f:
+                    total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            except (OSError, ValueError, IndexError):
+                pass
+        return total
 
     def kill(self) -> None:
-        """SIGKILL the process group and reap the worker."""
-        self.signal_group(signal.SIGKILL)
-        try:
-            self.proc.kill()
-        except OSError:
-            pass
+        """Kill the sandbox (its PID namespace goes with bubblewrap) and reap it."""
+        for target in (lambda: os.killpg(self.proc.pid, signal.SIGKILL), self.proc.kill):
+            try:
+                target()
+            except OSError:
+                pass
         try:
             self.proc.wait(5)
         except subprocess.TimeoutExpired:
             log.warning("isolated REPL process %d did not end after SIGKILL", self.proc.pid)
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        self.channel.close()
+
 
 def _partial_suffix(data: bytes, marker: bytes) -> int:
     """Length of the longest end of ``data`` that begins ``marker``."""
@@ -453,27 +374,34 @@ def _partial_suffix(data: bytes, marker: bytes) -> int:
     return 0
 
 
-def _json(value: Any) -> str:
-    import json
-
-    return json.dumps(value)
-
-
 def _child_env() -> dict[str, str]:
     """The host's environment without secrets, with this package importable."""
     env = {k: v for k, v in os.environ.items() if not SECRET_NAME.search(k)}
     path = env.get("PYTHONPATH")
-    env["PYTHONPATH"] = _PACKAGE_ROOT + (os.pathsep + path if path else "")
+    env["PYTHONPATH"] = PACKAGE_ROOT + (os.pathsep + path if path else "")
     env.pop("PYTHONSTARTUP", None)
     return env
 
 
+def _user_processes() -> int:
+    """Processes of this real user now (what ``RLIMIT_NPROC`` counts)."""
+    uid, count = os.getuid(), 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    count += 1
+            except OSError:
+                pass
+    return count
+
+
 # -- the namespace proxy ----------------------------------------------------------------
 class IsolatedNamespace(MutableMapping[str, Any]):
-    """The host's view of the child's namespace (see the module docstring).
+    """The host's view of the worker's namespace (see the module docstring).
 
     Args:
-        executor: the executor whose child holds the values.
+        executor: the executor whose worker holds the values.
     """
 
     def __init__(self, executor: IsolatedExecutor) -> None:
@@ -495,7 +423,7 @@ class IsolatedNamespace(MutableMapping[str, Any]):
             local = self._local(name, token)
             if local is not _MISSING:
                 return local
-        reply = self._ex.request("get", name, self._copies.get(name, (None, None))[1])
+        reply = self._ex.request("get", name=name, known=self._copies.get(name, (None, None))[1])
         if reply.get("missing"):
             raise KeyError(name)
         return self._value(name, reply)
@@ -505,12 +433,13 @@ class IsolatedNamespace(MutableMapping[str, Any]):
             raise TypeError(f"namespace names are str, not {type(name).__name__}")
         version = next(self._versions)
         kind, payload = self._encode(name, value)
-        self._ex.request("set", name, kind, payload, version, check=True)
+        self._ex.request("set", name=name, kind=kind, payload=payload, version=version,
+                         check=True)
         self._copies.pop(name, None)
         if kind == "stub":
             self._bindings[name] = ("stub", payload[0])
             self._host_values.pop(name, None)
-        elif kind == "ref":
+        elif kind in ("ref", "keep"):
             self._bindings[name] = ("child",)
             self._host_values.pop(name, None)
         else:
@@ -518,7 +447,7 @@ class IsolatedNamespace(MutableMapping[str, Any]):
             self._bindings[name] = ("host", version)
 
     def __delitem__(self, name: str) -> None:
-        reply = self._ex.request("del", name)
+        reply = self._ex.request("del", name=name)
         self._bindings.pop(name, None)
         self._host_values.pop(name, None)
         self._copies.pop(name, None)
@@ -527,7 +456,7 @@ class IsolatedNamespace(MutableMapping[str, Any]):
 
     def __iter__(self) -> Iterator[str]:
         if self._ex.in_step:
-            return iter(list(self._ex.request("keys").get("bindings", {})))
+            return iter(list(_bindings(self._ex.request("keys"))))
         return iter(list(self._bindings))
 
     def __len__(self) -> int:
@@ -536,7 +465,7 @@ class IsolatedNamespace(MutableMapping[str, Any]):
     def __contains__(self, name: object) -> bool:
         if not self._ex.in_step:
             return name in self._bindings
-        return isinstance(name, str) and not self._ex.request("has", name).get("missing")
+        return isinstance(name, str) and not self._ex.request("has", name=name).get("missing")
 
     # -- helpers ----------------------------------------------------------------------------
     def _local(self, name: str, token: tuple[Any, ...]) -> Any:
@@ -550,113 +479,137 @@ class IsolatedNamespace(MutableMapping[str, Any]):
         return _MISSING
 
     def _value(self, name: str, reply: dict[str, Any]) -> Any:
-        """The host's object for a ``get`` reply."""
+        """The host's object for a ``get`` reply (untrusted)."""
+        generation = self._ex.generation
         token = reply.get("token")
-        if token is not None:
+        if isinstance(token, list) and token:
             local = self._local(name, tuple(token))
             if local is not _MISSING:
                 return local
             return RemoteValue("object", f"<{name}: a value of the host's no longer held>",
-                               "unknown host binding")
-        if reply.get("same"):
+                               "unknown host binding", None, generation, name)
+        if reply.get("same") is True and name in self._copies:
             return self._copies[name][0]
-        kind, generation = reply.get("kind"), self._ex.generation
+        kind = reply.get("kind")
         if kind == "module":
             module = sys.modules.get(str(reply.get("module")))  # never imported on request
             return module if module is not None else types.ModuleType(str(reply.get("module")))
-        text, type_name = str(reply.get("repr")), str(reply.get("type"))
-        cls = RemoteFunction if reply.get("callable") else RemoteValue
-        if kind == "value":
+        if kind == "value" and isinstance(reply.get("data"), bytes):
             try:
-                value = safe_loads(reply["data"])
-            except Exception as exc:  # noqa: BLE001 - not plain data: its repr instead
-                value = cls(type_name, text, f"not plain data ({exc})", reply.get("ref"),
-                            generation)
+                value = decode_value(reply["data"])
+            except ProtocolError as exc:
+                return _remote({**reply, "reason": str(exc)}, generation, name, reply.get("ref"))
             self._copies[name] = (value, str(reply.get("digest")))
             return value
-        return cls(type_name, text, str(reply.get("reason", "cannot be copied")),
-                   reply.get("ref"), generation)
+        return _remote(reply, generation, name, reply.get("ref"))
 
     def _encode(self, name: str, value: Any) -> tuple[str, Any]:
-        """How ``value`` goes to the child: (kind, payload) for the worker's ``set``."""
-        if isinstance(value, RemoteValue) and value.ref is not None \
-                and value.generation == self._ex.generation:
-            return "ref", value.ref
+        """How ``value`` goes to the worker: (kind, payload) for the worker's ``set``."""
+        if isinstance(value, RemoteValue):
+            if value.ref is not None and value.generation == self._ex.generation:
+                return "ref", value.ref
+            lost = (f"<{value.type_name} object: it lived in a REPL process that was "
+                    "restarted, and is lost>")
+            # the same name, read before a restart: the restarted worker's own (from the
+            # snapshot) stands; never the description's text in its place
+            return ("keep" if value.name == name else "placeholder"), lost
         if isinstance(value, types.ModuleType):
             return "module", value.__name__
         if callable(value) and getattr(value, PORTABLE, False) is True:
-            try:  # runs in the child (behind its wall), not served from the host
-                return "value", pickle.PickleBuffer(pickle.dumps(value, protocol=5))
+            try:  # runs in the worker (behind its wall), not served from the host
+                return "value", pickle.dumps(value, protocol=5)
             except Exception as exc:  # noqa: BLE001 - served from the host instead
                 log.warning("%r cannot be copied into the isolated REPL (%s); the host "
                             "serves it", value, exc)
-        if callable(value) and not isinstance(value, type) \
-                and not isinstance(value, RemoteValue):
+        if callable(value) and not isinstance(value, type):
             key = self._keys.get(id(value))
             if key is None or self._functions.get(key) is not value:
                 key = next(self._key_numbers)
                 self._functions[key] = value
                 self._keys[id(value)] = key
-            return "stub", (key, getattr(value, "__name__", name), getattr(value, "__doc__", None))
+            return "stub", [key, getattr(value, "__name__", name),
+                            getattr(value, "__doc__", None)]
         try:
-            return "value", pickle.PickleBuffer(pickle.dumps(value, protocol=5))
-        except Exception as exc:  # noqa: BLE001 - the child gets a stand-in
+            data = pickle.dumps(value, protocol=5)
+        except Exception as exc:  # noqa: BLE001 - the worker gets a stand-in
             log.warning("variable %r (%s) cannot be copied into the isolated REPL: %s",
                         name, type(value).__name__, exc)
             return "placeholder", (f"<{type(value).__name__} object: could not be copied "
                                    f"into the isolated REPL ({type(exc).__name__})>")
+        self._ex.check_size(name, len(data))
+        return "value", data
 
     def resend(self) -> None:
-        """Bind the host's own values and functions again (in a new child)."""
+        """Bind the host's own values and functions again (in a new worker)."""
         for name, token in list(self._bindings.items()):
             if token[0] == "stub" and token[1] in self._functions:
                 fn = self._functions[token[1]]
-                self._ex.request("set", name, "stub", (token[1], getattr(fn, "__name__", name),
-                                                       getattr(fn, "__doc__", None)), 0,
-                                 check=True)
+                self._ex.request("set", name=name, kind="stub",
+                                 payload=[token[1], getattr(fn, "__name__", name),
+                                          getattr(fn, "__doc__", None)],
+                                 version=0, check=True)
             elif token[0] == "host" and name in self._host_values:
                 value, version = self._host_values[name]
                 kind, payload = self._encode(name, value)
-                self._ex.request("set", name, kind, payload, version, check=True)
+                self._ex.request("set", name=name, kind=kind, payload=payload,
+                                 version=version, check=True)
         self._copies.clear()
 
-    def function(self, key: int) -> Any:
+    def function(self, key: Any) -> Any:
         """The host callable registered as ``key``, or None."""
-        return self._functions.get(key)
+        return self._functions.get(key) if isinstance(key, int) else None
 
-    def update_bindings(self, bindings: Mapping[str, Any]) -> None:
-        self._bindings = {str(n): tuple(t) for n, t in bindings.items()}
+    def update_bindings(self, bindings: Mapping[str, tuple[Any, ...]]) -> None:
+        self._bindings = dict(bindings)
         for name in [n for n in self._host_values if self._bindings.get(n, ("",))[0] != "host"]:
             del self._host_values[name]
         for name in [n for n in self._copies if n not in self._bindings]:
             del self._copies[name]
 
 
+def _bindings(reply: Mapping[str, Any]) -> dict[str, tuple[Any, ...]]:
+    """The ``bindings`` of a worker's reply, checked: ``{name: token}``."""
+    raw = reply.get("bindings")
+    if not isinstance(raw, dict):
+        return {}
+    found: dict[str, tuple[Any, ...]] = {}
+    for name, token in raw.items():
+        if isinstance(name, str) and isinstance(token, list) and token \
+                and token[0] in ("host", "stub", "child"):
+            found[name] = tuple(token)
+    return found
+
+
 # -- the executor ------------------------------------------------------------------------
 class IsolatedExecutor:
-    """Run model code in a worker process (see the module docstring).
+    """Run model code in a worker process in a bubblewrap sandbox (see the module
+    docstring).
 
     Args:
-        namespace: initial variables (copied into the child; callables registered
+        namespace: initial variables (copied into the worker; callables registered
             as host functions).
-        memory_limit: the child's address space in bytes (``RLIMIT_AS``); None: none.
+        memory_limit: the sandbox's memory in bytes (see the module docstring); None:
+            none.
         max_processes: processes model code may run at once; None: no limit.
         cpu_seconds: CPU seconds per step (``RLIMIT_CPU`` soft limit); None: none.
-        network: let model code use the network (default: a namespace without it).
-        cwd: the child's working folder (default: the host's; with ``workdir``, that).
-        workdir: the only folder model code may write (see the module docstring):
-            its working folder, behind a mount-namespace wall; None: no wall.
-        tmp_bytes: with ``workdir``, the size in bytes of the private ``/tmp`` and
-            ``/dev/shm``; None: they are read-only like the rest.
+        network: let model code use the host's network (default: a namespace without).
+        cwd: the worker's working folder (default: the host's, read-only, unless it holds
+            a home; with ``workdir``, that).
+        workdir: the only folder model code may write (read-write in the sandbox);
+            None: none.
+        tmp_bytes: the size in bytes of each private ``tmpfs`` (``/tmp`` ...); None:
+            bubblewrap's default.
         kill_grace: seconds after a step's limit before ``SIGTERM``, and again before
-            ``SIGKILL``.
+            the sandbox is killed.
         max_output_chars: characters of each stream of a step kept and shown live.
         snapshot: pickle the namespace after each step, to restart from after a kill.
         start_timeout: seconds to wait for the worker to start.
+        request_timeout: seconds the worker has to answer a request outside a step.
         python: the interpreter for the worker (default: this one).
 
     Raises:
-        WorkerError: the worker did not start.
+        SandboxUnavailable: bubblewrap is not installed (the message names the package).
+        WorkerError: the worker did not start (the message says why).
         FileNotFoundError / NotADirectoryError: ``workdir`` is missing / not a folder.
         ValueError: ``cwd`` and ``workdir`` differ, or ``workdir`` is ``/``.
     """
@@ -669,10 +622,12 @@ class IsolatedExecutor:
                  max_output_chars: int = MAX_KEPT_CHARS, snapshot: bool = True,
                  start_timeout: float = 30.0, python: str | None = None,
                  workdir: str | os.PathLike[str] | None = None,
-                 tmp_bytes: int | None = DEFAULT_TMP_BYTES) -> None:
+                 tmp_bytes: int | None = DEFAULT_TMP_BYTES,
+                 request_timeout: float = REQUEST_SECONDS) -> None:
         self.memory_limit, self.max_processes = memory_limit, max_processes
         self.cpu_seconds, self.network, self.kill_grace = cpu_seconds, network, kill_grace
         self.max_output_chars, self.take_snapshots = max_output_chars, snapshot
+        self.request_timeout = request_timeout
         self.workdir: str | None = None
         self.tmp_bytes = tmp_bytes
         if workdir is not None:
@@ -690,74 +645,110 @@ class IsolatedExecutor:
             cwd = self.workdir
         self.cwd = str(cwd) if cwd is not None else os.getcwd()
         self.start_timeout, self.python = start_timeout, python or sys.executable
+        self._bwrap = find_bwrap()
         self.in_step = False
         self.generation = 0
         self.restarts = 0
         self.limits: dict[str, str] = {}
         self._snapshot: dict[str, bytes] = {}
         self._lost: list[str] = []
+        self._notes: list[str] = []  # what happened between steps, for the next step
         self._rids = itertools.count(1)
         self._waiting: dict[int, queue.Queue[dict[str, Any] | None]] = {}
-        self._lock = threading.RLock()  # one requester on the socket outside steps
+        self._lock = threading.RLock()  # one reader of the channel outside steps
         self._send_lock = threading.Lock()
         self._step_final: dict[str, Any] | None = None
-        self._cgroup: Path | None = None
+        self._nonce = ""
+        self._recovering = False
+        self._cgroups = Cgroups()
         self._child: _Child | None = None
         self._closed = False
         self.namespace: IsolatedNamespace = IsolatedNamespace(self)
         self._start()
-        self._finalizer = weakref.finalize(self, _cleanup, self._child, self._cgroup)
+        self._finalizer = weakref.finalize(self, _cleanup, self._child, self._cgroups)
         if namespace:
             self.namespace.update(namespace)
 
     # -- life -------------------------------------------------------------------------------
     def _start(self) -> None:
-        """Start a worker (a new generation) with the configured limits."""
-        if self._cgroup is None and self.max_processes is not None:
-            self._cgroup = _process_cgroup(self.max_processes + _OWN_PROCESSES)
+        """Start a worker (a new generation) in a new sandbox.
+
+        Raises:
+            WorkerError: it did not start.
+        """
+        if not self._cgroups.folders:
+            self._cgroups = make_cgroups(
+                None if self.max_processes is None else self.max_processes + _OWN_PROCESSES,
+                self.memory_limit)
         nproc = None
-        if self._cgroup is None and self.max_processes is not None and os.getuid() != 0:
+        if self._cgroups.pids is None and self.max_processes is not None \
+                and os.getuid() != 0:
             nproc = _user_processes() + self.max_processes + _OWN_PROCESSES
-        config = {"cwd": self.cwd, "memory": self.memory_limit, "nproc": nproc,
-                  "cgroup": str(self._cgroup) if self._cgroup else None,
-                  "network": self.network, "pid_ns": True, "workdir": self.workdir,
-                  "tmp_bytes": self.tmp_bytes}
-        max_frame = (self.memory_limit or 16 << 30) + (64 << 20)
-        self._child = _Child(config, _child_env(), self.python, self.start_timeout, max_frame)
+        host, inner = socket.socketpair()
+        try:
+            config = {"fd": inner.fileno(), "memory": self.memory_limit, "nproc": nproc}
+            argv = [self.python, "-m", "rlm_kernel.executors.worker", json.dumps(config)]
+            command = self._cgroups.join_command() + bwrap_command(
+                argv, bwrap=self._bwrap, python=self.python, network=self.network,
+                workdir=self.workdir, cwd=self.cwd, tmp_bytes=self.tmp_bytes,
+                keep_fds=(inner.fileno(),))
+            max_frame = SNAPSHOT_BYTES + (256 << 20)
+            self._child = _Child(command, inner.fileno(), host, _child_env(),
+                                 self.start_timeout, max_frame)
+        except BaseException:
+            host.close()
+            raise
+        finally:
+            inner.close()
         self.generation += 1
-        self.limits = self._describe(self._child, nproc)
+        self.limits = self._describe(nproc)
         for note in self._child.notes:
             log.warning("isolated REPL: %s", note)
         if hasattr(self, "_finalizer"):
             self._finalizer.detach()
-            self._finalizer = weakref.finalize(self, _cleanup, self._child, self._cgroup)
+            self._finalizer = weakref.finalize(self, _cleanup, self._child, self._cgroups)
 
-    def _describe(self, child: _Child, nproc: int | None) -> dict[str, str]:
-        notes = " ".join(child.notes)
-        network = "on" if self.network or "namespaces not available" in notes and \
-            "network namespace only" not in notes else "off"
-        processes = (f"cgroup pids.max {self.max_processes}" if self._cgroup
-                     else f"RLIMIT_NPROC {nproc}" if nproc else "not limited")
-        return {"memory": f"{self.memory_limit} bytes" if self.memory_limit else "not limited",
-                "processes": processes, "network": network,
-                "pid_namespace": "yes" if child.pid_namespace else "no",
+    def _describe(self, nproc: int | None) -> dict[str, str]:
+        """What :attr:`limits` says: each limit and what holds it."""
+        memory = "not limited"
+        if self.memory_limit:
+            held = "cgroup" if self._cgroups.memory else "host's watch of resident memory"
+            memory = f"{self.memory_limit} bytes ({held}; RLIMIT_AS per process)"
+        processes = (f"cgroup pids.max {self.max_processes}" if self._cgroups.pids
+                     else f"RLIMIT_NPROC {nproc}" if nproc
+                     else "not limited (no cgroup for root here)"
+                     if self.max_processes is not None else "not limited")
+        files = (f"read-only except {self.workdir}" if self.workdir else "read-only")
+        tmp = (f"private /tmp, /var/tmp, /dev/shm, /run ({self.tmp_bytes} bytes each)"
+               if self.tmp_bytes else "private /tmp, /var/tmp, /dev/shm, /run")
+        return {"sandbox": "bubblewrap: user, PID, IPC, UTS, cgroup namespaces; no "
+                           "capabilities",
+                "memory": memory, "processes": processes,
+                "network": "on" if self.network else "off",
+                "pid_namespace": "yes",
                 "cpu_per_step": f"{self.cpu_seconds} s" if self.cpu_seconds else "not limited",
-                "files": self._describe_files(child)}
+                "files": f"{files}; {tmp}; homes hidden"}
 
-    def _describe_files(self, child: _Child) -> str:
-        """The ``files`` entry of :attr:`limits`."""
-        if self.workdir is None:
-            return "not restricted"
-        refused = [n for n in child.notes if n.startswith(WALL_REFUSED)]
-        if refused:
-            return f"not walled: {refused[0][len(WALL_REFUSED):].strip(' ()')}; model code " \
-                   f"runs in {self.workdir} and may write anywhere the user may"
-        tmp = (f"/tmp and /dev/shm private ({self.tmp_bytes} bytes each, gone with the "
-               "REPL)" if self.tmp_bytes else "/tmp read-only")
-        return f"read-only except {self.workdir}; {tmp}; reading not restricted"
+    def check_size(self, name: str, size: int) -> None:
+        """Refuse an input too large for the sandbox's memory.
+
+        Args:
+            name: the variable's name; size: its pickle's length in bytes.
+
+        Raises:
+            WorkerError: the worker would need more than :attr:`memory_limit` to load it
+                (about twice its size); the message says what to set.
+        """
+        if self.memory_limit and 2 * size + (256 << 20) > self.memory_limit:
+            raise WorkerError(
+                f"the variable {name!r} is {size:,} bytes: too large for the isolated "
+                f"REPL's memory limit of {self.memory_limit:,} bytes (loading it there takes "
+                f"about twice its size).  Raise the limit (rlm run --memory-limit BYTES, "
+                f"RLM(memory_limit=...), c.RLM.memory_limit) or run in-process "
+                f"(--executor in-process), which has no wall")
 
     def close(self) -> None:
-        """Kill the child and everything it started; idempotent."""
+        """Kill the sandbox and everything it started; idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -775,69 +766,101 @@ class IsolatedExecutor:
         return None if self._closed or self._child is None else self._child.pid
 
     # -- requests -----------------------------------------------------------------------------
-    def request(self, kind: str, *args: Any, check: bool = False) -> dict[str, Any]:
-        """Send a request to the child and return its reply.
+    def request(self, op: str, *, check: bool = False, **fields: Any) -> dict[str, Any]:
+        """Send a request to the worker and return its reply (checked: a dict).
 
         Args:
-            kind: ``get``, ``has``, ``set``, ``del``, ``keys`` or ``load`` (the
-                worker's ``do_*``).
-            check: raise if the child reports an error.
+            op: ``get``, ``has``, ``set``, ``del``, ``keys`` or ``load`` (the worker's
+                ``do_*``); ``fields``: the request's fields.
+            check: raise if the worker reports an error.
+
+        Outside a step, a worker that does not answer by :attr:`request_timeout`, dies
+        or breaks the protocol is killed and restarted from the last snapshot, and the
+        request is made once more there (the next step's output says so).
 
         Raises:
-            WorkerError: the child is gone, closed, or (``check``) refused.
+            WorkerError: the executor is closed, the restarted worker failed too, or
+                (``check``) the worker refused.
         """
         if self._closed or self._child is None:
             raise WorkerError("the isolated REPL is closed")
-        child, rid = self._child, next(self._rids)
+        tail = fields.pop("payload", None) if op == "set" and fields.get("kind") == "value" \
+            else None
         if self.in_step:  # the step loop reads; it hands our reply over
-            box: queue.Queue[dict[str, Any] | None] = queue.Queue()
-            self._waiting[rid] = box
-            try:
-                self._send(child, (kind, rid, *args))
-                reply = box.get()
-            finally:
-                self._waiting.pop(rid, None)
+            reply = self._request_in_step(op, fields, tail)
         else:
             with self._lock:
-                self._send(child, (kind, rid, *args))
-                reply = self._await(child, rid)
-        if reply is None:
-            raise WorkerError("the isolated REPL process is gone")
+                reply = self._request_between_steps(op, fields, tail)
         if check and "error" in reply:
-            raise WorkerError(f"the isolated REPL refused {kind}: {reply['error']}")
+            raise WorkerError(f"the isolated REPL refused {op}: {str(reply['error'])[:500]}")
         return reply
 
-    def _send(self, child: _Child, message: tuple[Any, ...]) -> None:
-        with self._send_lock:
+    def _request_in_step(self, op: str, fields: dict[str, Any], tail: bytes | None
+                         ) -> dict[str, Any]:
+        child, rid = self._child, next(self._rids)
+        assert child is not None
+        box: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._waiting[rid] = box
+        try:
+            self._send(child, {"op": op, "id": rid, **fields}, tail)
             try:
-                child.send(message)
-            except OSError as exc:
-                raise WorkerError(f"the isolated REPL process is gone ({exc})") from exc
+                reply = box.get(timeout=self.request_timeout)
+            except queue.Empty:
+                reply = None
+        finally:
+            self._waiting.pop(rid, None)
+        if reply is None:
+            raise WorkerError("the isolated REPL process did not answer during the step")
+        return reply
 
-    def _await(self, child: _Child, rid: int) -> dict[str, Any] | None:
-        """Read until the reply to ``rid`` (outside steps: host calls are refused)."""
-        while True:
+    def _request_between_steps(self, op: str, fields: dict[str, Any], tail: bytes | None
+                               ) -> dict[str, Any]:
+        for attempt in (0, 1):
+            child, rid = self._child, next(self._rids)
+            assert child is not None
             try:
-                message = child.receive(None)
-            except TimeoutError:
-                continue
-            if message is None:
-                return None
-            if message[0] == "reply" and message[1] == rid:
-                return message[2] if isinstance(message[2], dict) else {}
-            if message[0] == "call":
-                self._send(child, ("result", message[1], {"error": {
+                deadline = time.monotonic() + self.request_timeout
+                self._send(child, {"op": op, "id": rid, **fields}, tail, deadline)
+                return self._await(child, rid, deadline)
+            except (TimeoutError, ChannelClosed, ProtocolError) as exc:
+                problem = _channel_problem(exc, child)
+            if attempt or self._recovering:
+                raise WorkerError(f"the isolated REPL {problem}")
+            self._notes.append(self._recover(f"The REPL process {problem} between steps"))
+        raise AssertionError("unreachable")
+
+    def _send(self, child: _Child, message: dict[str, Any], tail: bytes | None = None,
+              deadline: float | None = None) -> None:
+        with self._send_lock:
+            child.channel.send(message, tail=tail, deadline=deadline or
+                               time.monotonic() + self.request_timeout)
+
+    def _await(self, child: _Child, rid: int, deadline: float) -> dict[str, Any]:
+        """Read until the reply to ``rid`` (outside steps: host calls are refused).
+
+        Raises:
+            TimeoutError / ChannelClosed / ProtocolError: see :meth:`Channel.receive`.
+        """
+        while True:
+            message = child.channel.receive(deadline)
+            op = message.get("op")
+            if op == "reply" and message.get("id") == rid:
+                return message
+            if op == "call" and isinstance(message.get("id"), int):
+                self._send(child, {"op": "result", "id": message["id"], "error": {
                     "type": "RuntimeError",
-                    "message": "host functions can only be called while a step runs"}}))
+                    "message": "host functions can only be called while a step runs"}})
+                continue
+            raise ProtocolError(f"an unexpected {str(op)[:40]!r} message")
 
     # -- a step ----------------------------------------------------------------------------
     def execute(self, code: str, *, timeout: float | None = None,
                 on_output: OutputCallback | None = None) -> REPLResult:
-        """Run ``code`` in the child; see :meth:`rlm_kernel.executors.Executor.execute`.
+        """Run ``code`` in the worker; see :meth:`rlm_kernel.executors.Executor.execute`.
 
         Raises:
-            KeyboardInterrupt: the user interrupted (the child's step is interrupted,
-                or the child killed and restarted).
+            KeyboardInterrupt: the user interrupted (the worker's step is interrupted,
+                or the sandbox killed and restarted).
             WorkerError: the executor is closed, or a restarted worker did not start.
         """
         if self._closed or self._child is None:
@@ -845,6 +868,9 @@ class IsolatedExecutor:
         redact = Redactor()
         out = StreamTee("stdout", on_output, max_chars=self.max_output_chars, redact=redact)
         err = StreamTee("stderr", on_output, max_chars=self.max_output_chars, redact=redact)
+        for note in self._notes:
+            err.write(note)
+        self._notes = []
         start = time.perf_counter()
         child = self._child
         marker = b"\x00\x1erlm-step-end-" + uuid.uuid4().hex.encode() + b"\x1e\x00"
@@ -852,7 +878,7 @@ class IsolatedExecutor:
             event.clear()
         child.marker = marker
         child.sink = lambda name, text: (out if name == "stdout" else err).write(text)
-        hits = _limit_hits(self._cgroup)
+        refused = self._cgroups.pids_refused()
         self._step_final = None
         try:
             reply, problem, interrupted = self._run_step(child, code, timeout)
@@ -866,16 +892,20 @@ class IsolatedExecutor:
         child.sink = None
         final_output, success = None, False
         if reply is not None:
-            success = bool(reply.get("success"))
+            success = reply.get("success") is True
             final_output = self._final(reply)
-            self.namespace.update_bindings(reply.get("bindings", {}))
+            self.namespace.update_bindings(_bindings(reply))
             if isinstance(reply.get("snapshot"), dict):
-                self._snapshot = reply["snapshot"]
-                self._lost = [str(n) for n in reply.get("lost", [])]
-            if self._cgroup is not None and _limit_hits(self._cgroup) > hits:
+                self._snapshot = {str(k): v for k, v in reply["snapshot"].items()
+                                  if isinstance(v, bytes)}
+                lost = reply.get("lost")
+                self._lost = [str(n) for n in lost] if isinstance(lost, list) else []
+            if self._cgroups.pids_refused() > refused:
                 problem = (f"the step reached the limit of {self.max_processes} processes; "
                            "its processes were killed")
                 success = False
+        elif self._step_final is not None:  # FINAL was called before the worker failed
+            final_output = self._step_final
         if problem is not None:
             err.write(self._recover(problem))
         out.flush()
@@ -888,66 +918,87 @@ class IsolatedExecutor:
 
     def _run_step(self, child: _Child, code: str, timeout: float | None
                   ) -> tuple[dict[str, Any] | None, str | None, bool]:
-        """Send the step and serve the child until its reply, a kill or its death.
+        """Send the step and serve the worker until its reply, a kill, its death or a
+        message outside the protocol.
 
         Returns:
             (the worker's reply or None, the problem to recover from or None,
             whether the user interrupted).
         """
-        rid = next(self._rids)
+        rid, nonce = next(self._rids), uuid.uuid4().hex
         step_context = contextvars.copy_context()  # host calls run in it, as in-process
+        watch = bool(self.memory_limit) and self._cgroups.memory is None
         with self._lock:
-            self._send(child, ("exec", rid, code, timeout, self.cpu_seconds,
-                               child.marker, self.take_snapshots))
+            self._nonce = nonce
+            try:
+                self._send(child, {"op": "exec", "id": rid, "code": code, "timeout": timeout,
+                                   "cpu": self.cpu_seconds, "marker": child.marker,
+                                   "snapshot": self.take_snapshots, "nonce": nonce})
+            except (TimeoutError, ChannelClosed) as exc:
+                return None, f"the REPL process {_channel_problem(exc, child)}", False
             self.in_step = True
             limit = timeout if timeout and 0 < timeout <= threading.TIMEOUT_MAX else None
-            # the child's own limit acts at ``limit``; the host's signals after that
+            # the worker's own limit acts at ``limit``; the host's signals after that
             deadline = time.monotonic() + limit + self.kill_grace if limit else None
-            stage, interrupted = 0, False  # 0 running, 1 SIGTERM sent, 2 SIGKILL sent
+            stage, interrupted = 0, False  # 0 running, 1 SIGTERM sent
             while True:
-                wait = None if deadline is None else deadline - time.monotonic()
                 try:
-                    message = child.receive(wait)
-                except TimeoutError:
-                    if stage == 2:
-                        child.kill()
-                        return None, self._killed_reason(timeout, interrupted), interrupted
-                    child.signal_group(signal.SIGTERM if stage == 0 and not interrupted
-                                       else signal.SIGKILL)
-                    stage = 1 if stage == 0 and not interrupted else 2
-                    deadline = time.monotonic() + self.kill_grace
-                    continue
+                    now = time.monotonic()
+                    wake = deadline
+                    if watch:
+                        wake = now + WATCH_SECONDS if wake is None \
+                            else min(wake, now + WATCH_SECONDS)
+                    if not child.channel.wait(wake):
+                        if watch and self.memory_limit and child.memory() > self.memory_limit:
+                            child.kill()
+                            return None, (f"the step used more than the memory limit of "
+                                          f"{self.memory_limit:,} bytes and the REPL process "
+                                          "was killed"), interrupted
+                        if deadline is None or time.monotonic() < deadline:
+                            continue
+                        if stage == 1:
+                            child.kill()
+                            return None, self._killed_reason(timeout, interrupted), interrupted
+                        child.signal_worker(signal.SIGTERM)
+                        stage, deadline = 1, time.monotonic() + self.kill_grace
+                        continue
+                    # a frame has begun: it must be whole soon, however the step stands
+                    frame_by = max(deadline or 0.0, time.monotonic() + self.request_timeout
+                                   if deadline is None else time.monotonic() + 10.0)
+                    message = child.channel.receive(frame_by)
                 except KeyboardInterrupt:
                     interrupted = True
-                    try:
-                        os.kill(child.pid, signal.SIGINT)
-                    except OSError:
-                        pass
+                    child.signal_worker(signal.SIGINT)
                     deadline, stage = time.monotonic() + self.kill_grace, 1
                     continue
-                if message is None:
-                    try:  # the worker's status reaches the outer process in a moment
-                        child.proc.wait(1.0)
-                    except subprocess.TimeoutExpired:
-                        pass
+                except (TimeoutError, ChannelClosed, ProtocolError) as exc:
+                    problem = _channel_problem(exc, child)
                     child.kill()
-                    if stage:
+                    if stage and isinstance(exc, ChannelClosed):
                         return None, self._killed_reason(timeout, interrupted), interrupted
-                    return None, (f"the REPL process {_exit_reason(child.proc.returncode)} "
-                                  "during the step"), interrupted
-                if message[0] == "call":  # in the step's context (a tracing span ...)
+                    return None, f"the REPL process {problem} during the step", interrupted
+                op = message.get("op")
+                if op == "call" and message.get("nonce") == nonce \
+                        and isinstance(message.get("id"), int):
                     threading.Thread(target=step_context.copy().run,
                                      args=(self._serve_call, child, message),
                                      name="rlm-isolated-call", daemon=True).start()
-                elif message[0] == "reply" and message[1] == rid:
-                    reply = message[2] if isinstance(message[2], dict) else {}
-                    if "error" in reply:
-                        return None, f"the REPL process failed: {reply['error']}", interrupted
-                    return reply, None, interrupted or bool(reply.get("interrupted"))
-                elif message[0] == "reply":
-                    box = self._waiting.get(message[1])
-                    if box is not None:
-                        box.put(message[2] if isinstance(message[2], dict) else {})
+                elif op == "reply" and message.get("id") == rid:
+                    if message.get("nonce") != nonce:
+                        child.kill()
+                        return None, ("the REPL process sent a reply that is not this "
+                                      "step's and was restarted"), interrupted
+                    if "error" in message:
+                        child.kill()
+                        return None, (f"the REPL process failed: "
+                                      f"{str(message['error'])[:500]}"), interrupted
+                    return message, None, interrupted or message.get("interrupted") is True
+                elif op == "reply" and message.get("id") in self._waiting:
+                    self._waiting[message["id"]].put(message)
+                else:
+                    child.kill()
+                    return None, (f"the REPL process sent a message outside the protocol "
+                                  f"({str(op)[:40]!r}) and was restarted"), interrupted
 
     def _killed_reason(self, timeout: float | None, interrupted: bool) -> str:
         if interrupted:
@@ -955,19 +1006,21 @@ class IsolatedExecutor:
         return (timeout_message(timeout).rstrip("\n") + f"; the REPL process did not stop "
                 f"within {self.kill_grace:g} s and was killed")
 
-    def _serve_call(self, child: _Child, message: tuple[Any, ...]) -> None:
-        """Run a host function the child called and send back its result or error."""
-        _, cid, key, packed = message[:4]
-        fn = self.namespace.function(key) if isinstance(key, int) else None
+    def _serve_call(self, child: _Child, message: dict[str, Any]) -> None:
+        """Run a host function the worker called and send back its result or error."""
+        cid, key = message["id"], message.get("key")
+        fn = self.namespace.function(key)
         try:
             if fn is None:
-                raise RuntimeError(f"no host function number {key!r}")
-            args = [_unpack_arg(a, self.generation) for a in packed[0]]
-            kwargs = {str(k): _unpack_arg(v, self.generation) for k, v in packed[1].items()}
-            value = fn(*args, **kwargs)
+                raise RuntimeError(f"no host function number {str(key)[:20]}")
+            args, kwargs = message.get("args"), message.get("kwargs")
+            if not isinstance(args, list) or not isinstance(kwargs, dict):
+                raise RuntimeError("malformed call")
+            value = fn(*[_from_worker(a, self.generation) for a in args],
+                       **{str(k): _from_worker(v, self.generation) for k, v in kwargs.items()})
             try:
                 reply: dict[str, Any] = {"value": pickle.dumps(value, protocol=5)}
-            except Exception as exc:  # noqa: BLE001 - the child gets the text instead
+            except Exception as exc:  # noqa: BLE001 - the worker gets the text instead
                 log.warning("the result of %s cannot go to the isolated REPL: %s", fn, exc)
                 reply = {"value": pickle.dumps(repr(value), protocol=5)}
         except FinalOutput as exc:
@@ -975,71 +1028,79 @@ class IsolatedExecutor:
                 self._step_final = exc.output
             reply = {"error": {"type": "FinalOutput",
                                "output": pickle.dumps(exc.output, protocol=5)}}
-        except BaseException as exc:  # noqa: BLE001 - the child's model code gets it
+        except BaseException as exc:  # noqa: BLE001 - the worker's model code gets it
             reply = {"error": {"type": type(exc).__name__, "module": type(exc).__module__,
                                "message": str(exc),
                                "base_only": not isinstance(exc, Exception)}}
         try:
-            self._send(child, ("result", cid, reply))
-        except WorkerError:
+            self._send(child, {"op": "result", "id": cid, **reply})
+        except (TimeoutError, ChannelClosed):
             pass
 
     def _final(self, reply: dict[str, Any]) -> dict[str, Any] | None:
         """The step's ``FINAL`` output when the step ended with one (model code may
-        catch it): the host's record of it, else the child's."""
-        if "final" not in reply and "final_repr" not in reply:
+        catch it): the host's record of it, else the worker's (as data)."""
+        final = reply.get("final")
+        if not isinstance(final, dict):
             return None
         if self._step_final is not None:
             return self._step_final
-        if "final" in reply:
-            try:
-                value = safe_loads(reply["final"])
-                if isinstance(value, dict):
-                    return value
-            except Exception:  # noqa: BLE001 - not plain data
-                pass
-        return {"answer": RemoteValue("object", str(reply.get("final_repr", "<answer>")),
-                                      "not plain data"), "type": "direct"}
+        output = _from_worker(final.get("output"), self.generation)
+        output = dict(output) if isinstance(output, dict) else {"type": "direct"}
+        output["answer"] = _from_worker(final.get("answer"), self.generation)
+        return output
 
     def _recover(self, problem: str) -> str:
-        """Kill what is left, start a new child from the last snapshot; the text that
-        tells the model (ends with a newline)."""
+        """Kill what is left, start a new worker from the last snapshot; the text that
+        tells the model (ends with a newline).
+
+        Raises:
+            WorkerError: no new worker could be started.
+        """
         if self._child is not None:
             self._child.kill()
-        if self._cgroup is not None:
-            _kill_cgroup(self._cgroup)
+        self._cgroups.kill()
         self.restarts += 1
-        self._start()
-        self.namespace.resend()
-        failed = self.request("load", self._snapshot, check=True).get("lost", [])
+        self._recovering = True
+        try:
+            self._start()
+            self.namespace.resend()
+            try:
+                reply = self.request("load", snapshot=self._snapshot,
+                                     seconds=SNAPSHOT_SECONDS, check=True)
+                failed = reply.get("lost") if isinstance(reply.get("lost"), list) else []
+            except WorkerError:  # its loading killed it, or never ended: start empty
+                self._child.kill()  # type: ignore[union-attr]
+                self._start()
+                self.namespace.resend()
+                failed = list(self._snapshot)
+            self.namespace.update_bindings(_bindings(self.request("keys")))
+        finally:
+            self._recovering = False
         lost = sorted(set(self._lost) | {str(n) for n in failed})
-        self.namespace.update_bindings(self.request("keys").get("bindings", {}))
-        text = (f"{problem}.\nThe REPL was restarted with the variables as they were after "
-                "the last step that finished; what this step changed is gone")
+        text = (f"{problem.rstrip('.')}.\nThe REPL was restarted with the variables as they "
+                "were after the last step that finished; what this step changed is gone")
         if lost:
             text += f"; these could not be saved and are lost: {', '.join(lost)}"
         log.warning("isolated REPL restarted: %s", problem)
         return text + ".\n"
 
 
-def _unpack_arg(packed: Any, generation: int) -> Any:
-    """An argument of a host call: loaded when it is plain data, else its repr."""
-    try:
-        data, text, type_name = packed
-    except (TypeError, ValueError):
-        return RemoteValue("object", "<malformed argument>", "malformed")
-    if isinstance(data, bytes):
+def _channel_problem(exc: BaseException, child: _Child) -> str:
+    """What went wrong with the channel, in words for the model and the user."""
+    if isinstance(exc, ChannelClosed):
         try:
-            return safe_loads(data)
-        except Exception:  # noqa: BLE001 - not plain data
+            child.proc.wait(1.0)
+        except subprocess.TimeoutExpired:
             pass
-    return RemoteValue(str(type_name), str(text), "not plain data", None, generation)
+        return _exit_reason(child.proc.poll())
+    if isinstance(exc, TimeoutError):
+        return "did not answer in time (it was killed)"
+    return f"sent a message outside the protocol ({exc}) and was killed"
 
 
-def _cleanup(child: _Child | None, cgroup: Path | None) -> None:
-    """Kill a worker and its cgroup (the finalizer of :class:`IsolatedExecutor`)."""
+def _cleanup(child: _Child | None, cgroups: Cgroups) -> None:
+    """Kill a worker and its cgroups (the finalizer of :class:`IsolatedExecutor`)."""
     if child is not None:
         child.kill()
-    if cgroup is not None:
-        _kill_cgroup(cgroup)
-        _remove_cgroup(cgroup)
+    cgroups.remove()
