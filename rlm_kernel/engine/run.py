@@ -44,7 +44,7 @@ import traceback
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
-from ..executors import Executor, combined_output
+from ..executors import Executor, combined_output, executor_kind
 from ..executors.timeouts import MIN_SECONDS
 from ..models import LanguageModel, LLMError, UsageLedger, tracing
 from ..policies import ActionResult, PolicyContext, PolicyRegistry
@@ -78,6 +78,7 @@ from .step import (
     writes_final,
 )
 from .task import TaskSpec, describe_tool
+from .tool_guard import LentTools
 from .tools import RESERVED_NAMES, RunTools, user_variables
 
 __all__ = ["Run", "reply_text"]
@@ -146,7 +147,11 @@ class Run:
         self.observer, self.replay = observer, replay
         self.ns: MutableMapping[str, Any] = executor.namespace
         self.ns.update(variables)
-        bound = dict(task.tools)  # the user's tools, the folder's, the earlier tasks' record
+        # the user's tools (in-process: copies, tool_guard), the folder's, the earlier
+        # tasks' record
+        self.lent = LentTools(task.tools, self.ns,
+                              copy=executor_kind(executor) == "in-process")
+        bound = dict(self.lent.bound)
         if task.folder is not None:
             bound.update(task.folder.functions())
         if task.history:
@@ -418,8 +423,10 @@ class Run:
 
     def _restore_names(self, outcome: StepOutcome | None, step: int = 0) -> None:
         """Undo rebinding or deletion of reserved names, protected input variables and
-        the user's tools, and say so in the step's output and cell
-        (:meth:`_notice`; ``outcome`` None: after the run)."""
+        the user's tools, and changes made in place to those tools and the globals
+        they read (:class:`~rlm_kernel.engine.tool_guard.LentTools`), and say so in the
+        step's output and cell (:meth:`_notice`; ``outcome`` None: after the run, when
+        the user's own tool objects go back under their names)."""
         ns, reserved = self.ns, self.reserved
         broken = [n for n in RESERVED_NAMES if ns.get(n) is not reserved[n]]
         for name in broken:
@@ -427,7 +434,11 @@ class Run:
         changed = [n for n, v in self.inputs.items() if ns.get(n, _MISSING) is not v]
         for name in changed:
             ns[name] = self.inputs[name]
-        if outcome is None:
+        tampered = self.lent.restore()
+        if outcome is None:  # the run is over: the user's own tools back under their names
+            for name, tool in self.lent.originals.items():
+                if self.lent.bound[name] is not tool and ns.get(name) is self.lent.bound[name]:
+                    ns[name] = tool
             return
         notes = []
         if broken:
@@ -439,6 +450,11 @@ class Run:
                          f"{'is' if len(changed) == 1 else 'are'} the task's input and "
                          "read-only; the original was restored. Store results under a "
                          "new name.")
+        if tampered:
+            notes.append(f"Warning: {', '.join(tampered)} "
+                         f"{'is a tool' if len(tampered) == 1 else 'are tools'} of the "
+                         "user's and read-only (its code, defaults and the globals it "
+                         "reads); the original was restored.")
         if notes:
             self._notice(outcome, step, "\n".join(notes), "restored")
 
