@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -19,7 +20,7 @@ from ..engine.options import add_setting_options, config_overrides, non_empty
 from ..executors.isolated import WorkerError
 from ..executors.thread_output import filter_streams
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "json_text"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,6 +60,92 @@ def _err(message: str) -> None:
     print(f"rlm: error: {message}", file=sys.stderr)
 
 
+def _fail(args: argparse.Namespace, message: str, code: int,
+          stopped_by: str = "error") -> int:
+    """End ``rlm run`` without a run result: the message on stderr and, with
+    ``--json``, one JSON object on stdout (the keys of a run's, ``answer`` null,
+    ``stopped_by`` and ``error`` set).
+
+    Args:
+        args: the parsed command line (``json``, ``question``, ``json_fd``).
+        message: the error, one readable line.
+        code: the exit code to return (the README's: 1 a failed run, 2 bad input,
+            130 interrupted).
+        stopped_by: ``"error"`` or ``"interrupt"``.
+
+    Returns:
+        ``code``.
+    """
+    _err(message)
+    if getattr(args, "json", False) and getattr(args, "command", None) == "run":
+        from ..engine.result import RLMResult
+
+        data = RLMResult(question=getattr(args, "question", None) or "", stopped_by=stopped_by,
+                         error=message, model=getattr(args, "model", None) or "",
+                         sub_model=getattr(args, "sub_model", None) or "").summary()
+        _write_json(data, args, getattr(args, "json_fd", None))
+    return code
+
+
+def json_text(data: Any) -> str:
+    """``data`` as one line of strict JSON (RFC 8259), ending in a newline.
+
+    A float that is not finite becomes the string ``"NaN"``, ``"Infinity"`` or
+    ``"-Infinity"`` (Python's ``float()`` and JavaScript's ``Number()`` read those
+    back), as a value or a key; other values JSON has no form for become their
+    ``str``.  Data too deep to encode is given as its ``str``, cut at 10,000
+    characters.
+
+    Args:
+        data: the object to print (dicts, lists, str, numbers, None ...).
+
+    Returns:
+        The JSON text; never holds the bare ``NaN`` / ``Infinity`` tokens.
+    """
+    try:
+        return json.dumps(_finite(data), default=str, allow_nan=False) + "\n"
+    except (ValueError, RecursionError, TypeError):
+        flat = {str(k): (v if isinstance(v, (str, int, bool, type(None))) or
+                         (isinstance(v, float) and math.isfinite(v)) else _short_str(v))
+                for k, v in data.items()} if isinstance(data, dict) else _short_str(data)
+        return json.dumps(flat, default=str, allow_nan=False) + "\n"
+
+
+def _short_str(value: Any) -> str:
+    """``str(value)`` cut at 10,000 characters, or a placeholder when even that
+    fails (too deep, or its ``__str__`` raises)."""
+    try:
+        return str(value)[:10_000]
+    except (RecursionError, Exception):  # noqa: BLE001 - a placeholder instead
+        return f"<{type(value).__name__}: no JSON or text form>"
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float (values and keys, in dicts, lists and
+    tuples) turned into ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {_finite(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _write_json(data: dict[str, Any], args: argparse.Namespace, json_fd: int | None) -> None:
+    """Print ``data`` as JSON (:func:`json_text`): to ``json_fd`` (the real stdout,
+    kept while fd 1 points at stderr) as the ``rlm`` command, else to the caller's
+    stdout."""
+    text = json_text(data)
+    if json_fd is not None and getattr(args, "as_command", False):
+        sys.stderr.flush()
+        os.write(json_fd, text.encode("utf-8", "backslashreplace"))
+    else:  # called from Python: the caller's stdout, whatever it is
+        if json_fd is not None:
+            os.dup2(json_fd, 1)
+        print(text, end="", flush=True, file=getattr(args, "real_stdout", None) or sys.stdout)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code (0 ok, 1 failed run, 2 bad input)."""
     for stream in (sys.stdout, sys.stderr):  # model output may hold lone surrogates
@@ -85,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
+    """Run the command; every failure is one message (and, for ``rlm run --json``,
+    one JSON object) with the README's exit code: 2 bad input, 1 a failed run
+    (anything else that goes wrong included), 130 interrupted."""
     try:
         if args.command == "model":
             from .model import model_command
@@ -92,11 +182,62 @@ def _main(args: argparse.Namespace) -> int:
             return model_command(args.action, args.name)
         return _run(args)
     except ContextError as exc:
-        _err(str(exc))
-        return 2
+        return _fail(args, str(exc), 2)
     except KeyboardInterrupt:
-        _err("interrupted")
-        return 130
+        return _fail(args, "interrupted", 130, stopped_by="interrupt")
+    except MemoryError:
+        return _fail(args, _too_big(args, "this process ran out of memory"), 1)
+    except Exception as exc:  # noqa: BLE001 - one readable line, never a traceback
+        return _fail(args, f"internal error: {type(exc).__name__}: {exc}", 1)
+
+
+def _too_big(args: argparse.Namespace, what: str, size: int | None = None) -> str:
+    """The message for a context too large for memory: what ran out, how large the
+    context is, and what to do."""
+    if size is None:
+        size = 0
+        for path in getattr(args, "context", None) or ():
+            for root, _, files in os.walk(path) if os.path.isdir(path) else [("", [], [path])]:
+                for name in files:
+                    try:
+                        size += os.path.getsize(os.path.join(root, name))
+                    except OSError:
+                        pass
+    limit = _memory_limit()
+    walled = getattr(args, "executor", None) != "in-process"
+    where = (f"the isolated REPL's memory limit ({limit})" if walled and limit
+             else "the memory available")
+    advice = ("run model code in this process with --executor in-process (no memory "
+              "limit), or pass a smaller context" if walled else "pass a smaller context")
+    return (f"the context ({_size_text(size)}) is too large for {where}: {what}; "
+            f"{advice}")
+
+
+def _memory_limit() -> str | None:
+    """The isolated REPL's address-space limit, as text (None: unknown or none)."""
+    try:
+        from ..executors import isolated
+    except Exception:  # noqa: BLE001 - a message must not fail
+        return None
+    limit = getattr(isolated, "DEFAULT_MEMORY", None)
+    return f"{_size_text(limit)} of address space" if limit else None
+
+
+def _size_text(size: int) -> str:
+    """``size`` bytes (or characters) as a short text: ``2.2 GB``, ``512 KB``."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} bytes"
+
+
+def _context_size(context: Any) -> int:
+    """Characters of a loaded context (a text, or a dict of texts)."""
+    if isinstance(context, str):
+        return len(context)
+    if isinstance(context, dict):
+        return sum(len(v) for v in context.values() if isinstance(v, str))
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -105,21 +246,19 @@ def _run(args: argparse.Namespace) -> int:
     from ..models import LLMError, is_embedded
 
     if args.export and not args.export.endswith((".ipynb", ".jsonl")):
-        _err(f"--export needs a path ending in .ipynb or .jsonl, got {args.export}")
-        return 2
+        return _fail(args, f"--export needs a path ending in .ipynb or .jsonl, got "
+                     f"{args.export}", 2)
     context: Any = load_contexts(args.context) if args.context else None
     printer = None if args.json else StepPrinter()
     recording = _recording(args.replay) if args.replay else None
     if args.question is None and recording is None:
-        _err("the question is missing")
-        return 2
+        return _fail(args, "the question is missing", 2)
     question = args.question or recording.question
     try:
         returns = args.returns or (recording.answer_type if recording else None)
         answer_type = parse_type(returns) if returns else None
     except (ValueError, TypeError) as exc:
-        _err(f"--returns: {exc}")
-        return 2
+        return _fail(args, f"--returns: {exc}", 2)
     rlm = RLM(observer=printer, replay=recording, **config_overrides(args))
     model = rlm.model
     if recording is None and is_embedded(model):
@@ -127,29 +266,39 @@ def _run(args: argparse.Namespace) -> int:
 
         try:
             prepare_with_progress(None if not model or model == "local" else model[6:])
-        except Exception as exc:  # LocalModelError and its integrity subclass
-            _err(str(exc))
-            return 1
-    real_stdout = sys.stdout
-    json_fd = _json_stdout() if args.json else None
+        except Exception as exc:  # noqa: BLE001 - LocalModelError and its integrity subclass
+            return _fail(args, str(exc), 1)
+    real_stdout = args.real_stdout = sys.stdout
+    json_fd = args.json_fd = _json_stdout() if args.json else None
     try:
         try:
             result = rlm.run(question, context=context, output_type=answer_type)
         except LLMError as exc:
-            _err(str(exc))
-            return 1
+            return _fail(args, str(exc), 1)
         except ValueError as exc:  # a setting the run cannot use (--workdir ...)
-            _err(str(exc))
-            return 2
+            return _fail(args, str(exc), 2)
+        except MemoryError:
+            return _fail(args, _too_big(args, "this process ran out of memory",
+                                        _context_size(context)), 1)
         except WorkerError as exc:
-            _err(f"the isolated REPL could not start: {exc} (--executor in-process runs "
-                 "model code in this process)")
-            return 1
+            if "memory" in str(exc).lower():
+                return _fail(args, _too_big(args, f"the isolated REPL could not take it "
+                                            f"({exc})", _context_size(context)), 1)
+            return _fail(args, f"the isolated REPL could not start: {exc} (--executor "
+                         "in-process runs model code in this process)", 1)
+        except Exception as exc:  # noqa: BLE001 - one readable line, never a traceback
+            return _fail(args, f"internal error: {type(exc).__name__}: {exc}", 1)
+        except KeyboardInterrupt:
+            return _fail(args, "interrupted", 130, stopped_by="interrupt")
         finally:
             sys.stdout = real_stdout
             filter_streams()  # threads model code left running stay muted
-        return _report(result, args, json_fd)
+        try:
+            return _report(result, args, json_fd)
+        except Exception as exc:  # noqa: BLE001 - the object is owed while fd 1 is stderr
+            return _fail(args, f"internal error: {type(exc).__name__}: {exc}", 1)
     finally:
+        args.json_fd = args.real_stdout = None
         if json_fd is not None:
             if not getattr(args, "as_command", False):  # the caller's stdout back
                 os.dup2(json_fd, 1)
@@ -177,14 +326,7 @@ def _report(result: Any, args: argparse.Namespace, json_fd: int | None = None) -
         data = result.to_dict() if args.trajectory else result.summary()
         if args.export and export_error is None:
             data["export"] = args.export
-        text = json.dumps(data, default=str) + "\n"
-        if json_fd is not None and getattr(args, "as_command", False):
-            sys.stderr.flush()
-            os.write(json_fd, text.encode("utf-8", "backslashreplace"))
-        else:  # called from Python: the caller's stdout, whatever it is
-            if json_fd is not None:
-                os.dup2(json_fd, 1)
-            print(text, end="", flush=True)
+        _write_json(data, args, json_fd)
     else:
         _print_answer(result)
         if result.diverged_at is not None:
