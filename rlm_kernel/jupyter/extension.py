@@ -1,8 +1,9 @@
 """``%load_ext rlm_kernel``: what loading the extension wires into a shell.
 
 It registers things through IPython's own APIs only (a magic, an input transformer, a
-custom exception handler, names in the namespace) and patches no kernel or shell
-method.  The task cell's own execution count and the "busy" status for a whole run
+custom exception handler, the out-of-run helpers as the shell's builtins, never names
+of the user's namespace: :mod:`~rlm_kernel.jupyter.session`) and patches no kernel or
+shell method.  The task cell's own execution count and the "busy" status for a whole run
 come from :class:`~rlm_kernel.jupyter.kernel.RLMKernel`'s overrides, so a ``python3``
 kernel with this extension has neither (a task cell there shows its last step's count).
 """

@@ -47,7 +47,7 @@ from ..engine.options import add_setting_options, config_overrides, positive_int
 from .frontend import FrontendRegistry, StepRenderer
 from .isolated_steps import copy_back
 from .run_commands import RunCommands, RunRecord
-from .session import bind_session_tools
+from .session import bind_session_tools, lent_namespace
 from .settings import RLMSettings
 
 __all__ = ["RLMMagics", "RunRecord"]
@@ -319,15 +319,16 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
 
         try:
             rlm = RLM(config=config, observer=observer, replay=replay, tools=tools)
-            result = rlm.run(question, executor=executor, variables=variables,
-                             continuation=continuation, output_type=answer_type,
-                             history=history, protected=protected)
+            with lent_namespace(self.shell):  # the REPL's names for the run only
+                result = rlm.run(question, executor=executor, variables=variables,
+                                 continuation=continuation, output_type=answer_type,
+                                 history=history, protected=protected)
         except LLMError as exc:
             print(f"RLM: {exc}", file=sys.stderr)
             return None
         finally:
             self.running = False
-            bind_session_tools(self.shell, self.run_config().models()[1])
+            bind_session_tools(self.shell, self.run_config().models()[1])  # builtins only
             if view is not None:
                 view.close()
             if isolated:

@@ -1,27 +1,101 @@
-"""The session around runs: ``llm_query`` & co. bound outside runs, ``FINAL`` outside a
-run shown as an answer, and ``%rlm ...?`` kept a task.
+"""The session around runs: the user's namespace lent to a run and given back,
+``llm_query`` & co. outside runs, ``FINAL`` outside a run shown as an answer, and
+``%rlm ...?`` kept a task.
+
+**The user's namespace is the user's.**  A run binds the REPL's names (``llm_query``,
+``FINAL``, ``search`` ... :data:`RUN_NAMES`) into the notebook's namespace for its
+length only (:func:`lent_namespace`): what the user had under those names (a function
+of their own called ``search``, a variable ``FINAL``) is put back when the run ends, as
+is their absence, also when the run fails or is interrupted.  Outside runs the same
+helpers are *fallbacks*, not names of the namespace: they are IPython builtins (the
+shell's ``builtin_trap``, which also provides ``get_ipython``), so a cell that calls
+``llm_query(...)``, ``search(...)`` or ``FINAL(...)`` (a re-run exported notebook)
+finds them, while any name of the user's shadows them and ``user_ns`` holds only the
+user's names.  During a run they are hidden: model code gets the run's own, budgeted
+functions and cannot reach the session's by deleting a name.
 
 The task cell's own execution count and the kernel status during a run are the RLM
 kernel's (:class:`~rlm_kernel.jupyter.kernel.RLMKernel`), not the session's."""
 
 from __future__ import annotations
 
+import builtins
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ..engine.answer import answer_text
+from ..engine.conversation import HISTORY_NAME
+from ..engine.step import SIGNAL_NAMES
+from ..engine.tools import RESERVED_NAMES
 from ..termination import resolve_final_var
 
-__all__ = ["bind_session_tools", "final_outside_run", "protect_question_mark"]
+__all__ = ["RUN_NAMES", "bind_session_tools", "final_outside_run", "lent_namespace",
+           "protect_question_mark"]
+
+RUN_NAMES: tuple[str, ...] = (*RESERVED_NAMES, HISTORY_NAME, *SIGNAL_NAMES,
+                              "ls", "read", "grep", "apply_patch", "bash")
+"""The names a run binds in (or takes from) the namespace it runs in: the REPL's
+functions, the earlier tasks' record, the step signals the host takes after each step,
+and the working folder's helpers."""
+
+_MISSING = object()
+
+
+@contextmanager
+def lent_namespace(shell: Any, names: tuple[str, ...] = RUN_NAMES) -> Iterator[None]:
+    """Lend ``shell``'s namespace to one run: on exit, whatever way the block ends
+    (an answer, an error, an interrupt), each of ``names`` is what the user had
+    before the block (the same object, or absent again), and the session's helpers
+    (:func:`bind_session_tools`) are hidden from builtins inside it.
+
+    Args:
+        shell: the IPython shell whose ``user_ns`` the run uses.
+        names: the names to give back (default :data:`RUN_NAMES`).
+    """
+    ns = shell.user_ns
+    saved = {name: ns.get(name, _MISSING) for name in names}
+    hidden = _hide_session_builtins(shell)
+    try:
+        yield
+    finally:
+        try:
+            for name, value in saved.items():
+                if value is _MISSING:
+                    ns.pop(name, None)
+                else:
+                    ns[name] = value
+        finally:
+            builtins.__dict__.update(hidden)
+
+
+def _session_functions(shell: Any) -> dict[str, Any]:
+    """The session helpers registered as the shell's builtins, by name."""
+    trap = getattr(shell, "builtin_trap", None)
+    auto = getattr(trap, "auto_builtins", {}) if trap is not None else {}
+    return {n: auto[n] for n in RESERVED_NAMES if n in auto}
+
+
+def _hide_session_builtins(shell: Any) -> dict[str, Any]:
+    """Take the session helpers out of :mod:`builtins` (where the builtin trap put
+    them for this cell); returns what was taken, to put back."""
+    hidden = {}
+    for name, fn in _session_functions(shell).items():
+        if builtins.__dict__.get(name) is fn:
+            hidden[name] = builtins.__dict__.pop(name)
+    return hidden
 
 
 def bind_session_tools(shell: Any, sub_model: str | None,
                        recorded: list[dict[str, Any]] | None = None) -> None:
-    """Bind ``llm_query`` & co. for use outside runs (re-running an exported notebook).
+    """Make ``llm_query`` & co. available outside runs (re-running an exported
+    notebook) as the shell's builtins: the user's own names shadow them, and the
+    namespace (``user_ns``) is not touched.
 
     Args:
-        shell: the IPython shell whose namespace gets the functions.
+        shell: the IPython shell that gets the functions.
         sub_model: litellm model string of ``llm_query`` (None: the embedded model).
         recorded: a run's recorded exchanges to answer from first (``%%rlm recorded``).
     """
@@ -39,7 +113,14 @@ def bind_session_tools(shell: Any, sub_model: str | None,
         _show_final(shell, {"type": "variable", "var": variable_name})
 
     functions.update(FINAL=final, FINAL_VAR=final_var)
-    shell.user_ns.update(functions)
+    trap = shell.builtin_trap
+    trap.auto_builtins.update(functions)  # every cell from the next one
+    if getattr(trap, "_nested_level", 0) > 0:  # and the rest of this one
+        for name, fn in functions.items():
+            if name in getattr(trap, "_orig_builtins", {}):
+                builtins.__dict__[name] = fn  # its original is recorded already
+            else:
+                trap.add_builtin(name, fn)
 
 
 def _show_final(shell: Any, out: dict[str, Any]) -> None:

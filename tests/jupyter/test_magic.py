@@ -53,7 +53,16 @@ def test_cell_task_answers_into_the_namespace(ip, monkeypatch):
     assert ip.user_ns["rlm_answer"] == 11
     assert ip.user_ns["n"] == 11  # the model's variable is the user's now
     assert ip.user_ns["rlm_answers"][-1] == 11
-    assert callable(ip.user_ns["llm_query"])  # session tools rebound after the run
+    # the REPL's helpers are no names of the user's namespace after the run, but a cell
+    # still finds them (an exported notebook re-runs): they are the shell's builtins
+    assert "llm_query" not in ip.user_ns and "FINAL" not in ip.user_ns
+    assert found(ip, "llm_query") is True
+
+
+def found(ip, name: str) -> bool:
+    """Whether a cell finds ``name`` callable (a silent cell: not in the export's log)."""
+    ip.run_cell(f"_found = callable({name})", silent=True)
+    return ip.user_ns.pop("_found", None)
 
 
 def test_config_and_options_choose_the_model(ip, monkeypatch):
@@ -215,3 +224,77 @@ def test_a_sub_command_line_expands_variables_as_other_magics_do(ip, monkeypatch
     assert result.error_in_exec is None, result.error_in_exec
     task = nbformat.read(tmp_path / "run.ipynb", as_version=4).cells[0].source
     assert "> How long is {it}, $it?\n" in task  # the question itself was not expanded
+
+
+def test_a_run_gives_the_users_names_back(ip, monkeypatch):
+    """The user's own ``search``, ``FINAL``, ``split_documents`` and ``context_0`` are
+    theirs again after a run that used the REPL's; names the user did not have are
+    gone again; their cells see their own names before and after."""
+    script(monkeypatch, [block("print(len(search('b')))\nRLM_CONFIDENCE = 0.5"),
+                         block("FINAL(split_documents()[None][:3])")])
+    ip.run_cell("def search(x):\n    return 'mine: ' + x\nFINAL = 'my final'\n"
+                "split_documents = [1, 2]\ncontext_0 = 'zero'\ncontext = 'a\\nb\\nc'",
+                silent=True)
+    ip.user_ns.pop("SHOW_VARS", None)
+    mine = ip.user_ns["search"]
+    try:
+        ip.run_cell("%%rlm --context context\nq?", store_history=True)
+        ns = ip.user_ns
+        assert ns["rlm_answer"] == "a\nb"
+        assert ns["search"] is mine and ns["FINAL"] == "my final"
+        assert ns["split_documents"] == [1, 2] and ns["context_0"] == "zero"
+        for name in ("SHOW_VARS", "llm_query", "rlm_history", "RLM_CONFIDENCE"):
+            assert name not in ns, name
+        ip.run_cell("_mine = search('x')", silent=True)
+        assert ip.user_ns.pop("_mine") == "mine: x"
+    finally:
+        for name in ("search", "FINAL", "split_documents", "context_0"):
+            ip.user_ns.pop(name, None)
+
+
+def test_names_are_given_back_when_the_run_fails(ip, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("engine bug")
+
+    monkeypatch.setattr(engine.RLM, "run", broken)
+    ip.run_cell("def search(x):\n    return x\ncontext = 'abc'", silent=True)
+    mine = ip.user_ns["search"]
+    try:
+        result = ip.run_cell("%rlm --context context q?")
+        assert isinstance(result.error_in_exec, RuntimeError)
+        assert ip.user_ns["search"] is mine and "llm_query" not in ip.user_ns
+    finally:
+        ip.user_ns.pop("search", None)
+
+
+def test_lent_namespace_restores_values_and_absence_on_interrupt():
+    import builtins
+
+    from rlm_kernel.jupyter.session import lent_namespace
+
+    class Shell:
+        user_ns = {"search": "mine", "keep": 1}
+        builtin_trap = type("Trap", (), {"auto_builtins": {"llm_query": len}})()
+
+    shell = Shell()
+    builtins.llm_query = len  # as the builtin trap puts a session helper
+    try:
+        with pytest.raises(KeyboardInterrupt), lent_namespace(shell):
+            assert not hasattr(builtins, "llm_query")  # hidden from model code
+            shell.user_ns.update(search=print, llm_query=print, FINAL=print, keep=2)
+            raise KeyboardInterrupt
+        assert shell.user_ns == {"search": "mine", "keep": 2}  # keep is the run's work
+        assert builtins.llm_query is len
+    finally:
+        del builtins.llm_query
+
+
+def test_a_model_cannot_reach_the_session_helpers_by_deleting_a_name(ip, monkeypatch):
+    script(monkeypatch, [block("del llm_query\ntry:\n    llm_query\n    print('reached')\n"
+                               "except NameError:\n    print('hidden')"),
+                         block("FINAL('ok')")])
+    ip.user_ns["context"] = "x"
+    ip.run_cell("%%rlm --context context\nq?", store_history=True)
+    magics = ip.magics_manager.registry["RLMMagics"]
+    last = list(magics.runs.values())[-1].result
+    assert "hidden" in last.history.entries[0].output
