@@ -203,12 +203,16 @@ def _too_big(args: argparse.Namespace, what: str, size: int | None = None) -> st
                         size += os.path.getsize(os.path.join(root, name))
                     except OSError:
                         pass
-    limit = _memory_limit()
+    given = getattr(args, "memory_limit", None)  # --memory-limit, where the CLI has it
+    limit = _size_text(given) if given else _memory_limit()
     walled = getattr(args, "executor", None) != "in-process"
     where = (f"the isolated REPL's memory limit ({limit})" if walled and limit
              else "the memory available")
-    advice = ("run model code in this process with --executor in-process (no memory "
-              "limit), or pass a smaller context" if walled else "pass a smaller context")
+    raise_it = (f"raise --memory-limit (bytes; the context needs about twice its size "
+                f"there: at least {2 * size}), " if hasattr(args, "memory_limit") else "")
+    advice = (f"{raise_it}run model code in this process with --executor in-process (no "
+              "memory limit), or pass a smaller context" if walled
+              else "pass a smaller context")
     return (f"the context ({_size_text(size)}) is too large for {where}: {what}; "
             f"{advice}")
 
