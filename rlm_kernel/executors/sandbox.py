@@ -120,7 +120,10 @@ def _read_only_folders(python: str, cwd: str | None) -> list[str]:
             continue
         if os.path.isfile(real):  # a zip on sys.path
             real = os.path.dirname(real)
-        if any(_inside(real, p) for p in _PRIVATE + tuple(homes)):
+        hidden = _PRIVATE + tuple(homes)
+        if any(_inside(h, real) for h in hidden):
+            continue  # a private folder or a home itself (a script's folder in /tmp ...)
+        if any(_inside(real, p) for p in hidden):
             found.append(real)
     found.sort(key=len)
     kept: list[str] = []

@@ -566,6 +566,9 @@ def main(argv: list[str] | None = None) -> None:
             ``RLIMIT_NPROC``).
     """
     cfg = json.loads((argv if argv is not None else sys.argv[1:])[0])
+    # run as ``-m``, this module is ``__main__``: one module under both names, so the
+    # helpers that import it (current_namespace) find this worker
+    sys.modules.setdefault("rlm_kernel.executors.worker", sys.modules[__name__])
     notes: list[str] = []
     _set_limits(cfg, notes)
     signal.signal(signal.SIGTERM, _on_sigterm)

@@ -185,7 +185,7 @@ def test_a_thread_left_running_cannot_call_the_model(budget):
 
 
 # -- process state ---------------------------------------------------------------------
-def test_process_settings_a_step_changes_are_put_back(tmp_path):
+def test_process_settings_a_step_changes_are_put_back():
     """Shared fault cases b06b_switchinterval_left.py, c14_recursionlimit.py,
     c17_int_digits.py, c23_state_survey.py (its settings but sys.path, os.environ and
     gc.freeze, which are the model's to use across steps)."""
@@ -196,7 +196,7 @@ def test_process_settings_a_step_changes_are_put_back(tmp_path):
     res, _, _ = run("import gc, sys, os, threading, warnings, signal\n"
                     "sys.setrecursionlimit(60)\nsys.setswitchinterval(1000)\n"
                     "sys.set_int_max_str_digits(640)\n"
-                    f"os.chdir({str(tmp_path)!r})\nsys.excepthook = lambda *a: None\n"
+                    "os.chdir('/usr')\nsys.excepthook = lambda *a: None\n"
                     "threading.excepthook = lambda a: None\nwarnings.simplefilter('error')\n"
                     "signal.signal(signal.SIGUSR1, signal.SIG_IGN)", "FINAL('after')")
     import signal
