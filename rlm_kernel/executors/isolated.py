@@ -81,7 +81,14 @@ import time
 import types
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import (
+    Callable,
+    ItemsView,
+    Iterator,
+    Mapping,
+    MutableMapping,
+    ValuesView,
+)
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +107,7 @@ from .sandbox import (
 )
 from .streams import MAX_KEPT_CHARS, OutputCallback, StreamTee
 from .timeouts import timeout_message
-from .wire import Channel, ChannelClosed, ProtocolError, decode_value
+from .wire import MAX_VALUE_BYTES, Channel, ChannelClosed, ProtocolError, decode_value
 from .worker import ERRORS, SNAPSHOT_BYTES, SNAPSHOT_SECONDS
 from .workfolder import PORTABLE
 
@@ -462,6 +469,12 @@ class IsolatedNamespace(MutableMapping[str, Any]):
     def __len__(self) -> int:
         return len(list(iter(self)))
 
+    def items(self) -> _LiveItems:  # type: ignore[override]
+        return _LiveItems(self)
+
+    def values(self) -> _LiveValues:  # type: ignore[override]
+        return _LiveValues(self)
+
     def __contains__(self, name: object) -> bool:
         if not self._ex.in_step:
             return name in self._bindings
@@ -565,6 +578,26 @@ class IsolatedNamespace(MutableMapping[str, Any]):
             del self._host_values[name]
         for name in [n for n in self._copies if n not in self._bindings]:
             del self._copies[name]
+
+
+class _LiveItems(ItemsView[str, Any]):
+    """The namespace's items, skipping a name gone since it was listed (a worker
+    restarted in between, from a snapshot that could not hold it)."""
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        for name in list(self._mapping):
+            try:
+                yield name, self._mapping[name]
+            except KeyError:
+                continue
+
+
+class _LiveValues(ValuesView[Any]):
+    """The namespace's values (see :class:`_LiveItems`)."""
+
+    def __iter__(self) -> Iterator[Any]:
+        for _, value in _LiveItems(self._mapping):
+            yield value
 
 
 def _bindings(reply: Mapping[str, Any]) -> dict[str, tuple[Any, ...]]:
@@ -692,7 +725,8 @@ class IsolatedExecutor:
                 argv, bwrap=self._bwrap, python=self.python, network=self.network,
                 workdir=self.workdir, cwd=self.cwd, tmp_bytes=self.tmp_bytes,
                 keep_fds=(inner.fileno(),))
-            max_frame = SNAPSHOT_BYTES + (256 << 20)
+            # a step's reply: its snapshot, the FINAL's data form, the bindings
+            max_frame = SNAPSHOT_BYTES + MAX_VALUE_BYTES + (8 << 20)
             self._child = _Child(command, inner.fileno(), host, _child_env(),
                                  self.start_timeout, max_frame)
         except BaseException:

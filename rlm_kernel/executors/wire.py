@@ -51,7 +51,7 @@ MAX_ITEMS = 1_000_000
 """Most containers' items and scalars one value may hold in its data form."""
 MAX_DEPTH = 100
 """Deepest nesting of containers in a value's data form."""
-MAX_VALUE_BYTES = 64 << 20
+MAX_VALUE_BYTES = 32 << 20
 """Largest data form of one value (bytes); a larger value stays in the worker."""
 _MAX_DIGITS = 10_000  # an int past this many digits has no data form
 
@@ -196,7 +196,8 @@ def _int_text(value: int) -> str:
 
 
 def _packb(tree: Any) -> bytes:
-    return msgpack.packb(tree, use_bin_type=True)
+    # lone surrogates (text decoded with surrogateescape ...) are data too
+    return msgpack.packb(tree, use_bin_type=True, unicode_errors="surrogatepass")
 
 
 def encode_value(value: Any, *, max_items: int = MAX_ITEMS,
@@ -245,6 +246,7 @@ class _Decoder:
     def loads(self, data: bytes) -> Any:
         return msgpack.unpackb(
             data, raw=False, use_list=True, strict_map_key=False,
+            unicode_errors="surrogatepass",
             list_hook=self.list_hook, object_pairs_hook=self.pairs_hook,
             ext_hook=self.ext_hook)
 
@@ -289,7 +291,7 @@ class _Decoder:
         if code in (_ORDEREDDICT, _DEFAULTDICT, _COUNTER):
             kind = {_ORDEREDDICT: collections.OrderedDict, _COUNTER: collections.Counter,
                     _DEFAULTDICT: lambda pairs: collections.defaultdict(None, pairs)}[code]
-            return kind((k, v) for k, v in tree)
+            return kind({k: v for k, v in tree})
         if code == _DEQUE:
             return collections.deque(tree)
         if code == _NDARRAY:
@@ -350,7 +352,7 @@ def pack(message: dict[str, Any]) -> bytes:
     Raises:
         ValueError / TypeError: the message holds something msgpack cannot write.
     """
-    body = msgpack.packb(message, use_bin_type=True)
+    body = _packb(message)
     return HEADER.pack(len(body)) + body
 
 
@@ -365,7 +367,8 @@ def unpack(body: bytes) -> dict[str, Any]:
         ProtocolError: not a msgpack map with an ``op`` string.
     """
     try:
-        message = msgpack.unpackb(body, raw=False, strict_map_key=True, **_MESSAGE_LIMITS)
+        message = msgpack.unpackb(body, raw=False, strict_map_key=True,
+                                  unicode_errors="surrogatepass", **_MESSAGE_LIMITS)
     except Exception as exc:  # noqa: BLE001 - anything malformed
         raise ProtocolError(f"a frame that is not a message ({type(exc).__name__})") \
             from None

@@ -62,7 +62,7 @@ __all__ = ["HostFunction", "Worker", "main", "guarded_repr", "current_namespace"
 RECHECK_BYTES = 1 << 20
 """A value the host bound and model code did not rebind is re-pickled after a step to
 see whether it changed in place only when its pickle is smaller than this (bytes)."""
-SNAPSHOT_BYTES = 512 << 20
+SNAPSHOT_BYTES = 48 << 20
 """Most bytes of pickles a snapshot of the namespace holds; names past it are lost at a
 restart (and listed)."""
 SNAPSHOT_SECONDS = 5.0

@@ -95,8 +95,9 @@ def test_rlm_run_workdir_missing_folder_exits_2(tmp_path, capsys):
 
 
 def test_behind_the_wall_the_homes_key_folders_read_empty(tmp_path, monkeypatch):
-    """Issue 19, item 3: reading ``~/.ssh`` when the run is told to keep to its folder.
-    The home here is a stand-in (``$HOME``) holding a key; reading elsewhere is allowed."""
+    """Issue 19, item 3, and issue 25: behind the wall the home is not there at all (an
+    empty read-only folder in the sandbox): neither ``~/.ssh`` nor any other file of it.
+    The home here is a stand-in (``$HOME``) holding a key."""
     # not under /tmp: behind the wall /tmp is the worker's own, empty
     home = pathlib.Path(__file__).resolve().parent / f".home-{os.getpid()}"
     try:
@@ -105,10 +106,13 @@ def test_behind_the_wall_the_homes_key_folders_read_empty(tmp_path, monkeypatch)
         (home / "notes.txt").write_text("readable")
         (tmp_path / "work").mkdir()
         monkeypatch.setenv("HOME", str(home))
-        code = ("import os\nprint(sorted(os.listdir(os.path.expanduser('~/.ssh'))))\n"
-                "print(open(os.path.expanduser('~/notes.txt')).read())\nFINAL('ok')")
+        code = ("import os\nfor name in ('~/.ssh', '~/notes.txt'):\n    try:\n"
+                "        print(open(os.path.expanduser(name)).read())\n"
+                "    except OSError as e:\n        print(type(e).__name__)\n"
+                "print(os.listdir(os.path.expanduser('~')))\nFINAL('ok')")
         res, _ = run(tmp_path / "work", [block(code)], "isolated")
-        assert res.history.entries[0].output.splitlines() == ["[]", "readable"]
+        assert res.history.entries[0].output.splitlines() == [
+            "FileNotFoundError", "FileNotFoundError", "[]"]
         assert (home / ".ssh" / "id_ed25519").read_text() == "PRIVATE KEY"  # untouched
     finally:
         shutil.rmtree(home, ignore_errors=True)
@@ -118,7 +122,8 @@ def test_behind_the_wall_the_homes_key_folders_read_empty(tmp_path, monkeypatch)
 def test_an_rlm_query_child_runs_in_the_same_folder(tmp_path, executor):
     """The child run's executor gets the run's working folder (behind the wall: the
     same write wall), not an unwalled one in the host's folder."""
-    outside = pathlib.Path("/var/tmp") / f"rlm-child-wall-{os.getpid()}-{executor}"
+    # a folder of the host's (/tmp and /var/tmp are the sandbox's own, private ones)
+    outside = pathlib.Path(__file__).resolve().parent / f"rlm-child-wall-{os.getpid()}-{executor}"
     child = ("import os\ntry:\n    open(" + repr(str(outside)) + ", 'w').write('x')\n"
              "    wrote = 'wrote outside'\nexcept OSError:\n    wrote = 'refused'\n"
              "FINAL(os.getcwd() + ' ' + wrote)")

@@ -334,7 +334,7 @@ def test_in_an_isolated_repl_the_helpers_run_in_the_child(wf, folder):
     from rlm_kernel.executors.isolated import IsolatedExecutor
 
     functions = wf.functions()
-    with IsolatedExecutor(functions, max_processes=32) as ex:
+    with IsolatedExecutor(functions, workdir=folder, max_processes=32) as ex:
         res = ex.execute("import os\nprint(read('pkg/notes.md', 2, 2), end='')\n"
                          "print(bash('echo $PPID; echo made > made.txt'), end='')\n"
                          "try:\n    ls('../outside')\nexcept PermissionError as e:\n"

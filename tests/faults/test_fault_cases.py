@@ -332,15 +332,16 @@ def test_a_key_popped_from_the_environment_stays_secret(monkeypatch, executor_ki
         assert "[redacted OPENAI_API_KEY]" in res.history.entries[1].output
 
 
-def test_rlm_query_prompt_and_context_are_redacted(monkeypatch, tmp_path, executor_kind):
+def test_rlm_query_prompt_and_context_are_redacted(monkeypatch, executor_kind):
     """Shared fault case s04_rlm_query_prompt.py.  Behind the process wall the key is
-    not in the child's environment, so model code reads it from a file (reading files is
-    not restricted): the host still redacts what reaches ``rlm_query``."""
+    not in the worker's environment (nor in any file of the host's /tmp or home), so
+    model code reads the same value from a variable whose name is not a secret's (data
+    that happens to hold a key): the host still redacts what reaches ``rlm_query``."""
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     key = "os.environ['OPENAI_API_KEY']"
     if executor_kind == "isolated":
-        (tmp_path / "key.txt").write_text(SECRET)
-        key = f"open({str(tmp_path / 'key.txt')!r}).read()"
+        monkeypatch.setenv("RLM_TEST_PLAIN_DATA", SECRET)
+        key = "os.environ['RLM_TEST_PLAIN_DATA']"
     res, lm, _ = run(f"import os\nprint(rlm_query('check this: ' + {key}))",
                      "import os\nprint(rlm_query('summarise', "
                      f"context={{'key': {key}}}))",

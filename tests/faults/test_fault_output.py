@@ -33,17 +33,20 @@ def test_one_huge_print_is_kept_capped_in_trajectory_and_notebook(tmp_path):
 def test_secret_environment_values_reach_nothing(monkeypatch, tmp_path, executor_kind):
     """Secret values reach no prompt, trajectory, notebook, live event or answer.  Behind
     the process wall they are not in the child's environment at all (names like
-    ``*_TOKEN`` are left out, short values too), so model code reads them from a file
-    (reading files is not restricted) and the host's redaction is what holds."""
+    ``*_TOKEN`` are left out, short values too), nor in any file of the host's ``/tmp``
+    or home, so model code reads the same values from variables whose names are not a
+    secret's (data that happens to hold keys) and the host's redaction is what holds."""
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("MY_SERVICE_TOKEN", SECRET[::-1])
     monkeypatch.setenv("SHORT_TOKEN", "abc")  # too short to be worth hiding
     env = "os.environ[{!r}]".format
     first = "import os\nprint(os.environ)\n"
     if executor_kind == "isolated":
-        for name in ("OPENAI_API_KEY", "MY_SERVICE_TOKEN", "SHORT_TOKEN"):
-            (tmp_path / name).write_text(os.environ[name])
-        env = f"open({str(tmp_path)!r} + '/' + {{!r}}).read()".format
+        plain = {}  # names no secret pattern matches
+        for i, name in enumerate(("OPENAI_API_KEY", "MY_SERVICE_TOKEN", "SHORT_TOKEN")):
+            plain[name] = f"RLM_TEST_PLAIN_{i}"
+            monkeypatch.setenv(plain[name], os.environ[name])
+        env = lambda name: f"os.environ[{plain[name]!r}]"  # noqa: E731
         first = ("import os\nprint(sorted(n for n in os.environ if n.endswith(('_KEY', "
                  "'_TOKEN'))), 'in the environment')\nprint(" + env("SHORT_TOKEN") + ")\n")
     rlm, lm = scripted_run([

@@ -108,24 +108,36 @@ def test_fork_makes_one_run_inside_its_budget():
     assert kept(res, fork) and res.history.entries[1].output.strip() == "parent"
 
 
-def test_a_forked_spinning_child_does_not_outlive_the_run(tmp_path):
-    """Shared fault case c19_fork_spin.py: the forked process is in the worker's process
-    group (and PID namespace, where allowed), killed with it when the run ends."""
-    pidfile = tmp_path / "pid.txt"
-    spin = (f"import os\nif os.fork() == 0:\n    open({str(pidfile)!r}, 'w')"
-            ".write(os.readlink('/proc/self'))\n    while True:\n        pass")
+def test_a_forked_spinning_child_does_not_outlive_the_run():
+    """Shared fault case c19_fork_spin.py: the forked process is in the worker's PID
+    namespace, killed with it when the run ends.  (It names itself, ``prctl``'s
+    ``PR_SET_NAME``, so the host can look for it: its pid is the namespace's.)"""
+    name = f"rlmspin{os.getpid() % 100000}"
+    spin = (f"import ctypes, os, time\npid = os.fork()\nif pid == 0:\n"
+            f"    ctypes.CDLL(None).prctl(15, {name.encode()!r}, 0, 0, 0)\n"
+            "    while True:\n        pass\ntime.sleep(0.3)\n"
+            "print(open(f'/proc/{pid}/comm').read().strip())")
     res, _, took = run_isolated(spin, "FINAL('parent done')")
     assert res.answer == "parent done" and took < 10 and kept(res, spin)
+    assert res.history.entries[0].output.strip() == name  # it was spinning
+
+    def spinners() -> list[int]:
+        found = []
+        for entry in os.listdir("/proc"):
+            try:
+                if entry.isdigit() and open(f"/proc/{entry}/comm").read().strip() == name:
+                    found.append(int(entry))
+            except OSError:
+                pass
+        return found
+
     deadline = time.monotonic() + 5
-    while not pidfile.exists() and time.monotonic() < deadline:
+    while spinners() and time.monotonic() < deadline:
         time.sleep(0.05)
-    pid = int(pidfile.read_text())
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    alive = _alive(pid)
-    if alive:
+    left = spinners()
+    for pid in left:
         os.kill(pid, 9)
-    assert not alive, "the forked child of a step spins on after the run"
+    assert not left, "the forked child of a step spins on after the run"
 
 
 # -- process-wide hooks and settings -------------------------------------------------------
