@@ -30,6 +30,7 @@ $(PY):
 
 setup: $(PY)
 	bash scripts/install_browser.sh
+	bash scripts/install_sandbox.sh
 	@if [ "$$(cat $(LLAMA_BUILT) 2>/dev/null)" != "$$CMAKE_ARGS" ]; then \
 	  echo "building llama-cpp-python for this CPU (a few minutes)"; \
 	  $(PY) -m pip install --quiet --no-cache-dir --force-reinstall --no-deps \
