@@ -295,7 +295,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         if results and not isolated:
             raise UsageError("%rlm: --results copies names out of an --isolated task's "
                              f"REPL; without --isolated they are in the notebook already\n{_USAGE}")
-        executor = self._isolated_executor(config.workdir) if isolated \
+        executor = self._isolated_executor(config.workdir, config.memory_limit) if isolated \
             else ShellExecutor(self.shell)
         # Running from before the widgets appear: the subshell request they make the
         # frontend send must not turn its status to idle (RLMKernel._publish_status).
@@ -397,9 +397,9 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         return value
 
     # -- helpers ------------------------------------------------------------------------
-    def _isolated_executor(self, workdir: str | None) -> Any:
-        """A child process for one ``--isolated`` task (closed when the task ends),
-        walled in ``workdir`` when one is given.
+    def _isolated_executor(self, workdir: str | None, memory_limit: int | None) -> Any:
+        """A sandboxed worker for one ``--isolated`` task (closed when the task ends),
+        writing only in ``workdir`` when one is given, within ``memory_limit`` bytes.
 
         Raises:
             UsageError: the folder does not exist, or the child could not start (the
@@ -410,7 +410,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         if workdir and not os.path.isdir(workdir):
             raise UsageError(f"%rlm --workdir: {workdir!r} is not a folder")
         try:
-            return IsolatedSteps(workdir=workdir or None)
+            return IsolatedSteps(workdir=workdir or None, memory_limit=memory_limit)
         except ValueError as exc:  # a folder the wall refuses (the root, ...)
             raise UsageError(f"%rlm --workdir: {exc}") from None
         except WorkerError as exc:

@@ -114,6 +114,20 @@ def shell_executor() -> ShellExecutor:
     return ShellExecutor(InteractiveShell.instance(), store_history=False)
 
 
+@pytest.fixture(autouse=True)
+def _shell_namespace_left_as_found():
+    """A run over the shared shell binds the REPL's names into its namespace (the magic
+    lends them for a run only; these tests drive the engine directly): later test
+    modules get the shell's namespace back as it was."""
+    shell = InteractiveShell.instance() if InteractiveShell.initialized() else None
+    before = set(shell.user_ns) if shell is not None else None
+    yield
+    if InteractiveShell.initialized():
+        shell = InteractiveShell.instance()
+        for name in set(shell.user_ns) - (before or set(shell.user_ns_hidden)):
+            shell.user_ns.pop(name, None)
+
+
 class Recorded:
     """An executor that keeps every REPLResult the wrapped one returns."""
 
