@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..executors.isolated import RemoteValue
 from ..executors.timeouts import time_limit
 
 __all__ = ["AnswerType", "AnswerTypeError", "as_answer_type", "parse_type"]
@@ -118,8 +119,14 @@ class AnswerType:
 
         Raises:
             AnswerTypeError: the value (and its text's parse) fails; the message gives
-                the type and the first :data:`MAX_ERRORS` errors.
+                the type and the first :data:`MAX_ERRORS` errors.  A value that stayed in
+                an isolated REPL (no data form: a model-made class, more than a million
+                items) fails with the reason it could not leave.
         """
+        if isinstance(value, RemoteValue):
+            raise AnswerTypeError(
+                f"expected {self.name}: the value (a {value.type_name}) could not leave the "
+                f"isolated REPL ({value.note}); FINAL a value made of plain data")
         first = self._attempt(value)
         if not isinstance(first, AnswerTypeError):
             return first

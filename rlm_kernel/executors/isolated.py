@@ -795,6 +795,12 @@ class IsolatedExecutor:
         self.close()
 
     @property
+    def _cgroup(self) -> Path | None:
+        """The ``pids`` cgroup folder of the worker, or None (read by the shared fault
+        cases' harness, ``../shared/fault-cases-t4/t4.py``, to clean up after a case)."""
+        return self._cgroups.pids
+
+    @property
     def pid(self) -> int | None:
         """The host-visible pid of the worker running model code (None when closed)."""
         return None if self._closed or self._child is None else self._child.pid
