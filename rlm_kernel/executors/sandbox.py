@@ -121,10 +121,12 @@ def _read_only_folders(python: str, cwd: str | None) -> list[str]:
         if os.path.isfile(real):  # a zip on sys.path
             real = os.path.dirname(real)
         hidden = _PRIVATE + tuple(homes)
-        if any(_inside(h, real) for h in hidden):
-            continue  # a private folder or a home itself (a script's folder in /tmp ...)
+        if any(_inside(h, real) for h in _PRIVATE + ("/root", "/home")):
+            continue  # a private folder or the homes' own (a script's folder in /tmp ...)
+        if real in homes:
+            continue
         if any(_inside(real, p) for p in hidden):
-            found.append(real)
+            found.append(real)  # a home inside it is hidden again (bwrap_command)
     found.sort(key=len)
     kept: list[str] = []
     for path in found:  # a folder inside one already bound needs no bind of its own
@@ -171,10 +173,14 @@ def bwrap_command(argv: list[str], *, bwrap: str, python: str, network: bool,
     if workdir is not None:
         cmd += ["--bind", workdir, workdir]
     bound = _read_only_folders(python, cwd) + ([workdir] if workdir else [])
+    rehidden = [h for h in homes  # a home inside a folder bound back (a test's $HOME)
+                if any(_inside(h, b) and h != b for b in bound)]
+    for home in rehidden:
+        cmd += ["--tmpfs", home]
     for home in homes:  # credentials stay hidden where a bound folder holds them
         for name in HIDDEN_IN_HOME:
             path = os.path.join(home, name)
-            if not any(_inside(path, b) for b in bound) or \
+            if not any(_inside(path, b) for b in bound) or home in rehidden or \
                     (workdir is not None and _inside(workdir, path)):
                 continue
             if os.path.isdir(path):
