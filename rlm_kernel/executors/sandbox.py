@@ -299,6 +299,22 @@ def _own_cgroup(controller: str) -> Path | None:
     return None
 
 
+def _sweep(base: Path) -> None:
+    """Remove the empty cgroups of hosts that are gone (a host killed with ``SIGKILL``
+    could not remove its own)."""
+    try:
+        entries = [e for e in base.iterdir() if e.name.startswith("rlm-worker-")]
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry.name.split("-")[2]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            try:
+                entry.rmdir()  # refused while a process is still in it
+            except OSError:
+                pass
+
+
 def make_cgroups(max_pids: int | None, memory_bytes: int | None) -> Cgroups:
     """New cgroups under the host's own that hold the worker to ``max_pids`` processes
     and ``memory_bytes`` of memory; each is left out where the host may not make it
@@ -311,6 +327,7 @@ def make_cgroups(max_pids: int | None, memory_bytes: int | None) -> Cgroups:
         base = _own_cgroup(controller)
         if base is None:
             continue
+        _sweep(base)
         folder = base / name
         try:
             folder.mkdir(exist_ok=folder in made.folders)
