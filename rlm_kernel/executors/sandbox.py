@@ -308,7 +308,11 @@ def _sweep(base: Path) -> None:
         return
     for entry in entries:
         pid = entry.name.split("-")[2]
-        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+        try:
+            young = time.time() - entry.stat().st_mtime < 60  # being set up, perhaps
+        except OSError:
+            continue
+        if pid.isdigit() and not young and not os.path.exists(f"/proc/{pid}"):
             try:
                 entry.rmdir()  # refused while a process is still in it
             except OSError:
