@@ -935,15 +935,17 @@ class IsolatedExecutor:
             success = reply.get("success") is True
             final_output = self._final(reply)
             self.namespace.update_bindings(_bindings(reply))
-            if isinstance(reply.get("snapshot"), dict):
-                self._snapshot = {str(k): v for k, v in reply["snapshot"].items()
-                                  if isinstance(v, bytes)}
-                lost = reply.get("lost")
-                self._lost = [str(n) for n in lost] if isinstance(lost, list) else []
             if self._cgroups.pids_refused() > refused:
                 problem = (f"the step reached the limit of {self.max_processes} processes; "
                            "its processes were killed")
                 success = False
+            # a step that ends in a restart leaves the last good snapshot: the one taken
+            # with no process left to spare (a fork bomb) has lost everything
+            if problem is None and isinstance(reply.get("snapshot"), dict):
+                self._snapshot = {str(k): v for k, v in reply["snapshot"].items()
+                                  if isinstance(v, bytes)}
+                lost = reply.get("lost")
+                self._lost = [str(n) for n in lost] if isinstance(lost, list) else []
         elif self._step_final is not None:  # FINAL was called before the worker failed
             final_output = self._step_final
         if problem is not None:

@@ -221,10 +221,12 @@ def test_a_python_loop_past_its_limit_keeps_the_namespace(ex):
 
 def test_a_fork_bomb_is_contained(ex):
     ex.execute("kept = 7")
-    res = ex.execute("import os\nwhile True:\n    os.fork()", timeout=5)
-    assert not res.success
-    assert "limit of 32 processes" in res.stderr or "killed" in res.stderr
-    assert ex.execute("print(kept)").stdout == "7\n"
+    for _ in range(5):  # a snapshot taken with no process to spare lost all, 1 time in 3
+        res = ex.execute("import os\nwhile True:\n    os.fork()", timeout=5)
+        assert not res.success
+        assert "limit of 32 processes" in res.stderr or "killed" in res.stderr
+        assert "lost" not in res.stderr
+        assert ex.execute("print(kept)").stdout == "7\n"
 
 
 def test_a_huge_allocation_fails_inside_the_child(ex):
