@@ -8,9 +8,21 @@ from typing import Any
 from ..models import LLMCall
 from ..repl_types import REPLHistory, REPLVariable
 
-__all__ = ["RLMResult", "STOP_REASONS"]
+__all__ = ["ANSWER_SOURCES", "RLMResult", "STOP_REASONS"]
 
-STOP_REASONS = ("final", "max_iterations", "budget", "interrupt", "error")
+STOP_REASONS = ("final", "max_iterations", "budget", "interrupt", "stuck", "error")
+"""Why a run ended. ``stuck``: the model repeated itself after being told so."""
+
+ANSWER_SOURCES = {
+    "data": "computed by the model's code from the data the user gave",
+    "output": "taken from text the model or its code printed, not from a FINAL call",
+    "ungrounded": "the grounding check could not find it in the data or the output",
+    "vote": "chosen by a vote of candidates",
+    "no_input": "reached without reading any data the user gave",
+    "forced": "the best answer so far, asked for after the run stopped early",
+}
+"""How an answer was reached (``RLMResult.answer_source``), in words a user reads.
+Only ``data`` is a plain success; every other kind is shown for what it is."""
 
 
 @dataclass
@@ -54,6 +66,10 @@ class RLMResult:
             (:meth:`~rlm_kernel.engine.conversation.Conversation.to_list`), oldest first.
         new_variables: metadata of the data variables the run's steps created or
             rebound (the conversation's working state after this task).
+        answer_source: how the answer was reached, a key of :data:`ANSWER_SOURCES`;
+            None when there is no answer.
+        votes: after a vote, ``(k, n)``: k of the n candidates agreed with the
+            answer; else None.
     """
 
     question: str
@@ -76,6 +92,8 @@ class RLMResult:
     answer_type: str | None = None
     conversation: list[dict[str, Any]] = field(default_factory=list)
     new_variables: list[REPLVariable] = field(default_factory=list)
+    answer_source: str | None = None
+    votes: tuple[int, int] | None = None
 
     @property
     def steps(self) -> int:
@@ -107,7 +125,8 @@ class RLMResult:
 
         Keys: ``answer``, ``steps``, ``llm_calls``, ``prompt_tokens``,
         ``completion_tokens``, ``cost_usd``, ``seconds``, ``stopped_by``, plus
-        ``error``, ``model``, ``sub_model`` and ``diverged_at``; ``candidates`` (see
+        ``error``, ``model``, ``sub_model``, ``diverged_at``, ``answer_source`` and
+        ``votes``; ``candidates`` (see
         the class) after a candidates run; ``answer_type`` and ``answer_value`` (the
         typed value as JSON data: a model or dataclass as an object) when a type was
         asked for.
@@ -125,6 +144,8 @@ class RLMResult:
             "model": self.model,
             "sub_model": self.sub_model,
             "diverged_at": self.diverged_at,
+            "answer_source": self.answer_source,
+            "votes": list(self.votes) if self.votes else None,
         }
         if self.candidates:
             data["candidates"] = [dict(c) for c in self.candidates]
