@@ -38,7 +38,9 @@ first ok, second ok with | without, steps and seconds each way, expected -> answ
 then a table with one row per source kind and a TOTAL row: ``pairs | first correct |
 second correct with conversation | without | mean steps with | without | mean seconds
 with | without | mean prompt tokens of the second question's first root call with |
-without | their ratio``; then the chain's table (earlier tasks | prompt tokens | history
+without | their ratio | second runs that copy an earlier step with | without`` (a
+step whose code, without comments and spacing, is one of the first run's steps: a
+follow-up that re-runs the first task instead of answering its own question); then the chain's table (earlier tasks | prompt tokens | history
 chars | uncompacted chars); how often the second answer was right when the first one
 was (each way) and how many second questions are yes/no; and the number of runs that
 ended in an error.  A failing run never stops the bench: it counts as wrong.  Ctrl-C
@@ -58,6 +60,7 @@ import re
 import statistics
 import sys
 import time
+import tokenize
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -784,6 +787,7 @@ class Outcome:
     told_history: bool  # its first root prompt told the earlier tasks
     error: str | None = None
     trace: list[dict[str, str]] | None = None  # steps (reasoning, code, output), for --save
+    copied: int = 0  # steps whose code is, normalised, a step of the pair's first run
 
 
 @dataclass
@@ -845,7 +849,22 @@ def run_pair(p: Pair, new_rlm: NewRLM, config: RLMConfig) -> PairOutcome:
     with_conv, _ = run_one(rlm, p.second, p.context, p.check2, ex, conv)
     without, _ = run_one(rlm, p.second, copy.deepcopy(p.context), p.check2, PlainExecutor(),
                          None)
+    earlier = {normalised(s["code"]) for s in first.trace or ()} - {""}
+    for run in (with_conv, without):
+        run.copied = sum(normalised(s["code"]) in earlier for s in run.trace or ())
     return PairOutcome(p, first, with_conv, without)
+
+
+def normalised(code: str) -> str:
+    """``code`` without its comments, blank lines and spacing: two steps are the same
+    step when these are equal (a verbatim copy of an earlier task's step)."""
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(code).readline)
+                  if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING)]
+        return " ".join(t.string for t in tokens if t.string.strip())
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return " ".join(line.split("#", 1)[0].strip() for line in code.splitlines()
+                        if line.split("#", 1)[0].strip())
 
 
 def saved(o: PairOutcome) -> dict[str, Any]:
@@ -908,7 +927,8 @@ def print_row(o: PairOutcome) -> None:
             f"{ok[wo.correct]:<3} {w.steps:>2}|{wo.steps:<2} {w.seconds:>5.0f}|{wo.seconds:<5.0f} "
             f"{one_line(o.pair.expected1, 30)} -> {one_line(o.first.answer, 40)} ; "
             f"{one_line(o.pair.expected2, 24)} -> {one_line(w.answer, 40)} | "
-            f"{one_line(wo.answer, 40)} [{w.stopped_by}|{wo.stopped_by}]")
+            f"{one_line(wo.answer, 40)} [{w.stopped_by}|{wo.stopped_by}]"
+            f" copied {w.copied}|{wo.copied}")
     errors = [e for e in (o.first.error, w.error, wo.error) if e]
     if errors:
         line += f" error: {one_line(errors[0], 120)}"
@@ -916,9 +936,9 @@ def print_row(o: PairOutcome) -> None:
 
 
 HEAD = (f"{'pairs':>5} {'1st ok':>7} | {'2nd ok':>13} | {'steps':>11} | {'seconds':>13} | "
-        f"{'first prompt tokens':>23}")
+        f"{'first prompt tokens':>23} | {'copy earlier':>13}")
 SUB = (f"{'':>5} {'':>7} | {'with':>6} {'w/o':>6} | {'with':>5} {'w/o':>5} | {'with':>6} "
-       f"{'w/o':>6} | {'with':>6} {'w/o':>6} {'ratio':>9}")
+       f"{'w/o':>6} | {'with':>6} {'w/o':>6} {'ratio':>9} | {'with':>6} {'w/o':>6}")
 
 
 def cells(group: Sequence[PairOutcome]) -> str:
@@ -933,14 +953,17 @@ def cells(group: Sequence[PairOutcome]) -> str:
             f"{f'{sum(o.correct for o in w)}/{n}':>6} {f'{sum(o.correct for o in wo)}/{n}':>6} | "
             f"{_mean([o.steps for o in w]):>5.2f} {_mean([o.steps for o in wo]):>5.2f} | "
             f"{_mean([o.seconds for o in w]):>6.1f} {_mean([o.seconds for o in wo]):>6.1f} | "
-            f"{tw:>6.0f} {two:>6.0f} {ratio:>9}")
+            f"{tw:>6.0f} {two:>6.0f} {ratio:>9} | "
+            f"{f'{sum(o.copied > 0 for o in w)}/{n}':>6} "
+            f"{f'{sum(o.copied > 0 for o in wo)}/{n}':>6}")
 
 
 def print_table(outcomes: Sequence[PairOutcome]) -> None:
     kinds = [k for k in KINDS if any(o.pair.kind == k for o in outcomes)]
     width = max([len("TOTAL"), *(len(k) for k in kinds)])
     print("second question: with the conversation (same executor, history=conv) | without "
-          "(new executor, no history)")
+          "(new executor, no history); copy earlier: second runs with a step whose code is, "
+          "without comments and spacing, a step of the first run")
     print(f"{'kind':<{width}} | {HEAD}")
     print(f"{'':<{width}} | {SUB}")
     rule = "-" * (width + 3 + len(SUB))

@@ -78,6 +78,11 @@ class RLMConfig:
     preview_chars: int = _opt(500, "Characters of each variable's preview in the prompt.",
                               low=0)
     history_window: int = _opt(8, "Most recent steps kept in the prompt.", low=1)
+    history_code: bool = _opt(
+        False, "Follow-ups: tell the model the code of the earlier tasks' steps, not only "
+        "their questions, answers and the variables they left (off: the code stays in "
+        "rlm_history; a small model shown it tends to re-run it).",
+        flag="--history-code")
     termination: str = _opt("final_pattern",
                             "Termination policy, by its PolicyRegistry name.")
     termination_config: dict[str, Any] | None = _opt(

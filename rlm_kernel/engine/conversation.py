@@ -5,8 +5,17 @@ keeps one :class:`TaskRecord` per task: the question, the answer, the code of th
 that got there and the variables those steps left (with their
 :class:`~rlm_kernel.repl_types.REPLVariable` metadata), so "those", "the longest one" and
 "now do the same for X" can be resolved.  ``RLM.run(..., history=conversation)`` puts
-:meth:`Conversation.prompt_section` into the task message and binds the whole record,
-as data, to the REPL variable :data:`HISTORY_NAME`.
+:meth:`Conversation.prompt_section` into the task message, after the question (which
+is also restated at its end: the current question is what the model reads first and
+last), and binds the whole record, as data, to the REPL variable :data:`HISTORY_NAME`.
+
+Earlier tasks are told as what they found: the question, the answer and the variables
+their code left, marked as made by that code (never as the user's data).  Their code is
+told only with ``code=True`` (``RLMConfig.history_code``): a small model shown an earlier
+task's steps tends to run them again instead of answering the new question
+(``bench/bench_followups.py`` counts those copies); the code stays in
+:data:`HISTORY_NAME` for a model that asks for it, and :meth:`Conversation.earlier_code`
+gives it to the run, so that a step copied from an earlier task counts as a repetition.
 
 Long histories are compacted, never silently cut: the newest :attr:`Conversation.keep_full`
 tasks are told in full, older ones in one line each, and when even those do not fit in
@@ -61,6 +70,9 @@ class TaskRecord:
         key: what identifies the task in its session (a notebook cell's id); a task
             run again under the same key replaces this record.
         run_id: the run that answered it (for export).
+        answer_source: how the answer was reached
+            (:data:`~rlm_kernel.engine.result.ANSWER_SOURCES`; ``no_input``: without any
+            data of the user's), None when unknown.
         ids: ``{name: id(value)}`` of the left variables when the run ended (to tell
             whether a name still holds the task's value); not in :meth:`to_dict`.
     """
@@ -72,6 +84,7 @@ class TaskRecord:
     variables: list[REPLVariable] = field(default_factory=list)
     key: str | None = None
     run_id: str | None = None
+    answer_source: str | None = None
     ids: dict[str, int] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -88,7 +101,8 @@ class TaskRecord:
                    stopped_by=str(data.get("stopped_by", "")),
                    code=[str(c) for c in data.get("code") or []],
                    variables=[REPLVariable(**v) for v in data.get("variables") or []],
-                   key=data.get("key"), run_id=data.get("run_id"))
+                   key=data.get("key"), run_id=data.get("run_id"),
+                   answer_source=data.get("answer_source"))
 
     def as_data(self) -> dict[str, Any]:
         """The record as the model reads it in :data:`HISTORY_NAME`."""
@@ -137,7 +151,8 @@ class Conversation:
         ids = {v.name: id(namespace[v.name]) for v in left if v.name in namespace}
         task = TaskRecord(question=result.question, answer=result.answer,
                           stopped_by=result.stopped_by, code=code, variables=left, key=key,
-                          run_id=run_id, ids=ids)
+                          run_id=run_id, answer_source=getattr(result, "answer_source", None),
+                          ids=ids)
         for i, old in enumerate(self.tasks):
             if key is not None and old.key == key:
                 self.tasks[i] = task
@@ -151,6 +166,12 @@ class Conversation:
         earlier record (the same settings)."""
         kept = [t for t in self.tasks if key is None or t.key != key]
         return Conversation(kept, keep_full=self.keep_full, max_chars=self.max_chars)
+
+    def earlier_code(self) -> list[str]:
+        """The code of every earlier task's steps (those that ran without error), oldest
+        first, as recorded: what a run compares its steps with, so that a step copied
+        from an earlier task counts as a repetition."""
+        return [code for task in self.tasks for code in task.code]
 
     def clear(self) -> None:
         """Forget every task (``%%rlm --new``)."""
@@ -167,18 +188,27 @@ class Conversation:
         return names
 
     # -- what the model is told -------------------------------------------------------
-    def prompt_section(self) -> str | None:
+    def prompt_section(self, *, code: bool = False) -> str | None:
         """The task message's account of the earlier tasks (None when there are none):
-        the newest :attr:`keep_full` in full, older ones in one line each, the oldest
-        left out (and said to be) when the section would pass :attr:`max_chars`."""
+        the newest :attr:`keep_full` in full (question, answer, the variables their code
+        left; with ``code``, the end of that code too), older ones in one line each, the
+        oldest left out (and said to be) when the section would pass :attr:`max_chars`.
+
+        Args:
+            code: tell the code of the tasks told in full (``RLMConfig.history_code``);
+                else only where it is (:data:`HISTORY_NAME`).
+        """
         if not self.tasks:
             return None
         n = len(self.tasks)
         full_from = max(0, n - self.keep_full)
-        blocks = [_full(i + 1, t) if i >= full_from else _line(i + 1, t)
+        blocks = [_full(i + 1, t, code) if i >= full_from else _line(i + 1, t)
                   for i, t in enumerate(self.tasks)]
-        head = (f"Earlier tasks in this session (oldest first; the variable {HISTORY_NAME} "
-                "holds them all, with their code). The question below may refer to them.")
+        head = (f"Earlier tasks in this session, done already (oldest first): what they "
+                f"found. The task above may refer to their answers or variables (\"that "
+                f"file\", \"those\"); answer the task above, do not redo these. Their "
+                f"variables were made by their code, not given by the user. "
+                f"{HISTORY_NAME} holds every earlier task with its code.")
         dropped, room = 0, self.max_chars - 80  # 80: the "(N older tasks ...)" note
         while _size(head, blocks[dropped:]) > room:
             if dropped < full_from:  # the oldest one-line task goes first
@@ -220,7 +250,9 @@ def _cut(text: str, limit: int) -> str:
 def _answer(task: TaskRecord, limit: int) -> str:
     if task.answer is None:
         return f"(no answer: the run stopped by {task.stopped_by})"
-    return _cut(task.answer, limit)
+    made = " (made without any data of the user's)" if task.answer_source == "no_input" \
+        else ""
+    return _cut(task.answer, limit) + made
 
 
 def _line(index: int, task: TaskRecord) -> str:
@@ -228,19 +260,20 @@ def _line(index: int, task: TaskRecord) -> str:
     return f"{index}. Task: {_cut(task.question, 150)} -> Answer: {_answer(task, 120)}"
 
 
-def _full(index: int, task: TaskRecord) -> str:
-    """A task in full: question, answer, the end of its code, the variables it left."""
+def _full(index: int, task: TaskRecord, with_code: bool = True) -> str:
+    """A task in full: question, answer, the variables it left and (``with_code``) the
+    end of its code."""
     lines = [f"{index}. Task: {_cut(task.question, 400)}",
              f"   Answer: {_answer(task, ANSWER_CHARS)}"]
-    code = "\n\n".join(task.code)
-    if code:
-        if len(code) > CODE_CHARS:
-            code = "# ... (earlier code in rlm_history)\n" + code[-CODE_CHARS:].split("\n", 1)[-1]
-        lines.append("   Its code:\n" + "\n".join(f"   | {row}" for row in code.splitlines()))
     if task.variables:
         shown = "; ".join(_variable(v) for v in task.variables[:8])
         more = len(task.variables) - 8
         lines.append(f"   Variables it left: {shown}" + (f"; and {more} more" if more > 0 else ""))
+    code = "\n\n".join(task.code) if with_code else ""
+    if code:
+        if len(code) > CODE_CHARS:
+            code = "# ... (earlier code in rlm_history)\n" + code[-CODE_CHARS:].split("\n", 1)[-1]
+        lines.append("   Its code:\n" + "\n".join(f"   | {row}" for row in code.splitlines()))
     return "\n".join(lines)
 
 

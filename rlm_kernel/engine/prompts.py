@@ -209,10 +209,12 @@ def task_message(question: str, variables: Sequence[REPLVariable], max_steps: in
                  values: Mapping[str, Any] | None = None, *, earlier: str | None = None,
                  tools: Sequence[str] = (), answer_type: str | None = None,
                  folder: str | None = None) -> str:
-    """First user message: the earlier tasks of the conversation (``earlier``, from
-    :meth:`~rlm_kernel.engine.conversation.Conversation.prompt_section`), the question,
-    the variables' metadata, how each variable splits into documents (when ``values``
-    is given; see :func:`rlm_kernel.context.documents.describe_structure`), the user's
+    """First user message: the question, the earlier tasks of the conversation
+    (``earlier``, from
+    :meth:`~rlm_kernel.engine.conversation.Conversation.prompt_section`; the question is
+    then restated in the step line, so it is read first and last), the variables'
+    metadata, how each variable splits into documents (when ``values`` is given; see
+    :func:`rlm_kernel.context.documents.describe_structure`), the user's
     tools (one line each, :func:`~rlm_kernel.engine.task.describe_tool`), the answer's
     type (:meth:`~rlm_kernel.engine.answer_type.AnswerType.prompt_line`), the working
     folder and its helpers (``folder``, from
@@ -226,8 +228,10 @@ def task_message(question: str, variables: Sequence[REPLVariable], max_steps: in
             listing += "\n\n" + "\n".join(tips)
     else:
         listing = "(no data variables; answer with code and FINAL)"
-    parts = [earlier] if earlier else []
-    parts += [f"Task: {question}", f"Variables in the REPL:\n{listing}"]
+    # a follow-up: the question first, then what the earlier tasks found, the question
+    # again at the end (a small model otherwise answers the earlier task again)
+    parts = [f"Task: {question}", *([earlier] if earlier else []),
+             f"Variables in the REPL:\n{listing}"]
     if tools:
         parts.append("Your own functions in the REPL (call them like any function):\n"
                      + "\n".join(tools))
@@ -235,7 +239,7 @@ def task_message(question: str, variables: Sequence[REPLVariable], max_steps: in
         parts.append(folder)
     if answer_type:
         parts.append(answer_type)
-    parts.append(_step_line(1, max_steps))
+    parts.append(_step_line(1, max_steps, question if earlier else None))
     return "\n\n".join(parts)
 
 

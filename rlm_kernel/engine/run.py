@@ -177,7 +177,8 @@ class Run:
                                 sub_model=sub.model)
         self.first = task_message(
             question, metas, cfg.max_iterations, variables,
-            earlier=task.history.prompt_section() if task.history else None,
+            earlier=task.history.prompt_section(code=cfg.history_code) if task.history
+            else None,
             tools=[describe_tool(n, f) for n, f in task.tools.items()],
             folder=task.folder.prompt_section() if task.folder is not None else None,
             answer_type=task.output_type.prompt_line() if task.output_type else None)

@@ -32,14 +32,55 @@ def test_a_follow_up_sees_the_earlier_task_its_answer_code_and_variables():
     second = task(ex, [block("FINAL(len([x for x in red if x['i'] > 300]))")],
                   "And how many of them have an index above 300?", conv)
     prompt = second.root_prompts[0][1]["content"]
-    assert prompt.index("Earlier tasks in this session") < prompt.index("Task: And how many")
+    # the current question is read first and last; the earlier task in between
+    assert prompt.startswith("Task: And how many of them have an index above 300?")
+    assert prompt.index("Task: And how many") < prompt.index("Earlier tasks in this session")
+    tail = prompt[prompt.index("Earlier tasks in this session"):]
+    assert "The question: And how many of them have an index above 300?\nStep 1 of" in tail
     assert "1. Task: How many items have colour red?" in prompt
     assert "Answer: 200" in prompt
-    assert "| red = [x for x in context if x['colour'] == 'red']" in prompt
     assert "Variables it left: red (list, 200 items" in prompt
+    assert "made by their code, not given by the user" in prompt
+    # told as what it found: its code only on request (history_code), always in rlm_history
+    assert "red = [x for x in context" not in prompt
     assert second.answer == "99"  # multiples of 3 from 303 to 597
     assert second.conversation[0]["question"] == "How many items have colour red?"
     assert ex.namespace[HISTORY_NAME][0]["answer"] == "200"
+    assert "red = [x for x in context" in ex.namespace[HISTORY_NAME][0]["code"]
+
+
+def test_history_code_tells_the_earlier_tasks_code():
+    ex, conv = PlainExecutor(), Conversation()
+    first = task(ex, [block("red = [x for x in context if x['colour'] == 'red']\n"
+                            "FINAL(len(red))")], "How many red?", conv)
+    conv.record(first, ex.namespace)
+    lm = ScriptedModel([block("FINAL(len(red) + 1)")])
+    second = RLM(root_client=lm, sub_client=lm, ground_answer=False, history_code=True).run(
+        "And one more?", context=ITEMS, executor=ex, history=conv)
+    prompt = second.root_prompts[0][1]["content"]
+    assert "   | red = [x for x in context if x['colour'] == 'red']" in prompt
+    assert prompt.index("Variables it left: red") < prompt.index("Its code:")
+    assert second.answer == "201"
+
+
+def test_earlier_code_lists_every_earlier_step_that_ran():
+    ex, conv = PlainExecutor(), Conversation()
+    conv.record(task(ex, [block("a = 1\nprint(a)"), block("1/0"), block("FINAL(a)")], "q1",
+                     conv), ex.namespace, key="1")
+    conv.record(task(ex, [block("FINAL(a + 1)")], "q2", conv), ex.namespace, key="2")
+    assert conv.earlier_code() == ["a = 1\nprint(a)", "FINAL(a)", "FINAL(a + 1)"]
+    assert conv.before("1").earlier_code() == ["FINAL(a + 1)"]
+    assert Conversation().earlier_code() == []
+
+
+def test_an_answer_made_without_the_users_data_is_told_as_such():
+    ex, conv = PlainExecutor(), Conversation()
+    res = task(ex, [block("FINAL(42)")], "q?", conv)
+    res.answer_source = "no_input"  # as the run sets it when no input variable was read
+    conv.record(res, ex.namespace)
+    assert "Answer: 42 (made without any data of the user's)" in conv.prompt_section()
+    again = Conversation.from_list(conv.to_list())
+    assert again.tasks[0].answer_source == "no_input"
 
 
 def test_working_state_is_not_protected_but_user_inputs_are():
@@ -82,8 +123,8 @@ def test_long_histories_are_compacted_and_say_so():
         conv.record(res, ex.namespace, key=str(n))
     section = conv.prompt_section()
     assert section is not None and len(section) <= 700
-    assert "Question number 11" in section and "| v11 = list(range(11))" in section
-    assert "| v9 =" not in section  # older tasks in one line only
+    assert "Question number 11" in section and "v11 (list" in section
+    assert "v9 (list" not in section  # older tasks in one line only
     dropped = section.split("older task")[0]
     assert dropped.strip().endswith(tuple("0123456789"))  # "(N older tasks not shown ...)"
     assert f"{HISTORY_NAME}[:" in section
