@@ -22,12 +22,26 @@ from ..engine.answer import describe_variable
 from ..engine.tools import user_variables
 from ..repl_types import REPLVariable
 
-__all__ = ["PREVIEW_CHARS", "VariablesView", "html_widget", "length_text",
+__all__ = ["PREVIEW_CHARS", "ROOT_STYLE", "VariablesView", "html_widget", "length_text",
            "reader_length", "variables_from_namespace"]
 
 PREVIEW_CHARS = 80  # characters of preview shown per table row
 
 _shared: dict[str, Any] = {}
+
+ROOT_STYLE = ("font-family:var(--jp-ui-font-family,sans-serif);"
+              "font-size:var(--jp-ui-font-size1,13px);line-height:20px;"
+              "color:var(--jp-ui-font-color1,#212121);white-space:normal;"
+              "margin:0;padding:0;text-align:left")
+"""The inline style of a view's root element.  A live widget sits in ipywidgets' HTML
+box (28 px lines, no wrapping) and its static copy in a notebook's rendered HTML (the
+content font, 1.7 line height): both inherit this root's own values, so a view does not
+change size or font when it turns static."""
+_SUMMARY = "cursor:pointer;margin:0;padding:0"
+_GRID = ("display:grid;grid-template-columns:max-content max-content max-content "
+         "minmax(0,1fr);column-gap:16px;row-gap:0;margin:2px 0 0 0;padding:0")
+_CELL = "margin:0;padding:1px 0;white-space:nowrap;text-align:left;min-width:0;"
+_MONO = "font-family:var(--jp-code-font-family,monospace);font-size:inherit;"
 
 
 def html_widget(value: str = "") -> w.HTML:
@@ -118,32 +132,39 @@ class VariablesView:
         self.widget.value = self._html()
 
     def _html(self) -> str:
-        body = self._table()
-        if self.title is None:
-            return body
-        return (f"<details open><summary>{html.escape(self.title)}</summary>{body}"
-                "</details>")
+        return self._framed(self._table())
+
+    def _framed(self, body: str) -> str:
+        """``body`` in the view's root (its own font, size, line height and colour, so
+        it reads the same in the live widget and in a notebook's static HTML), under an
+        open ``<details>`` when there is a title."""
+        if self.title is not None:
+            body = (f"<details open><summary style=\"{_SUMMARY}\">"
+                    f"{html.escape(self.title)}</summary>{body}</details>")
+        return f'<div class="rlm-variables-view" style="{ROOT_STYLE}">{body}</div>'
 
     def show_message(self, text: str) -> None:
         """Show ``text`` (escaped, in italics) instead of the table."""
         self.message = text
-        body = f"<i>{html.escape(text)}</i>"
-        self.widget.value = body if self.title is None else (
-            f"<details open><summary>{html.escape(self.title)}</summary>{body}</details>")
+        self.widget.value = self._framed(f"<i>{html.escape(text)}</i>")
 
     def _table(self) -> str:
+        """The variables as a CSS grid of four columns (name, type, length, preview):
+        every row on one line, the columns aligned, the preview cut with an ellipsis
+        where the output is narrow.  Not a ``<table>``: a notebook's HTML output styles
+        tables (centred, fixed layout, right-aligned cells) and the widget does not."""
         if not self.variables:
             return "<i>No variables.</i>"
-        pad = "padding:1px 8px;text-align:left;"
-        rows = ["".join(f'<th style="{pad}">{h}</th>' for h in ("Name", "Type", "Length",
-                                                                 "Preview"))]
+        cells = [f'<div style="{_CELL}font-weight:bold">{h}</div>'
+                 for h in ("Name", "Type", "Length", "Preview")]
         for v in self.variables:
-            cells = (f"<code>{html.escape(v.name)}</code>", html.escape(v.type_name),
-                     html.escape(length_text(v)),
-                     f"<code>{html.escape(_one_line(v.preview))}</code>")
-            rows.append("".join(f'<td style="{pad}white-space:pre">{c}</td>' for c in cells))
-        return ('<table class="rlm-variables">' + "".join(f"<tr>{r}</tr>" for r in rows)
-                + "</table>")
+            cells += [f'<div style="{_CELL}{_MONO}">{html.escape(v.name)}</div>',
+                      f'<div style="{_CELL}">{html.escape(v.type_name)}</div>',
+                      f'<div style="{_CELL}">{html.escape(length_text(v))}</div>',
+                      f'<div style="{_CELL}{_MONO}overflow:hidden;text-overflow:ellipsis">'
+                      f"{html.escape(_one_line(v.preview))}</div>"]
+        return (f'<div class="rlm-variables" style="{_GRID}">'
+                + "".join(cells) + "</div>")
 
     def text(self) -> str:
         """One line: ``2 variables: context (str, 11 characters), hits (list, 2 items)``."""

@@ -15,8 +15,10 @@ long as its run: :meth:`RunView.show` displays each widget under a display id, a
 :meth:`RunView.close` (the run has ended) replaces both displays with their static
 rendering (the same HTML, and a ``text/plain`` summary: what nbviewer, GitHub and a
 reopened notebook show), then closes the widgets' comms.  At the end the progress
-bar is full, in the stop reason's colour, and reads the steps run
-(``2 steps, final``), not the step budget.
+bar is full and reads the steps run (``2 steps, final``), not the step budget; its
+colour and a last line say how the answer was reached (:mod:`.outcome`: green only for
+an answer computed from the user's data, red only for an error without an answer,
+amber otherwise, with the sentence).
 """
 
 from __future__ import annotations
@@ -32,13 +34,11 @@ from IPython.display import DisplayHandle, display
 from ..engine.candidates import short_answer
 from ..engine.events import Event
 from ..executors.thread_output import host_thread
-from .variables_view import VariablesView, html_widget, variables_from_namespace
+from .outcome import answer_note, end_style, stop_text
+from .variables_view import ROOT_STYLE, VariablesView, html_widget, variables_from_namespace
 
 __all__ = ["ProgressView", "RunView", "VariablesView", "variables_from_namespace",
            "html_widget"]
-
-_BAR_STYLES = {"final": "success", "max_iterations": "warning", "interrupt": "warning"}
-
 
 class _Text:
     """A value slot standing in for a label (read by tests and ``text()``)."""
@@ -55,6 +55,7 @@ class _Bar:
 
 
 _BAR_COLOURS = {"": "#2196f3", "success": "#4caf50", "warning": "#ff9800", "danger": "#f44336"}
+_NOTE_COLOURS = {"warning": "#b26a00", "danger": "#c62828"}  # text on a light background
 
 
 def _phrase(kind: str, d: dict[str, Any]) -> str | None:
@@ -84,6 +85,9 @@ class ProgressView:
         self.activity, self._active = "not started", False
         self.candidate: str = ""  # in a candidates run: "candidate 2/3 · "
         self.final: str | None = None  # once the run has ended: "2 steps, final"
+        self.note: str | None = None  # how the answer was reached, when not from the data
+        self.started = False  # run_started was seen (a run that failed to start: False)
+        self.last_notice: str | None = None  # the host's last note on a step
         self._tick, self._origin = tick, time.monotonic()
         self._lock, self._stop = threading.Lock(), threading.Event()
         self._thread: threading.Thread | None = None
@@ -119,7 +123,9 @@ class ProgressView:
             self.max_iterations = int(d.get("max_iterations") or self.max_iterations)
             self.bar.max, self.bar.bar_style = max(1, self.max_iterations), ""
             self.step, self._active, self.activity = 0, True, "started"
-            self.final = None
+            self.final, self.note, self.started = None, None, True
+        elif kind == "step_notice":
+            self.last_notice = str(d.get("text") or "").strip() or None
         elif kind in ("model_call", "step_started"):
             self.step = d["step"]
             self.activity = _phrase(kind, d)
@@ -145,9 +151,11 @@ class ProgressView:
                 self.step = int(chosen[0].get("steps") or 0)
             steps = int(getattr(res, "steps", self.step))
             self.final = f"{steps} step{'s' * (steps != 1)}, {res.stopped_by}"
-            self.bar.bar_style = _BAR_STYLES.get(res.stopped_by, "danger")
-            word = "finished" if res.stopped_by == "final" else "stopped"
-            self.activity = f"{word}: {res.stopped_by}" + (f" — {res.error}" if res.error else "")
+            answer, source = res.answer, getattr(res, "answer_source", None)
+            self.bar.bar_style = end_style(answer, res.stopped_by, source)
+            self.note = answer_note(answer, source, getattr(res, "votes", None))
+            why = res.error or (self.last_notice if res.stopped_by == "stuck" else None)
+            self.activity = stop_text(res.stopped_by, why)
 
     def _sub_run(self, kind: str, depth: int, d: dict[str, Any]) -> None:
         what = _phrase(kind, d) or {"run_started": "started", "run_finished":
@@ -175,20 +183,31 @@ class ProgressView:
         self._paint()
 
     def _paint(self) -> None:
-        """Draw the state into the one HTML widget (a bar and three lines)."""
+        """Draw the state into the one HTML widget: a bar and its label, the time,
+        tokens and cost, what is happening (at the end: how the run ended), and at the
+        end of a run whose answer is not from the data, how it was reached.  Every
+        element carries its own style, so the drawing is the same once static."""
         share = 100 * self.bar.value / max(1, self.bar.max)
-        colour = _BAR_COLOURS.get(self.bar.bar_style, _BAR_COLOURS[""])
+        style = self.bar.bar_style
+        colour = _BAR_COLOURS.get(style, _BAR_COLOURS[""])
         esc = html.escape
+        ended = self.final is not None and style in _NOTE_COLOURS
+        activity = (f'<div style="margin:0;color:{_NOTE_COLOURS[style]}">' if ended
+                    else '<div style="margin:0">') + f"{esc(self.activity_label.value)}</div>"
+        note = (f'<div class="rlm-answer-note" style="margin:0;font-weight:bold;'
+                f'color:{_NOTE_COLOURS["warning"]}">{esc(self.note)}</div>'
+                if self.note else "")
         self.widget.value = (
-            '<div style="font-size:var(--jp-ui-font-size1,13px);line-height:1.6">'
-            '<div style="display:flex;align-items:center;gap:12px">'
-            '<div style="width:240px;height:10px;background:#e0e0e0;border-radius:2px">'
+            f'<div class="rlm-progress" data-rlm-end="{esc(style)}" style="{ROOT_STYLE}">'
+            '<div style="display:flex;align-items:center;gap:12px;margin:0">'
+            '<div style="width:240px;height:10px;background:#e0e0e0;border-radius:2px;'
+            'flex:none">'
             f'<div style="width:{share:.0f}%;height:100%;background:{colour};'
             'border-radius:2px"></div></div>'
             f"<span>{esc(self.step_label.value)}</span></div>"
-            f"<div>{esc(self.elapsed_label.value)} &nbsp;·&nbsp; "
+            f'<div style="margin:0">{esc(self.elapsed_label.value)} &nbsp;·&nbsp; '
             f"{esc(self.tokens_label.value)} &nbsp;·&nbsp; {esc(self.cost_label.value)}</div>"
-            f"<div>{esc(self.activity_label.value)}</div></div>")
+            f"{activity}{note}</div>")
 
     def _start_ticker(self) -> None:
         if self._tick is None or (self.ticking and not self._stop.is_set()):
@@ -228,7 +247,8 @@ class ProgressView:
         """One line: ``step 2 of 10 · 3.4 s · 20 prompt + 10 completion tokens · ...``."""
         with self._lock:
             return " · ".join([self.step_label.value, f"{self.elapsed:.1f} s",
-                               self.tokens_label.value, self.cost_label.value, self.activity])
+                               self.tokens_label.value, self.cost_label.value, self.activity,
+                               *([self.note] if self.note else [])])
 
     def static(self) -> dict[str, str]:
         """What the widget shows, as a display's ``text/html`` (the same bar and lines)
@@ -298,12 +318,18 @@ class RunView:
         """The run has ended: stop the progress view's thread; when :meth:`show`
         displayed the widgets, replace each display with its static rendering (as the
         live view last looked: the final bar, the variables the run left) and close
-        the widgets' comms, so that the saved notebook holds no widget.  Idempotent."""
+        the widgets' comms, so that the saved notebook holds no widget.  When the run
+        never started (no ``run_started``: it failed before, e.g. a missing API key),
+        both displays are emptied instead: no stale "step 0 of 12" block stays.
+        Idempotent."""
         self.progress.close()
         handles, self.handles = self.handles, []
         if not handles:
             return
-        for handle, bundle in zip(handles, self.static(), strict=True):
+        # A run that never started (a missing API key, an unknown model: the error
+        # is printed) leaves nothing: an empty bundle renders as no output at all.
+        bundles = self.static() if self.progress.started else [{} for _ in handles]
+        for handle, bundle in zip(handles, bundles, strict=True):
             handle.update(bundle, raw=True)
         for widget in self.widgets:
             widget.close()

@@ -11,7 +11,9 @@ import pytest
 
 from rlm_kernel import RLM
 from rlm_kernel.engine.events import Event
+from rlm_kernel.engine.result import ANSWER_SOURCES, RLMResult
 from rlm_kernel.executors import PlainExecutor
+from rlm_kernel.jupyter.variables_view import _CELL, ROOT_STYLE
 from rlm_kernel.jupyter.widgets import (
     ProgressView,
     RunView,
@@ -75,7 +77,7 @@ def test_progress_shows_budget_stop_and_error(events):
         view.on_event(ev)
     assert view.activity_label.value.startswith("stopped: budget — ")
     assert "2 LLM calls" in view.activity_label.value
-    assert view.bar.bar_style == "danger"
+    assert view.bar.bar_style == "warning"  # a limit the user set, not an error: amber
 
 
 def test_sub_run_events_only_change_activity(events):
@@ -98,7 +100,7 @@ def test_answer_now_step_is_past_the_budget():
         view.on_event(ev)
     assert view.bar.value == 1 and view.bar.max == 1
     assert view.step_label.value == "2 steps, max_iterations"  # the answer-now step ran
-    assert view.activity_label.value == "stopped: max_iterations"
+    assert view.activity_label.value == "stopped: max_iterations (the step limit)"
     assert view.bar.bar_style == "warning"
 
 
@@ -133,7 +135,7 @@ def test_variables_table_rows_and_escaping():
     assert "No variables" in view.widget.value and view.text() == "no variables"
     view.update(vars_)
     table = view.widget.value
-    assert table.count("<tr>") == 4  # header + 3 rows
+    assert table.count(_CELL) == 4 * 4  # header + 3 rows, four columns each
     assert "12,345 characters" in table and "5,000 items" in table
     assert "<script>" not in table and "&lt;script&gt;alert(1)&lt;/script&gt; line two" in table
     assert "x" * 80 + "..." in table and "x" * 81 not in table
@@ -178,7 +180,7 @@ def test_run_view_refreshes_from_namespace():
     ns: dict = {}
     view = RunView(5, namespace=ns, names=None, tick=None)
     assert all(isinstance(x, w.HTML) for x in view.widgets) and len(view.widgets) == 2
-    assert "<summary>Variables the model sees</summary>" in view.variables.widget.value
+    assert ">Variables the model sees</summary>" in view.variables.widget.value
     shown = []
     for ev, snap in snapshots:
         ns.clear()
@@ -243,7 +245,7 @@ def test_progress_is_drawn_into_its_one_widget():
     ([block("print(1)"), block("FINAL(1)")], {"max_iterations": 4}, "2 steps, final",
      "#4caf50"),
     ([block("print(1)")] * 3, {"max_iterations": 4, "max_llm_calls": 1}, "1 step, budget",
-     "#f44336"),
+     "#ff9800"),
     ([block("print(1)"), "No code."], {"max_iterations": 1}, "1 step, max_iterations",
      "#ff9800"),
 ])
@@ -302,5 +304,110 @@ def test_a_shown_run_view_turns_static_when_the_run_ends(ip, events):
     assert "60 prompt + 30 completion tokens" in progress["text/plain"]
     assert "3 steps, final" in progress["text/html"] and "width:100%" in progress["text/html"]
     assert "hits     list  2 items" in variables["text/plain"]
-    assert "<summary>Variables the model sees</summary>" in variables["text/html"]
+    assert ">Variables the model sees</summary>" in variables["text/html"]
     assert all(w_.comm is None for w_ in view.widgets)  # the comms are closed
+
+
+def finished(**result) -> list[Event]:
+    """A run's first and last events, the end carrying an RLMResult made of ``result``."""
+    base = {"depth": 0, "elapsed": 1.0}
+    return [Event("run_started", {**base, "max_iterations": 4, "variables": []}),
+            Event("run_finished", {**base, "result": RLMResult(question="q", **result)})]
+
+
+@pytest.mark.parametrize("source, votes, sentence", [
+    ("output", None, ANSWER_SOURCES["output"]),
+    ("ungrounded", None, ANSWER_SOURCES["ungrounded"]),
+    ("no_input", None, ANSWER_SOURCES["no_input"]),
+    ("forced", None, ANSWER_SOURCES["forced"]),
+    ("vote", (2, 3), ANSWER_SOURCES["vote"] + " (2 of 3 agreed)"),
+])
+def test_an_answer_not_from_the_data_is_amber_and_says_how_it_was_reached(source, votes,
+                                                                          sentence):
+    view = ProgressView(4, tick=None)
+    for ev in finished(answer="7", stopped_by="final", answer_source=source, votes=votes):
+        view.on_event(ev)
+    assert view.bar.bar_style == "warning" and "background:#ff9800" in view.widget.value
+    assert view.note == f"Answer: {sentence}"
+    assert f">Answer: {sentence}</div>" in view.widget.value.replace("&#x27;", "'")
+    assert view.text().endswith(f"finished: final · Answer: {sentence}")
+
+
+def test_only_an_answer_from_the_data_is_a_plain_green_success():
+    view = ProgressView(4, tick=None)
+    for ev in finished(answer="7", stopped_by="final", answer_source="data"):
+        view.on_event(ev)
+    assert view.bar.bar_style == "success" and view.note is None
+    assert "background:#4caf50" in view.widget.value and "Answer:" not in view.widget.value
+
+
+@pytest.mark.parametrize("stopped_by, answer, style", [
+    ("interrupt", "7", "warning"), ("max_iterations", "7", "warning"),
+    ("interrupt", None, "warning"), ("max_iterations", None, "warning"),
+    ("budget", None, "warning"), ("stuck", None, "warning"), ("error", None, "danger"),
+])
+def test_red_only_for_an_error_without_an_answer(stopped_by, answer, style):
+    view = ProgressView(4, tick=None)
+    source = "forced" if answer else None
+    for ev in finished(answer=answer, stopped_by=stopped_by, answer_source=source,
+                       error="boom" if stopped_by == "error" else None):
+        view.on_event(ev)
+    assert view.bar.bar_style == style
+    assert ("#f44336" in view.widget.value) == (style == "danger")
+
+
+def test_a_stuck_run_says_why_it_stopped():
+    view = ProgressView(4, tick=None)
+    start, end = finished(answer="3", stopped_by="stuck", answer_source="forced")
+    view.on_event(start)
+    view.on_event(Event("step_notice", {"depth": 0, "elapsed": 0.5, "step": 3, "reason": "stuck",
+                                        "text": "Step 3 repeats step 2 (same code)."}))
+    view.on_event(end)
+    assert view.step_label.value == "0 steps, stuck"
+    assert view.activity_label.value == ("stopped: stuck (the model repeated itself) — "
+                                         "Step 3 repeats step 2 (same code).")
+    assert view.note == f"Answer: {ANSWER_SOURCES['forced']}"
+    assert view.bar.bar_style == "warning"
+
+
+def test_a_run_that_never_started_leaves_no_progress_block(ip):
+    from IPython.utils.capture import capture_output
+
+    view = RunView(12, namespace={"context": "loaded"}, tick=None)
+    with capture_output() as cap:
+        view.show()
+        view.close()  # the run failed before run_started (a missing API key)
+    shown, updates = cap.outputs[:2], cap.outputs[2:]
+    assert len(shown) == 2 and len(updates) == 2
+    assert [o.transient["display_id"] for o in updates] == \
+        [o.transient["display_id"] for o in shown]
+    assert all(o.update and o.data == {} for o in updates)  # renders as nothing
+    assert all(w_.comm is None for w_ in view.widgets)
+
+
+def test_the_static_rendering_is_the_live_one_with_its_own_styles(events):
+    view = RunView(5, namespace={"context": "hello", "hits": [1, 2]}, tick=None)
+    for ev in events:
+        view.on_event(ev)
+    progress, variables = view.static()
+    assert progress["text/html"] == view.progress.widget.value
+    assert variables["text/html"] == view.variables.widget.value
+    for page in (progress["text/html"], variables["text/html"]):
+        # the root sets font, size, line height and wrapping: nothing is inherited from
+        # the widget box or from the notebook's rendered-HTML styles
+        assert page.startswith("<div class=") and f'style="{ROOT_STYLE}"' in page
+        # elements a notebook's HTML output restyles (tables, code) are not used
+        assert "<table" not in page and "<code" not in page and "<pre" not in page
+
+
+def test_five_variables_make_five_aligned_rows_of_four_cells():
+    ns = {"context": "x" * 300, "hits": ["a b c"] * 40, "doc": {"k": "v " * 80},
+          "n": 12_345, "rows": list(range(100))}
+    view = VariablesView(title="Variables")
+    view.update(variables_from_namespace(ns))
+    page = view.widget.value
+    assert "display:grid" in page
+    assert "grid-template-columns:max-content max-content max-content minmax(0,1fr)" in page
+    assert page.count(_CELL) == 4 * 6
+    assert "white-space:nowrap" in _CELL  # a cell never wraps into a ragged row
+    assert page.count("text-overflow:ellipsis") == 5  # long previews are cut, not wrapped
