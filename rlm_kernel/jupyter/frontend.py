@@ -10,12 +10,18 @@ place while the step runs, with a plain-text form for text-only frontends.
 
 A candidates run (``RLMConfig.candidates`` > 1) shows every candidate's steps live as
 they come: with the extension, each step cell carries ``candidate`` in its
-``metadata.rlm`` and a candidate's first cell starts with a ``# ── candidate k/N ──``
-line; a summary cell (role ``candidates``: answers, votes, the chosen one) goes
-before the answer cell.  Inline, each block's title names its candidate; at the end
-the blocks of the candidates not chosen are collapsed and a summary block follows.
-Either way the run's record (:attr:`StepRenderer.step_outputs`, for ``%rlm export``)
-keeps the chosen candidate's steps only.
+``metadata.rlm`` (its label names it); inline, each block's title names its candidate.
+At the end the chosen candidate's steps are the run's steps, and the others are folded
+into one rendered summary output in the task cell (:func:`candidates_summary`: each
+candidate's answer, votes, steps and seconds, each expandable to its steps):
+``run_finished`` tells the extension which candidate was chosen (it removes the other
+candidates' cells), and inline the other candidates' blocks are emptied.  Either way
+the run's record (:attr:`StepRenderer.step_outputs`, for ``%rlm export``) keeps the
+chosen candidate's steps only.
+
+``run_finished`` also says how the answer was reached (``answer_source``, ``votes`` and
+the sentence, ``answer_note``: :mod:`.outcome`), and ``run_started`` whether the task
+cell is prose (``prose``: the extension then shows it as plain text, not Python).
 """
 
 from __future__ import annotations
@@ -25,11 +31,12 @@ import threading
 import time
 from typing import Any
 
-from ..engine.candidates import short_answer, vote_line
+from ..engine.candidates import short_answer
 from ..engine.events import Event
 from ..engine.recording import output_digest
 from ..engine.step import step_source
 from ..export import CellRLM
+from .outcome import answer_note
 from .protocol import (
     FRONTEND_TARGET,
     RUN_TARGET,
@@ -45,8 +52,10 @@ from .protocol import (
     VariableInfo,
 )
 from .shell_executor import output_text
+from .variables_view import ROOT_STYLE
 
-__all__ = ["RUN_TARGET", "FRONTEND_TARGET", "FrontendRegistry", "StepRenderer"]
+__all__ = ["RUN_TARGET", "FRONTEND_TARGET", "FrontendRegistry", "StepRenderer",
+           "candidates_summary"]
 _UPDATE_INTERVAL = 0.25  # seconds between inline refreshes of a running step
 
 
@@ -106,8 +115,7 @@ class StepRenderer:
         self.candidate: int | None = None  # in a candidates run: the one running now
         self.candidates = 0  # in a candidates run: how many were asked for
         self.step_candidates: list[int | None] = []  # per item of step_outputs
-        self._blocks: list[dict[str, Any]] = []  # inline: each finished step's block
-        self._new_candidate = False  # the next step is its candidate's first
+        self._blocks: list[dict[str, Any]] = []  # a candidates run: each finished step
 
     # -- engine events ----------------------------------------------------------------
     def __call__(self, event: Event) -> None:
@@ -141,7 +149,8 @@ class StepRenderer:
                          max_iterations=d["max_iterations"],
                          variables=[VariableInfo(name=v.name, type=v.type_name,
                                                  length=v.total_length, unit=v.length_unit)
-                                    for v in d["variables"]])
+                                    for v in d["variables"]],
+                         prose=_task_is_prose())
         if self.continues is not None:
             msg["continues"] = Continues(run_id=self.continues["run_id"],
                                          from_step=self.continues["from_step"])
@@ -150,7 +159,6 @@ class StepRenderer:
 
     def _on_candidate_started(self, d: dict[str, Any]) -> None:
         self.candidate, self.candidates = d["candidate"], d["candidates"]
-        self._new_candidate = True
 
     def _on_step_started(self, d: dict[str, Any]) -> None:
         self.current = {"step": d["step"], "source": step_source(d["reasoning"], d["code"]),
@@ -158,15 +166,11 @@ class StepRenderer:
                         "candidate": d.get("candidate")}
         if self.use_comm:
             rlm = self._cell_rlm(d["step"])
-            source = self.current["source"]
-            if self._new_candidate:
-                source = f"# ── candidate {self.candidate}/{self.candidates} ──\n{source}"
             self._send(StepAdded(type="step_added", run_id=self.run_id, cell_id=self.cell_id,
-                                 step=d["step"], source=source,
+                                 step=d["step"], source=self.current["source"],
                                  metadata=CellMetadata(rlm=rlm)))
         else:
             self._render_inline(update=False)
-        self._new_candidate = False
 
     def _cell_rlm(self, step: int, **more: Any) -> CellRLM:
         """A step cell's ``metadata.rlm`` (with ``candidate`` in a candidates run)."""
@@ -205,52 +209,51 @@ class StepRenderer:
                                     diverged=bool(d.get("diverged", False))))
         else:
             self._render_inline(update=True)
-            if cur.get("candidate") is not None:
-                self._blocks.append(cur)
+        if cur.get("candidate") is not None:
+            self._blocks.append(cur)
         self.current = None
 
     def _on_run_finished(self, d: dict[str, Any]) -> None:
         res = d["result"]
-        if getattr(res, "candidates", None):
-            self._candidates_finished(res.candidates)
+        candidates = list(getattr(res, "candidates", None) or [])
+        chosen = next((c["index"] for c in candidates if c.get("chosen")), None)
+        if candidates:
+            self._candidates_finished(candidates, chosen)
         if self.use_comm:
-            self._send(RunFinished(type="run_finished", run_id=self.run_id,
-                                   cell_id=self.cell_id, answer=res.answer,
-                                   stopped_by=res.stopped_by, error=res.error,
-                                   totals=d["totals"], seconds=round(res.seconds, 3)))
+            source, votes = getattr(res, "answer_source", None), getattr(res, "votes", None)
+            msg = RunFinished(type="run_finished", run_id=self.run_id, cell_id=self.cell_id,
+                              answer=res.answer, stopped_by=res.stopped_by, error=res.error,
+                              totals=d["totals"], seconds=round(res.seconds, 3),
+                              answer_source=source,
+                              votes=list(votes) if votes else None,
+                              answer_note=answer_note(res.answer, source, votes))
+            if candidates:
+                msg["chosen"] = chosen
+                msg["candidates"] = [dict(c) for c in candidates]
+            self._send(msg)
             if self.comm is not None:
                 self.comm.close()
 
-    def _candidates_finished(self, candidates: list[dict[str, Any]]) -> None:
+    def _candidates_finished(self, candidates: list[dict[str, Any]],
+                             chosen: int | None) -> None:
         """The end of a candidates run: keep the chosen candidate's steps as the run's
-        record; show the summary (a cell with the extension, else a block) and
-        collapse the inline blocks of the candidates not chosen."""
-        chosen = next((c["index"] for c in candidates if c.get("chosen")), None)
+        record, take the other candidates' inline blocks away (the extension removes
+        their cells on ``run_finished``) and show one summary output in the task cell,
+        each candidate expandable to its steps."""
         keep = [i for i, c in enumerate(self.step_candidates) if c == chosen]
         self.step_outputs = [self.step_outputs[i] for i in keep]
         self.execution_counts = [self.execution_counts[i] for i in keep]
         self.step_candidates = [self.step_candidates[i] for i in keep]
-        lines = [f"# RLM candidates: {len(candidates)} of {self.candidates or len(candidates)}"
-                 f" ran; candidate {chosen} chosen"]
-        for c in candidates:
-            votes = int(c.get("votes") or 0)
-            lines.append(f"# candidate {c['index']}: {short_answer(c.get('answer'))} "
-                         f"({votes} vote{'s' * (votes != 1)}, {c.get('steps')} steps, "
-                         f"{c.get('stopped_by')}){'  <- chosen' if c.get('chosen') else ''}")
-        if self.use_comm:  # a cell of comments before the answer cell: running it is a no-op
-            rlm = CellRLM(run_id=self.run_id, step=None, role="candidates",
-                          task_cell=self.cell_id, chosen=chosen,
-                          candidates=[dict(c) for c in candidates])
-            self._send(StepAdded(type="step_added", run_id=self.run_id, cell_id=self.cell_id,
-                                 step=0, source="\n".join(lines),
-                                 metadata=CellMetadata(rlm=rlm)))
-            return
-        for block in self._blocks:
-            if block["candidate"] != chosen:
-                self._render_inline(update=True, block=block, collapsed=True)
-        text = f"Candidates: {vote_line(candidates)}"
-        self.publish({"text/html": f"<b>{html.escape(text)}</b>", "text/plain": text}, {},
-                     f"rlm-{self.run_id}-candidates", False)
+        if not self.use_comm:
+            for block in self._blocks:
+                if block["candidate"] != chosen:
+                    self.publish({}, {}, self._display_id(block), True)
+        steps = {c["index"]: [b for b in self._blocks if b["candidate"] == c["index"]]
+                 for c in candidates}
+        where = "the step cells below" if self.use_comm else "the steps above"
+        self.publish(candidates_summary(candidates, steps, asked=self.candidates,
+                                        chosen_where=where),
+                     {}, f"rlm-{self.run_id}-candidates", False)
 
     # -- plumbing ---------------------------------------------------------------------
     def _send(self, msg: RunMessage) -> None:
@@ -259,10 +262,15 @@ class StepRenderer:
         if self.comm is not None:
             self.comm.send(msg)
 
-    def _render_inline(self, *, update: bool, block: dict[str, Any] | None = None,
-                       collapsed: bool = False) -> None:
-        """Show (or update) a step's block: the running step's, or ``block``;
-        ``collapsed``: closed, titled as a candidate not chosen."""
+    def _display_id(self, block: dict[str, Any]) -> str:
+        """The display id of a step's inline block (with its candidate in a candidates
+        run: step numbers restart with each candidate)."""
+        if block.get("candidate") is not None:
+            return f"rlm-{self.run_id}-{block['candidate']}-{block['step']}"
+        return f"rlm-{self.run_id}-{block['step']}"
+
+    def _render_inline(self, *, update: bool, block: dict[str, Any] | None = None) -> None:
+        """Show (or update) a step's block: the running step's, or ``block``."""
         cur = self.current if block is None else block
         if cur is None:
             return
@@ -273,20 +281,106 @@ class StepRenderer:
         count = cur.get("count")
         status = (f"[{count}] {cur['seconds']:.2f} s" if "seconds" in cur else "running…")
         head = f"Step {cur['step']} · {status}"
-        display_id = f"rlm-{self.run_id}-{cur['step']}"
+        display_id = self._display_id(cur)
         if cur.get("candidate") is not None:
-            head = f"Candidate {cur['candidate']}/{self.candidates} · {head}" + \
-                (" · not chosen" if collapsed else "")
-            display_id = f"rlm-{self.run_id}-{cur['candidate']}-{cur['step']}"
-        body = (f"<details{'' if collapsed else ' open'}><summary><b>{html.escape(head)}"
-                "</b></summary>"
+            head = f"Step {cur['step']} · candidate {cur['candidate']}/{self.candidates}" \
+                f" · {status}"
+        body = (f"<details open><summary><b>{html.escape(head)}</b></summary>"
                 f"<pre style='border-left:3px solid #7b61ff;padding-left:6px'>"
                 f"{html.escape(cur['source'])}</pre>"
                 + (f"<pre>{html.escape(text)}</pre>" if text else "") + "</details>")
         plain = f"── {head} ──\n{cur['source']}\n" + (f"{text}" if text else "")
-        if collapsed:  # a candidate not chosen: its title is enough in plain text
-            plain = f"── {head} ──"
         self.publish({"text/html": body, "text/plain": plain}, {}, display_id, update)
+
+
+def candidates_summary(candidates: list[dict[str, Any]],
+                       steps: dict[int, list[dict[str, Any]]], *, asked: int = 0,
+                       chosen_where: str = "the run's steps") -> dict[str, str]:
+    """One display bundle (``text/html`` and ``text/plain``) that sums up a candidates
+    run: a line for the vote, then one expandable ``<details>`` per candidate (its
+    answer, votes, steps, seconds and stop reason; open it for its steps' code and
+    output; the chosen one points to ``chosen_where``).
+
+    Args:
+        candidates: ``RLMResult.candidates`` (``index``, ``answer``, ``votes``,
+            ``steps``, ``seconds``, ``stopped_by``, ``chosen``).
+        steps: candidate index -> its finished steps (``step``, ``source``,
+            ``outputs``: nbformat output dicts, ``count``, ``seconds``).
+        asked: how many candidates the run was asked for (0: as many as ran).
+        chosen_where: where the chosen candidate's steps are shown.
+    """
+    esc = html.escape
+    chosen = next((c for c in candidates if c.get("chosen")), None)
+    ran = f"{len(candidates)} of {asked}" if asked and asked != len(candidates) \
+        else str(len(candidates))
+    if chosen is not None:
+        votes = int(chosen.get("votes") or 0)
+        head = (f"Candidates: {ran} ran · candidate {chosen['index']} chosen "
+                f"({votes} of {len(candidates)} agreed on its answer)")
+    else:
+        head = f"Candidates: {ran} ran · none chosen"
+    parts = [f'<div style="font-weight:bold;margin:0">{esc(head)}</div>']
+    plain = [head]
+    for c in candidates:
+        line = _candidate_line(c)
+        plain.append(f"  {line}")
+        if c.get("chosen"):
+            body = f"<div style='margin:2px 0 4px 16px'>Its steps are {esc(chosen_where)}.</div>"
+        else:
+            body = "".join(_step_html(b) for b in steps.get(c["index"], [])) or \
+                "<div style='margin:2px 0 4px 16px'><i>No step ran code.</i></div>"
+        style = "margin:2px 0;padding:0" + (";font-weight:bold" if c.get("chosen") else "")
+        parts.append(f'<details class="rlm-candidate" data-candidate="{int(c["index"])}" '
+                     f'style="margin:0"><summary style="{style};cursor:pointer">'
+                     f"{esc(line)}</summary>{body}</details>")
+    return {"text/html": f'<div class="rlm-candidates" style="{ROOT_STYLE}">'
+                         + "".join(parts) + "</div>",
+            "text/plain": "\n".join(plain)}
+
+
+def _candidate_line(c: dict[str, Any]) -> str:
+    """``Candidate 2 · '42' · 2 votes · 2 steps · 3.1 s · final · chosen``."""
+    votes, steps = int(c.get("votes") or 0), int(c.get("steps") or 0)
+    seconds = float(c.get("seconds") or 0.0)
+    return " · ".join([f"Candidate {c['index']}", short_answer(c.get("answer")),
+                       f"{votes} vote{'s' * (votes != 1)}", f"{steps} step{'s' * (steps != 1)}",
+                       f"{seconds:.1f} s", str(c.get("stopped_by"))]
+                      + (["chosen"] if c.get("chosen") else []))
+
+
+def _step_html(block: dict[str, Any]) -> str:
+    """One step of a candidate not chosen, for its summary: title, code, output."""
+    esc = html.escape
+    text = "".join(output_text(o) for o in _merge_streams(block["outputs"]))
+    count = block.get("count")
+    head = f"Step {block['step']}" + (f" · [{count}]" if count is not None else "") + \
+        (f" · {block['seconds']:.2f} s" if "seconds" in block else "")
+    pre = ("margin:2px 0 4px 0;padding:2px 6px;white-space:pre-wrap;"
+           "font-family:var(--jp-code-font-family,monospace);font-size:12px;"
+           "line-height:1.4;background:none")
+    return (f'<div style="margin:4px 0 0 16px"><div style="margin:0">{esc(head)}</div>'
+            f'<pre style="{pre};border-left:3px solid #7e57c2">{esc(block["source"])}</pre>'
+            + (f'<pre style="{pre};border-left:3px solid #bdbdbd">{esc(text)}</pre>'
+               if text else "") + "</div>")
+
+
+def _task_is_prose() -> bool:
+    """Whether the cell being run is a prose task (the RLM kernel runs a cell of
+    plain text as a task): its execute request's code is prose, not a ``%rlm`` line
+    or cell (:func:`rlm_kernel.jupyter.prose.is_prose`)."""
+    from IPython import get_ipython
+
+    from .prose import is_prose
+
+    kernel = getattr(get_ipython(), "kernel", None)
+    if kernel is None or not getattr(kernel, "prose_tasks", False):
+        return False
+    try:
+        code = (kernel.get_parent() or {}).get("content", {}).get("code", "")
+    except Exception:  # noqa: BLE001 - no request context
+        return False
+    text = code.strip() if isinstance(code, str) else ""
+    return bool(text) and not text.startswith("%") and is_prose(text)
 
 
 def _merge_streams(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -74,9 +74,11 @@ class _RunStartedKeys(_Message):
 
 class RunStarted(_RunStartedKeys, total=False):
     """``run_started``: the ``comm_open`` data of a run; ``continues`` when the run
-    goes on from a step of an earlier run (``%rlm continue``)."""
+    goes on from a step of an earlier run (``%rlm continue``); ``prose``: the task cell
+    is prose (a task written as plain text in the RLM kernel), not code."""
 
     continues: Continues
+    prose: bool
 
 
 class StepAdded(_Message):
@@ -110,15 +112,30 @@ class StepFinished(_Message):
     diverged: bool
 
 
-class RunFinished(_Message):
-    """``run_finished``: the answer, why the run stopped, totals; the comm closes."""
-
+class _RunFinishedKeys(_Message):
     type: Literal["run_finished"]
     answer: str | None
-    stopped_by: str  # final, max_iterations, budget, interrupt, error
+    stopped_by: str  # final, max_iterations, budget, interrupt, stuck, error
     error: str | None
     totals: Totals
     seconds: float
+
+
+class RunFinished(_RunFinishedKeys, total=False):
+    """``run_finished``: the answer, why the run stopped, totals; the comm closes.
+
+    ``answer_source``: how the answer was reached (a key of
+    ``rlm_kernel.engine.result.ANSWER_SOURCES``; None without an answer), ``votes``:
+    ``[k, n]`` after a vote, ``answer_note``: the sentence to show when the answer is
+    not from the user's data (None otherwise).  After a candidates run, ``chosen`` (the
+    candidate whose steps are the run's: the others' cells are removed) and
+    ``candidates`` (the summaries of ``RLMResult.candidates``)."""
+
+    answer_source: str | None
+    votes: list[int] | None
+    answer_note: str | None
+    chosen: int | None
+    candidates: list[dict[str, Any]]
 
 
 RunMessage = RunStarted | StepAdded | StepOutput | StepFinished | RunFinished

@@ -1,6 +1,7 @@
 """A candidates run in Jupyter: ``%%rlm --candidates N`` in the live namespace, the comm
-messages (every candidate's steps live, the summary cell, the chosen candidate's record),
-inline rendering, and the widgets on the candidate events."""
+messages (every candidate's steps live, the chosen one named at the end, the chosen
+candidate's record), the one summary output, inline rendering, and the widgets on the
+candidate events."""
 
 from __future__ import annotations
 
@@ -73,10 +74,13 @@ def test_c_rlm_candidates_is_a_setting(ip, monkeypatch):
 
 
 def test_the_comm_shows_every_candidate_live_and_records_the_chosen_one(ip, monkeypatch):
+    from IPython.utils.capture import capture_output
+
     scripted(monkeypatch)
     comms = run_comms(ip, monkeypatch)
     ip.user_ns["context"] = "hello"
-    ip.run_cell("%%rlm --context context --candidates 3\nWhat is it?", store_history=True)
+    with capture_output() as cap:
+        ip.run_cell("%%rlm --context context --candidates 3\nWhat is it?", store_history=True)
     assert ip.user_ns["rlm_answer"] == 42
 
     (run_comm,) = comms  # one comm for the whole run
@@ -85,28 +89,34 @@ def test_the_comm_shows_every_candidate_live_and_records_the_chosen_one(ip, monk
         check(msg, protocol.MESSAGE_TYPES[msg["type"]])
     assert [m["type"] for m in messages].count("run_started") == 1
     added = [m for m in messages if m["type"] == "step_added"]
-    steps = [m for m in added if m["metadata"]["rlm"]["role"] == "step"]
-    assert [(m["step"], m["metadata"]["rlm"]["candidate"]) for m in steps] == \
+    assert all(m["metadata"]["rlm"]["role"] == "step" for m in added)  # no summary cell
+    assert [(m["step"], m["metadata"]["rlm"]["candidate"]) for m in added] == \
         [(1, 1), (1, 2), (2, 2), (1, 3)]
-    firsts = [m["source"].splitlines()[0] for m in steps]
-    assert firsts == ["# ── candidate 1/3 ──", "# ── candidate 2/3 ──", "# Thinking.",
-                      "# ── candidate 3/3 ──"]
-    summary = added[-1]
-    assert summary["step"] == 0 and summary["metadata"]["rlm"]["role"] == "candidates"
-    assert summary["metadata"]["rlm"]["chosen"] == 2
-    assert "# candidate 2: '42' (2 votes, 2 steps, final)  <- chosen" in summary["source"]
-    assert messages[-1]["type"] == "run_finished" and messages[-1]["answer"] == "42"
+    firsts = [m["source"].splitlines()[0] for m in added]  # the model's code, no banner
+    assert firsts == ["# First try.", "# Look.", "# Thinking.", "# Thinking."]
+    end = messages[-1]
+    assert end["type"] == "run_finished" and end["answer"] == "42"
+    assert end["chosen"] == 2 and [c["index"] for c in end["candidates"]] == [1, 2, 3]
     finished = [m for m in messages if m["type"] == "step_finished"]
     assert all(m["metadata"]["rlm"]["candidate"] for m in finished)
     assert all(e["step"] == m["step"] for m in finished
                for e in m["metadata"]["rlm"]["exchanges"])
 
-    # The live notebook as the extension builds it: a replay reads the chosen cells.
+    # one summary output in the task cell: HTML, each candidate expandable
+    (summary,) = [o.data for o in cap.outputs if "Candidates:" in o.data.get("text/plain", "")]
+    assert summary["text/plain"].splitlines()[0] == \
+        "Candidates: 3 ran · candidate 2 chosen (2 of 3 agreed on its answer)"
+    assert summary["text/html"].count('<details class="rlm-candidate"') == 3
+    assert "Candidate 2 · &#x27;42&#x27; · 2 votes · 2 steps · " in summary["text/html"]
+    assert "only_one = 1" in summary["text/html"]  # candidate 1's step, folded in
+    assert "Its steps are the step cells below." in summary["text/html"]
+
+    # The live notebook once the extension removed the other candidates' cells: a
+    # replay reads the chosen cells.
     cells = [{"cell_type": "code", "source": a["source"],
               "metadata": {"rlm": {**a["metadata"]["rlm"], **f["metadata"]["rlm"]}}}
-             for a, f in zip(steps, finished, strict=True)]
-    cells.append({"cell_type": "code", "source": summary["source"],
-                  "metadata": summary["metadata"]})
+             for a, f in zip(added, finished, strict=True)
+             if a["metadata"]["rlm"]["candidate"] == end["chosen"]]
     rec = _from_notebook({"cells": cells, "metadata": {}})
     assert [e["response"].splitlines()[-2] for e in rec.exchanges] == \
         ["print('two')", "FINAL_VAR('x')"]
@@ -121,7 +131,7 @@ def events_of_a_candidates_run() -> list[Event]:
     return events
 
 
-def test_inline_blocks_name_their_candidate_and_the_others_collapse_at_the_end():
+def test_inline_blocks_name_their_candidate_and_the_others_fold_into_one_summary():
     shown: list[tuple[dict, str, bool]] = []
     renderer = StepRenderer("r1", None, lambda data, md, did, update: shown.append(
         (data, did, update)), use_comm=False, executor=None)
@@ -129,17 +139,41 @@ def test_inline_blocks_name_their_candidate_and_the_others_collapse_at_the_end()
         renderer(event)
     ids = [did for _, did, _ in shown]
     assert "rlm-r1-1-1" in ids and "rlm-r1-2-2" in ids and "rlm-r1-3-1" in ids
-    heads = [data["text/plain"].splitlines()[0] for data, _, _ in shown]
-    assert any(h.startswith("── Candidate 2/3 · Step 2 · ") for h in heads)
-    collapsed = [(data, did) for data, did, update in shown if "not chosen" in
-                 data["text/plain"]]
-    assert sorted(did for _, did in collapsed) == ["rlm-r1-1-1", "rlm-r1-3-1"]
-    assert all(data["text/html"].startswith("<details><summary>") for data, _ in collapsed)
-    data, did, _ = shown[-1]
-    assert did == "rlm-r1-candidates"
-    assert data["text/plain"] == ("Candidates: #1 '41' (1 vote) · #2 '42' (2 votes, chosen) · "
-                                  "#3 '42.0' (2 votes)")
+    heads = [data["text/plain"].splitlines()[0] for data, _, _ in shown if data]
+    assert any(h.startswith("── Step 2 · candidate 2/3 · ") for h in heads)
+    # the blocks of the candidates not chosen are emptied (an empty bundle shows nothing)
+    emptied = sorted(did for data, did, update in shown if update and data == {})
+    assert emptied == ["rlm-r1-1-1", "rlm-r1-3-1"]
+    data, did, update = shown[-1]
+    assert did == "rlm-r1-candidates" and not update
+    lines = data["text/plain"].splitlines()
+    assert lines[0] == "Candidates: 3 ran · candidate 2 chosen (2 of 3 agreed on its answer)"
+    assert lines[1].startswith("  Candidate 1 · '41' · 1 vote · 1 step · ")
+    assert lines[2].startswith("  Candidate 2 · '42' · 2 votes · 2 steps · ")
+    assert lines[2].endswith(" · final · chosen")
+    assert lines[3].startswith("  Candidate 3 · '42.0' · 2 votes · 1 step · ")
+    assert "Its steps are the steps above." in data["text/html"]
+    assert "only_three = 3" in data["text/html"] and "only_one = 1" in data["text/html"]
     assert len(renderer.step_outputs) == 2 and renderer.step_candidates == [2, 2]
+
+
+def test_the_summary_escapes_what_the_model_wrote():
+    from rlm_kernel.jupyter.frontend import candidates_summary
+
+    bundle = candidates_summary(
+        [{"index": 1, "answer": "<b>x</b>", "votes": 1, "steps": 1, "seconds": 0.5,
+          "stopped_by": "final", "chosen": False},
+         {"index": 2, "answer": None, "votes": 0, "steps": 0, "seconds": 0.1,
+          "stopped_by": "error", "chosen": True}],
+        {1: [{"step": 1, "source": "print('<i>')", "outputs": [
+            {"output_type": "stream", "name": "stdout", "text": "<i>\n"}], "count": 3,
+            "seconds": 0.01}]}, asked=3)
+    page = bundle["text/html"]
+    assert "<b>x</b>" not in page and "<i>" not in page.replace("<i>No step", "")
+    assert "&lt;b&gt;x&lt;/b&gt;" in page and "print(&#x27;&lt;i&gt;&#x27;)" in page
+    assert bundle["text/plain"].splitlines()[0] == \
+        "Candidates: 2 of 3 ran · candidate 2 chosen (0 of 2 agreed on its answer)"
+    assert "Step 1 · [3] · 0.01 s" in page
 
 
 def test_the_progress_view_follows_the_candidates():
