@@ -5,7 +5,7 @@
  *   and takes the kernel's `rlm_kernel.run` comms;
  * - runs.ts: turns each step of a run into a real code cell below the task cell,
  *   through the notebook's shared model, then adds an answer cell;
- * - marks.ts: marks step and answer cells;
+ * - marks.ts: marks step and answer cells, and shows prose task cells as plain text;
  * - export.ts: the "Export RLM run" and "Continue RLM run from this step" commands
  *   (the toolbar button and the cell context menu item are declared in
  *   schema/plugin.json).
@@ -82,6 +82,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
         const model = panel.content.model;
         if (model) {
           model.cells.changed.connect(() => scheduleMark(panel.content));
+          // The notebook gives every code cell the kernel language's mode when its
+          // language_info changes: prose task cells get plain text back after it.
+          model.metadataChanged.connect(() => scheduleMark(panel.content));
         }
         scheduleMark(panel.content);
       };

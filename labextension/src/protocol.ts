@@ -36,6 +36,12 @@ export interface IRlmMetadata {
   output_sha256?: string;
   /** Set by the extension on a replayed step whose output differs from the record. */
   diverged?: boolean;
+  /** A candidates run: the candidate that made this step cell (from 1). */
+  candidate?: number | null;
+  /** An answer cell: how the answer was reached (`ANSWER_SOURCES`' key). */
+  answer_source?: string | null;
+  /** An answer cell: the sentence saying so, when not from the user's data. */
+  answer_note?: string | null;
 }
 
 /** A step cell's metadata: `{rlm: {...}}`. */
@@ -64,6 +70,8 @@ export interface IRunStarted extends IMessageBase {
   variables: IVariableInfo[];
   /** A run continuing an earlier one from a step (`%rlm continue`). */
   continues?: { run_id: string; from_step: number };
+  /** The task cell is prose (a task written as plain text), not code. */
+  prose?: boolean;
 }
 
 export interface IStepAdded extends IMessageBase {
@@ -98,6 +106,18 @@ export interface ITotals {
   cost_usd: number;
 }
 
+/** One candidate of a candidates run (`RLMResult.candidates`). */
+export interface ICandidateSummary {
+  index: number;
+  answer: string | null;
+  votes: number;
+  steps: number;
+  stopped_by: string;
+  seconds: number;
+  chosen: boolean;
+  [key: string]: unknown;
+}
+
 export interface IRunFinished extends IMessageBase {
   type: 'run_finished';
   answer: string | null;
@@ -105,6 +125,15 @@ export interface IRunFinished extends IMessageBase {
   error: string | null;
   totals: ITotals;
   seconds: number;
+  /** How the answer was reached (data, output, ungrounded, vote, no_input, forced). */
+  answer_source?: string | null;
+  /** After a vote: [k, n], k of n candidates agreed. */
+  votes?: number[] | null;
+  /** The sentence to show when the answer is not from the user's data. */
+  answer_note?: string | null;
+  /** A candidates run: the candidate whose steps are the run's (the others' cells go). */
+  chosen?: number | null;
+  candidates?: ICandidateSummary[];
 }
 
 /** Any message of a run, told apart by `type`. */

@@ -23,6 +23,7 @@ export interface ICellLike {
   readonly type: string;
   getMetadata(key: string): unknown;
   setMetadata(key: string, value: unknown): void;
+  deleteMetadata?(key: string): void;
   trusted?: boolean;
   /** Code cells: their outputs and count. */
   outputs?: { add(output: nbformat.IOutput): number };
@@ -182,6 +183,9 @@ function startRun(
   if (!taskId || !lastCellId || indexOfCell(model, lastCellId) < 0) {
     return false; // the task cell is not in this notebook
   }
+  if (data.prose !== undefined && !data.continues) {
+    markProse(model.cells.get(indexOfCell(model, taskId)), !!data.prose);
+  }
   runs.set(data.run_id, {
     runId: data.run_id,
     taskCellId: taskId,
@@ -191,6 +195,30 @@ function startRun(
   });
   runOrderOf(model).push(data.run_id);
   return true;
+}
+
+/** The metadata key that marks a prose task cell: `{prose: true}`. */
+export const PROSE_KEY = 'rlm_task';
+
+/** Whether a cell is marked as a prose task cell (shown as plain text). */
+export function isProse(cell: { getMetadata(key: string): unknown }): boolean {
+  const meta = cell.getMetadata(PROSE_KEY);
+  return !!meta && typeof meta === 'object' && !!(meta as { prose?: unknown }).prose;
+}
+
+/** Mark (or unmark) a task cell as prose; marks.ts then sets its editor's mode. */
+export function markProse(cell: ICellLike, prose: boolean): void {
+  if (prose) {
+    if (!isProse(cell)) {
+      cell.setMetadata(PROSE_KEY, { prose: true });
+    }
+  } else if (cell.getMetadata(PROSE_KEY) !== undefined) {
+    if (cell.deleteMetadata) {
+      cell.deleteMetadata(PROSE_KEY);
+    } else {
+      cell.setMetadata(PROSE_KEY, { prose: false });
+    }
+  }
 }
 
 /** Where the next cell of a run goes: below its last cell still present. */
@@ -274,22 +302,57 @@ function finishStep(model: INotebookLike, run: IRunState, data: IStepFinished): 
   cell.setMetadata('rlm', rlm);
 }
 
-/** The answer cell's markdown. */
+/** The answer cell's markdown: the answer (or why there is none), then, when the
+ * answer is not from the user's data, the sentence that says how it was reached. */
 export function answerText(data: {
   answer?: string | null;
   stopped_by?: string;
   error?: string | null;
+  answer_note?: string | null;
 }): string {
   const stopped = data.stopped_by ?? 'unknown';
   const answer = data.answer;
   if (answer !== null && answer !== undefined) {
-    if (stopped === 'final') {
-      return `**Answer:** ${answer}`;
-    }
-    return `**Answer** (stopped by ${stopped}): ${answer}`;
+    const head =
+      stopped === 'final'
+        ? `**Answer:** ${answer}`
+        : `**Answer** (stopped by ${stopped}): ${answer}`;
+    return data.answer_note ? `${head}\n\n*${data.answer_note}*` : head;
   }
   const error = data.error ? `: ${data.error}` : '';
   return `**No answer** (stopped by ${stopped})${error}`;
+}
+
+/**
+ * A candidates run has ended: remove the step cells of the candidates not chosen
+ * (the kernel shows them folded into one summary output of the task cell), so the
+ * chosen candidate's steps are the run's cells.  Returns how many cells went.
+ */
+export function dropOtherCandidates(
+  model: INotebookLike,
+  run: IRunState,
+  chosen: number
+): number {
+  let dropped = 0;
+  deleteCells(model, meta => {
+    const other =
+      !!meta &&
+      meta.run_id === run.runId &&
+      meta.role === 'step' &&
+      meta.candidate !== undefined &&
+      meta.candidate !== null &&
+      Number(meta.candidate) !== chosen;
+    if (other) {
+      dropped++;
+    }
+    return other;
+  });
+  for (const [step, id] of Array.from(run.steps.entries())) {
+    if (indexOfCell(model, id) < 0) {
+      run.steps.delete(step);
+    }
+  }
+  return dropped;
 }
 
 function finishRun(model: INotebookLike, run: IRunState, data: IRunFinished): void {
@@ -297,12 +360,21 @@ function finishRun(model: INotebookLike, run: IRunState, data: IRunFinished): vo
     return;
   }
   run.finished = true;
+  if (typeof data.chosen === 'number') {
+    dropOtherCandidates(model, run, data.chosen);
+  }
   const index = insertIndex(model, run);
   model.sharedModel.insertCell(index, {
     cell_type: 'markdown',
     source: answerText(data),
     metadata: {
-      rlm: { run_id: run.runId, role: 'answer', task_cell: run.taskCellId }
+      rlm: {
+        run_id: run.runId,
+        role: 'answer',
+        task_cell: run.taskCellId,
+        answer_source: data.answer_source ?? null,
+        answer_note: data.answer_note ?? null
+      }
     }
   });
   run.lastCellId = model.cells.get(index).id;

@@ -6,8 +6,10 @@
 import {
   ICellLike,
   INotebookLike,
+  PROSE_KEY,
   answerText,
   handleRunMessage,
+  isProse,
   latestRunId,
   runOfCell,
   stepCode,
@@ -41,6 +43,9 @@ class FakeCell implements ICellLike {
   }
   setMetadata(key: string, value: unknown): void {
     this.metadata[key] = value;
+  }
+  deleteMetadata(key: string): void {
+    delete this.metadata[key];
   }
 }
 
@@ -233,4 +238,85 @@ test('export takes the selected task cell\'s run, the latest only when it ran no
   const kept = nb.list.find(c => (c.metadata.rlm as any)?.run_id === 'a2')!;
   expect(runOfCell(nb.list, kept.id, [])).toBe('a3');
   expect(runOfCell(nb.list, 'taskB', [])).toBe('b1');
+});
+
+const totals = { llm_calls: 1, prompt_tokens: 1, completion_tokens: 1, cost_usd: 0 };
+
+/** A candidates run: steps [candidate, step] in the order they come, then the end. */
+function candidatesRun(nb: FakeNotebook, id: string, steps: [number, number][],
+                       chosen: number): void {
+  const msgs: RunMessage[] = [
+    { ...base(id), type: 'run_started', question: 'q', model: 'm', max_iterations: 9,
+      variables: [] }
+  ];
+  let count = 3;
+  for (const [c, s] of steps) {
+    const rlm = { run_id: id, step: s, role: 'step', task_cell: 'task', candidate: c };
+    msgs.push({ ...base(id), type: 'step_added', step: s, source: `x = ${c}${s}`,
+                metadata: { rlm } });
+    msgs.push({ ...base(id), type: 'step_finished', step: s, execution_count: count++,
+                seconds: 0.1, success: true, metadata: { rlm }, diverged: false });
+  }
+  msgs.push({ ...base(id), type: 'run_finished', answer: '42', stopped_by: 'final',
+              error: null, seconds: 1, totals, answer_source: 'vote', votes: [2, 3],
+              answer_note: 'Answer: chosen by a vote of candidates (2 of 3 agreed)',
+              chosen,
+              candidates: [1, 2, 3].map(i => ({ index: i, answer: '42', votes: 2, steps: 1,
+                                               stopped_by: 'final', seconds: 1,
+                                               chosen: i === chosen })) });
+  for (const m of msgs) {
+    expect(isRunMessage(m)).toBe(true);
+    handleRunMessage(nb, m);
+  }
+}
+
+test('a candidates run keeps the chosen candidate\'s cells, the others go', () => {
+  const nb = new FakeNotebook(['task', 'after']);
+  candidatesRun(nb, 'r1', [[1, 1], [2, 1], [2, 2], [3, 1]], 2);
+  expect(nb.roles()).toEqual(['task', 'r1:step1', 'r1:step2', 'r1:answer', 'after']);
+  expect(nb.list.slice(1, 3).map(c => (c.metadata.rlm as any).candidate)).toEqual([2, 2]);
+  expect(nb.list.slice(1, 3).map(c => c.executionCount)).toEqual([4, 5]);
+  const answer = nb.list[3];
+  expect(answer.source).toBe('**Answer:** 42\n\n' +
+                             '*Answer: chosen by a vote of candidates (2 of 3 agreed)*');
+  expect((answer.metadata.rlm as any).answer_source).toBe('vote');
+  // the last candidate chosen: its one cell stays, right below the task cell
+  const nb2 = new FakeNotebook(['task']);
+  candidatesRun(nb2, 'r2', [[1, 1], [1, 2], [2, 1], [3, 1]], 3);
+  expect(nb2.roles()).toEqual(['task', 'r2:step1', 'r2:answer']);
+  expect(nb2.list[1].source).toBe('x = 31');
+});
+
+test('a run without candidates removes no cell at its end', () => {
+  const nb = new FakeNotebook(['task']);
+  run(nb, 'r1', 2, {});
+  expect(nb.roles()).toEqual(['task', 'r1:step1', 'r1:step2', 'r1:answer']);
+});
+
+test('an answer not from the data says how it was reached, one from the data does not', () => {
+  expect(answerText({ answer: '3', stopped_by: 'final', answer_note: null }))
+    .toBe('**Answer:** 3');
+  expect(answerText({ answer: 'x', stopped_by: 'final',
+                      answer_note: 'Answer: reached without reading any data the user gave' }))
+    .toBe('**Answer:** x\n\n*Answer: reached without reading any data the user gave*');
+  expect(answerText({ answer: '5', stopped_by: 'stuck',
+                      answer_note: 'Answer: the best answer so far' }))
+    .toBe('**Answer** (stopped by stuck): 5\n\n*Answer: the best answer so far*');
+  expect(answerText({ answer: null, stopped_by: 'stuck', error: 'step 3 repeats step 2' }))
+    .toBe('**No answer** (stopped by stuck): step 3 repeats step 2');
+});
+
+test('run_started marks a prose task cell, and a later code run unmarks it', () => {
+  const nb = new FakeNotebook(['task']);
+  run(nb, 'r1', 1, { prose: true });
+  const task = nb.list[0];
+  expect(isProse(task)).toBe(true);
+  expect(task.metadata[PROSE_KEY]).toEqual({ prose: true });
+  run(nb, 'r2', 1, { prose: false });
+  expect(isProse(task)).toBe(false);
+  expect(PROSE_KEY in task.metadata).toBe(false);
+  // a kernel that does not say (the python3 kernel, an older one): left as it is
+  run(nb, 'r3', 1, { prose: true });
+  run(nb, 'r4', 1);
+  expect(isProse(task)).toBe(true);
 });
