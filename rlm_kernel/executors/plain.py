@@ -14,7 +14,6 @@ import ast
 import linecache
 import os
 import time
-import traceback
 from collections.abc import MutableMapping
 from contextlib import redirect_stderr, redirect_stdout
 from typing import Any, Protocol
@@ -26,6 +25,7 @@ from .redaction import Redactor
 from .streams import MAX_KEPT_CHARS, OutputCallback, StreamTee
 from .thread_output import filter_streams
 from .timeouts import StepTimeout, time_limit, timeout_message
+from .tracebacks import format_model_traceback
 
 __all__ = ["Executor", "PlainExecutor", "OutputCallback", "StreamTee", "combined_output"]
 
@@ -170,26 +170,19 @@ class PlainExecutor:
         except KeyboardInterrupt as exc:
             if scope is None or scope.user_interrupt:
                 raise
-            err.write(_format_model_traceback(exc, filename))
+            self._report_error(exc, filename, err)
             return None, False
         except (StepTimeout, SystemExit):
             raise
-        except SyntaxError as exc:
-            err.write("".join(traceback.format_exception_only(type(exc), exc)))
-            return None, False
         except BaseException as exc:  # model code errors go back to the model
-            err.write(_format_model_traceback(exc, filename))
+            self._report_error(exc, filename, err)
             return None, False
         return None, True
 
-
-def _format_model_traceback(exc: BaseException, filename: str) -> str:
-    """Traceback text starting at the first frame of model code."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
-        tb = tb.tb_next
-    lines = traceback.format_exception(type(exc), exc, tb if tb is not None else exc.__traceback__)
-    return "".join(lines)
+    def _report_error(self, exc: BaseException, filename: str, err: StreamTee) -> None:
+        """Write an error of model code to ``err``: its traceback from the step's first
+        frame to the model's own line (:mod:`~rlm_kernel.executors.tracebacks`)."""
+        err.write(format_model_traceback(exc, filename))
 
 
 def combined_output(result: REPLResult) -> str:

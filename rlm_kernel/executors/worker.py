@@ -54,10 +54,11 @@ from .host_state import step_scope
 from .plain import PlainExecutor
 from .thread_output import is_quarantined
 from .timeouts import StepTimeout, time_limit
+from .tracebacks import format_model_traceback, model_traceback
 from .wire import Channel, ChannelClosed, NotData, encode_value
 
 __all__ = ["HostFunction", "Worker", "main", "guarded_repr", "current_namespace",
-           "RECHECK_BYTES", "ERRORS", "SNAPSHOT_BYTES"]
+           "error_report", "RECHECK_BYTES", "ERRORS", "SNAPSHOT_BYTES"]
 
 RECHECK_BYTES = 1 << 20
 """A value the host bound and model code did not rebind is re-pickled after a step to
@@ -214,6 +215,58 @@ def _host_error(info: dict[str, Any]) -> BaseException:
     return made(message)
 
 
+# -- a step's error, for the notebook's view ----------------------------------------------
+ERROR_FRAMES = 60
+"""Frames of a step's error sent to the host (the first and last halves of a longer one)."""
+ERROR_SOURCE_CHARS = 100_000
+"""Characters of a step's code sent with its error (the host shows lines of it)."""
+
+
+class _StepRunner(PlainExecutor):
+    """The worker's :class:`PlainExecutor`: also keeps the last error of model code
+    (until the next step) for :func:`error_report`."""
+
+    last_error: tuple[BaseException, str, str] | None = None  # exc, step file, text
+
+    def _report_error(self, exc: BaseException, filename: str, err: Any) -> None:
+        text = format_model_traceback(exc, filename)
+        self.last_error = (exc, filename, text)
+        err.write(text)
+
+
+def error_report(exc: BaseException, filename: str, text: str) -> dict[str, Any]:
+    """The data the host shows an error of model code from, in the notebook as IPython
+    shows one: ``ename``, ``evalue``, ``frames`` (``[file, line, function]`` from the
+    step's first frame to the model's own line), ``sources`` (``{file: code}`` of the
+    steps' code in those frames), ``syntax`` (``[file, line, offset, text, end line,
+    end offset, message]`` of a :class:`SyntaxError`) and ``plain`` (the text the step
+    wrote, as the model reads it).  Strings only; model code may have forged any of it,
+    so the host reads it as display text."""
+    report: dict[str, Any] = {"ename": str(type(exc).__name__)[:200], "plain": text,
+                              "module": str(type(exc).__module__)[:200]}
+    try:
+        report["evalue"] = str(exc)[:20_000]
+    except Exception:  # noqa: BLE001 - model exceptions may raise anything
+        report["evalue"] = guarded_repr(exc)
+    if isinstance(exc, SyntaxError):
+        report["syntax"] = [str(exc.filename or filename), exc.lineno or 1, exc.offset or 0,
+                            str(exc.text or ""), exc.end_lineno or 0, exc.end_offset or 0,
+                            str(exc.msg or "")[:2000]]
+        files = [str(exc.filename or filename)]
+        report["frames"] = []
+    else:
+        frames = [[f.filename, f.lineno or 0, f.name]
+                  for f in traceback.extract_tb(model_traceback(exc, filename))]
+        if len(frames) > ERROR_FRAMES:
+            frames = frames[: ERROR_FRAMES // 2] + frames[-ERROR_FRAMES // 2:]
+        report["frames"] = frames
+        files = [f[0] for f in frames]
+    report["sources"] = {f: "".join(linecache.cache[f][2])[:ERROR_SOURCE_CHARS]
+                         for f in dict.fromkeys(files)
+                         if f.startswith("<rlm-step-") and f in linecache.cache}
+    return report
+
+
 _running: list[Worker] = []  # the worker of this process, once made
 
 
@@ -237,7 +290,7 @@ class Worker:
         self.channel = Channel(sock, 1 << 62, accept_tails=True)
         self.pid = os.getpid()
         self.ns: dict[str, Any] = {"__name__": "__rlm__", "__builtins__": builtins}
-        self.plain = PlainExecutor(self.ns)
+        self.plain = _StepRunner(self.ns)
         self.host_set: dict[str, tuple[Any, int, str | None]] = {}  # obj, version, digest
         self.refs: dict[int, Any] = {}  # objects described to the host, by id
         self.lock = threading.RLock()
@@ -444,9 +497,22 @@ class Worker:
             saved[name] = data
         return saved, lost
 
+    def do_last_error(self, m: dict[str, Any]) -> dict[str, Any]:  # noqa: ARG002
+        """The error of model code that ended the last step (:func:`error_report`), or
+        ``missing`` when it ended without one."""
+        held = self.plain.last_error
+        if held is None:
+            return {"missing": True}
+        try:
+            with time_limit(5.0):
+                return {"report": error_report(*held)}
+        except BaseException:  # noqa: BLE001 - model exceptions may raise anything
+            return {"missing": True}
+
     def do_exec(self, m: dict[str, Any]) -> dict[str, Any]:
         """Run one step; output goes to fds 1 and 2, then ``marker`` on each."""
         code, timeout, cpu_seconds = str(m["code"]), m.get("timeout"), m.get("cpu")
+        self.plain.last_error = None
         self.steps += 1
         self.nonce = str(m.get("nonce", ""))
         self.sigterm_from = time.monotonic() + max(timeout - SIGTERM_MARGIN, 0) \

@@ -25,6 +25,7 @@ from ..executors.redaction import Redactor, redact_output
 from ..executors.streams import cap_text
 from ..executors.thread_output import filter_streams
 from ..executors.timeouts import StepTimeout, time_limit, timeout_message
+from ..executors.tracebacks import trim_exception, trim_traceback
 from ..repl_types import REPLResult
 from ..termination import FinalOutput
 
@@ -156,6 +157,7 @@ class _StepCapture:
         stack.enter_context(_swap(sys, "displayhook", self.displayhook))
         stack.enter_context(_swap(shell.display_trap, "hook", self.displayhook))
         stack.enter_context(_swap(shell, "_showtraceback", self.showtraceback))
+        stack.enter_context(_swap(shell, "_get_exc_info", _model_exc_info(shell)))
         # exit()/quit() call ask_exit, whose exit_now observer stops the kernel's
         # loop 0.1 s later whatever is reset afterwards: refuse before that.
         stack.enter_context(_swap(shell, "ask_exit", _refuse_exit))
@@ -278,6 +280,23 @@ class _swap:  # noqa: N801 - used as a context manager, reads like a function
             delattr(self.obj, self.name)  # back to the class's method
         else:
             setattr(self.obj, self.name, self.old)
+
+
+def _model_exc_info(shell: Any) -> Callable[..., Any]:
+    """``shell._get_exc_info`` for a step: the same exception, its traceback ending at
+    the model's line that called into the framework (a helper, ``llm_query`` ...:
+    :func:`~rlm_kernel.executors.tracebacks.trim_exception`)."""
+    get = shell._get_exc_info
+
+    def exc_info(exc_tuple: Any = None) -> tuple[Any, Any, Any]:
+        etype, value, tb = get(exc_tuple)
+        if isinstance(value, BaseException) and value.__traceback__ is tb:
+            trim_exception(value)
+        else:
+            trim_traceback(tb)
+        return etype, value, tb
+
+    return exc_info
 
 
 def _refuse_exit(*args: Any, **kwargs: Any) -> None:
