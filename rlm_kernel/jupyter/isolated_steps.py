@@ -5,27 +5,99 @@ The kernel's point is the live namespace, so a task runs there by default.  With
 steps run in an :class:`~rlm_kernel.executors.isolated.IsolatedExecutor` instead: the
 named variables (``--context``, default every data variable) are copied into the child,
 the user's tools are served from the kernel, and only the answer comes back (plus the
-names given with ``--results``).  The notebook view is the same: each step's output
-reaches the step renderer as it is written.
+names given with ``--results``).
+
+The notebook view is the one of an in-process step: each step's output reaches the
+step renderer as it is written, each step takes the kernel's next execution count (and
+its code is in ``In``), and an error of model code is an nbformat ``error`` output that
+IPython formatted (colours, ``Cell In[n], line 2`` and the lines around it), made from
+the frames the worker reports (:func:`~rlm_kernel.executors.worker.error_report`).
+The model still reads the error as the text the worker wrote.
 """
 
 from __future__ import annotations
 
+import builtins
+import linecache
+import logging
+import os
+import re
+import sys
+import sysconfig
+import uuid
+from types import TracebackType
 from typing import Any
 
-from ..executors.isolated import IsolatedExecutor
+from ..engine.step import TRACEBACK_LINE
+from ..executors.isolated import IsolatedExecutor, WorkerError
+from ..executors.redaction import Redactor, redact_output
 from ..executors.streams import OutputCallback
 from ..repl_types import REPLResult
 
-__all__ = ["IsolatedSteps"]
+__all__ = ["IsolatedSteps", "TracebackHold", "copy_back", "error_output"]
+
+log = logging.getLogger(__name__)
+
+_STEP_FILE = "<rlm-step-"
+_HOLD_STARTS = (TRACEBACK_LINE, f'  File "{_STEP_FILE}')  # a traceback, a SyntaxError
+_LINE_ENDS = re.compile(r"(?<=\n)")
+
+
+class TracebackHold:
+    """Holds back a step's stderr from the line that starts a traceback (or a
+    ``SyntaxError`` of the step's code) on, so that the notebook can show the error as
+    an ``error`` output instead of the same text twice.
+
+    :meth:`feed` returns what can be shown now: everything before such a line (a line
+    that could still become one is kept until it cannot); :attr:`held` is the text
+    held back.
+    """
+
+    def __init__(self) -> None:
+        self.held: str | None = None
+        self._partial = ""  # the start of a line that may still become a traceback's
+        self._mid_line = False  # the current line's start was shown already
+
+    def feed(self, text: str) -> str:
+        """Take a chunk of stderr; return the part to show now."""
+        if self.held is not None:
+            self.held += text
+            return ""
+        shown: list[str] = []
+        pieces = [p for p in _LINE_ENDS.split(text) if p]
+        for i, piece in enumerate(pieces):
+            if self._mid_line:
+                shown.append(piece)
+                self._mid_line = not piece.endswith("\n")
+                continue
+            line, self._partial = self._partial + piece, ""
+            if line.startswith(_HOLD_STARTS):
+                self.held = line + "".join(pieces[i + 1:])
+                break
+            if not line.endswith("\n") and any(s.startswith(line) for s in _HOLD_STARTS):
+                self._partial = line
+                continue
+            shown.append(line)
+            self._mid_line = not line.endswith("\n")
+        return "".join(shown)
+
+    def release(self) -> str:
+        """All text not shown yet (held or a partial line), and forget it."""
+        text = (self._partial or "") + (self.held or "")
+        self._partial, self.held = "", None
+        return text
 
 
 class IsolatedSteps(IsolatedExecutor):
-    """An :class:`IsolatedExecutor` that also hands each chunk of a step's output to
-    the kernel's step renderer (``on_rich_output``, as
-    :class:`~rlm_kernel.jupyter.shell_executor.ShellExecutor` does), as nbformat
-    ``stream`` outputs.  Its steps have no execution count: they are not cells of the
-    kernel's history."""
+    """An :class:`IsolatedExecutor` whose steps look like in-process ones in the
+    notebook: it hands each chunk of a step's output to the kernel's step renderer
+    (``on_rich_output``, as :class:`~rlm_kernel.jupyter.shell_executor.ShellExecutor`
+    does) as nbformat ``stream`` outputs, gives each step the shell's next execution
+    count (:attr:`last_execution_count`; the step's code goes into ``In``), and shows
+    an error of model code as an ``error`` output formatted by the shell's IPython.
+
+    With no IPython shell running (a plain Python process) steps get no count and
+    errors stay stderr text."""
 
     on_rich_output: Any = None
     last_execution_count: int | None = None
@@ -33,14 +105,192 @@ class IsolatedSteps(IsolatedExecutor):
     def execute(self, code: str, *, timeout: float | None = None,
                 on_output: OutputCallback | None = None) -> REPLResult:
         """Run ``code`` in the child (see :meth:`IsolatedExecutor.execute`)."""
+        shell = _shell()
+        self.last_execution_count = _take_count(shell, code)
+        if self.last_execution_count is not None:
+            self._step_counts = {**getattr(self, "_step_counts", {}),
+                                 code: self.last_execution_count}
+        hold = TracebackHold()
 
         def tee(name: str, text: str) -> None:
             if on_output is not None:
                 on_output(name, text)
-            if self.on_rich_output is not None:
-                self.on_rich_output({"output_type": "stream", "name": name, "text": text})
+            if name == "stderr" and shell is not None:
+                text = hold.feed(text)
+            self._show({"output_type": "stream", "name": name, "text": text})
 
-        return super().execute(code, timeout=timeout, on_output=tee)
+        result = None
+        try:
+            result = super().execute(code, timeout=timeout, on_output=tee)
+        finally:
+            self._show_error(shell, hold, failed=result is not None and not result.success)
+        return result
+
+    def _show(self, output: dict[str, Any]) -> None:
+        if self.on_rich_output is not None and (output.get("output_type") != "stream"
+                                                or output.get("text")):
+            self.on_rich_output(output)
+
+    def _show_error(self, shell: Any, hold: TracebackHold, failed: bool) -> None:
+        """Show what ``hold`` kept: the step's error as an ``error`` output when the
+        worker reports it and its text is in what was held, else as the text."""
+        held = hold.release()
+        report = None
+        if failed and shell is not None and held:
+            try:
+                reply = self.request("last_error")
+                report = reply.get("report") if isinstance(reply.get("report"), dict) else None
+            except WorkerError as exc:
+                log.info("no error report from the isolated REPL: %s", exc)
+        plain = report.get("plain") if report is not None else None
+        redact = Redactor()
+        at = held.rfind(redact(plain)) if isinstance(plain, str) and plain else -1
+        if report is None or at < 0:
+            self._show({"output_type": "stream", "name": "stderr", "text": held})
+            return
+        try:
+            output = error_output(shell, report, getattr(self, "_step_counts", {}))
+        except Exception:  # noqa: BLE001 - a report IPython cannot format: show the text
+            log.warning("could not format an isolated step's error", exc_info=True)
+            self._show({"output_type": "stream", "name": "stderr", "text": held})
+            return
+        after = at + len(redact(plain))
+        self._show({"output_type": "stream", "name": "stderr", "text": held[:at]})
+        self._show(redact_output(output, redact))
+        self._show({"output_type": "stream", "name": "stderr", "text": held[after:]})
+
+
+def _shell() -> Any:
+    """The running IPython shell, or None."""
+    if "IPython" not in sys.modules:
+        return None
+    from IPython import get_ipython
+
+    return get_ipython()
+
+
+def _take_count(shell: Any, code: str) -> int | None:
+    """The shell's next execution count for a step, taken as ``run_cell`` takes one
+    (``In[n]`` holds the code); None without a shell."""
+    if shell is None:
+        return None
+    count = int(shell.execution_count)
+    try:
+        shell.history_manager.store_inputs(count, code, code)
+    except Exception:  # noqa: BLE001 - history is bookkeeping: the count stands
+        log.debug("step %s not stored in the history", count, exc_info=True)
+    shell.execution_count = count + 1
+    return count
+
+
+# -- the error output ---------------------------------------------------------------------
+class _Raised(Exception):
+    """Raised by a made-up frame (see :func:`_frame`)."""
+
+
+_PYTHON_DIRS = tuple(dict.fromkeys(
+    os.path.join(os.path.realpath(p), "") for key in ("stdlib", "platstdlib", "purelib", "platlib")
+    if (p := sysconfig.get_paths().get(key))))
+
+
+def _readable_here(filename: str) -> bool:
+    """True for a regular file of the Python installation, which the sandbox binds
+    read-only at the same path: its lines on this side are the worker's.  Nothing
+    else named by the worker is read here."""
+    path = os.path.realpath(filename)
+    return path.startswith(_PYTHON_DIRS) and path.endswith(".py") and os.path.isfile(path)
+
+
+def _frame(filename: str, lineno: int, name: str) -> TracebackType:
+    """A traceback entry of a frame at ``filename``:``lineno`` in function ``name``,
+    made by running code compiled under that file name (how template engines show
+    their templates' lines in Python tracebacks)."""
+    code = compile("\n" * (max(int(lineno), 1) - 1) + "raise _rlm_raised_", filename, "exec")
+    code = code.replace(co_name=name, co_qualname=name)
+    try:
+        exec(code, {"__name__": "__rlm_isolated__", "_rlm_raised_": _Raised})
+    except _Raised:
+        tb = sys.exc_info()[2]
+    assert tb is not None and tb.tb_next is not None
+    return tb.tb_next
+
+
+def _error_class(ename: str, module: str) -> type[BaseException]:
+    """The exception class named ``ename``: the built-in one, else a class of that
+    name (an ``Exception``)."""
+    kind = getattr(builtins, ename, None) if module == "builtins" else None
+    if isinstance(kind, type) and issubclass(kind, BaseException):
+        return kind
+    return type(ename or "Exception", (Exception,), {"__module__": module or "builtins"})
+
+
+def error_output(shell: Any, report: dict[str, Any], step_counts: dict[str, int]
+                 ) -> dict[str, Any]:
+    """An nbformat ``error`` output of an isolated step's error, formatted by
+    ``shell``'s IPython as it formats an in-process step's.
+
+    Args:
+        shell: the IPython shell (its ``InteractiveTB``, ``SyntaxTB`` and cell names).
+        report: the worker's :func:`~rlm_kernel.executors.worker.error_report` (data
+            model code may have forged: only strings and numbers are read from it).
+        step_counts: ``{code: execution count}`` of this executor's steps; a frame in a
+            step's code is labelled ``Cell In[count]`` as a notebook cell's is.
+
+    Raises:
+        Exception: a report IPython could not format (the caller shows the text).
+    """
+    sources = report.get("sources") if isinstance(report.get("sources"), dict) else {}
+    names: dict[str, str] = {}  # worker file -> the name it is shown under here
+    filename_map = getattr(shell.compile, "_filename_map", None)
+    added: list[str] = []
+
+    def shown_as(filename: str) -> str:
+        if filename in names:
+            return names[filename]
+        source = sources.get(filename)
+        if isinstance(source, str) and filename.startswith(_STEP_FILE):
+            key = f"<rlm-isolated-{uuid.uuid4().hex[:12]}>"
+            linecache.cache[key] = (len(source), None, source.splitlines(True), key)
+            added.append(key)
+            count = step_counts.get(source)
+            if count is not None and isinstance(filename_map, dict):
+                filename_map[key] = count
+        elif _readable_here(filename):
+            key = filename
+        else:
+            key = f"<isolated REPL: {filename[:300]}>"
+        names[filename] = key
+        return key
+
+    ename, evalue = str(report.get("ename", "Exception")), str(report.get("evalue", ""))
+    etype = _error_class(ename, str(report.get("module", "builtins")))
+    try:
+        syntax = report.get("syntax")
+        if isinstance(syntax, list) and len(syntax) == 7:
+            fname, line, offset, text, end_line, end_offset, msg = syntax
+            value: BaseException = SyntaxError(str(msg), (
+                shown_as(str(fname)), int(line), int(offset), str(text),
+                int(end_line) or None, int(end_offset) or None))
+            stb = shell.SyntaxTB.structured_traceback(SyntaxError, value, [])
+            etype = SyntaxError
+        else:
+            frames = [f for f in report.get("frames") or [] if isinstance(f, list) and len(f) == 3]
+            entries = [_frame(shown_as(str(f)), int(n), str(name)[:200]) for f, n, name in frames]
+            for a, b in zip(entries, entries[1:], strict=False):
+                a.tb_next = b
+            try:
+                value = etype(evalue)
+            except Exception:  # noqa: BLE001 - a built-in type with other arguments
+                etype = _error_class(ename, "")
+                value = etype(evalue)
+            stb = shell.InteractiveTB.structured_traceback(
+                etype, value, entries[0] if entries else None, tb_offset=0)
+    finally:
+        for key in added:
+            linecache.cache.pop(key, None)
+            if isinstance(filename_map, dict):
+                filename_map.pop(key, None)
+    return {"output_type": "error", "ename": ename, "evalue": evalue, "traceback": list(stb)}
 
 
 def copy_back(executor: IsolatedExecutor, names: list[str], user_ns: dict[str, Any]) -> list[str]:

@@ -1,16 +1,20 @@
 """``%%rlm --isolated``: a task whose model code runs in a child process, with the
 notebook's variables copied in and only the answer (and ``--results``) copied back.
 In-process IPython shell, scripted model (the magic's mechanics); the child is a real
-worker process (:mod:`rlm_kernel.executors.isolated`)."""
+worker process (:mod:`rlm_kernel.executors.isolated`).  The last tests run a real kernel
+(jupyter_client): isolated steps look like in-process ones, execution counts and rich
+tracebacks."""
 
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from IPython.core.error import UsageError
 
 from tests.jupyter.scripted_magic import magics, quiet_shell, script
+from tests.kernel_client import announce_frontend, execute, script_model, start, stop
 from tests.replies import block
 
 
@@ -88,3 +92,63 @@ def test_workdir_that_is_not_a_folder_is_a_usage_error(shell, monkeypatch, tmp_p
     script(monkeypatch, [block("FINAL(1)")])
     with pytest.raises(UsageError, match="is not a folder"):
         magics(shell).rlm(f"--workdir {tmp_path / 'nope'} -- What?")
+
+
+# -- a real kernel --------------------------------------------------------------------------
+ISOLATED_STEPS = ["def f(x):\n    return x / 0\nprint('made f')", "y = 1\nf(y)",
+                  "hits = search('(', regex=True)", "FINAL('done')"]
+
+
+def _run_messages(messages: list[dict]) -> list[dict]:
+    return [m["content"]["data"] for m in messages
+            if m["msg_type"] in ("comm_open", "comm_msg")
+            and "type" in (m["content"].get("data") or {})]
+
+
+@pytest.mark.parametrize(("kernel", "task"), [
+    ("rlm", "Divide by zero, please."),  # a prose task, the trait runs it isolated
+    ("python3", "%%rlm --isolated\nDivide by zero, please."),
+])
+def test_isolated_steps_have_counts_and_rich_tracebacks_in_a_real_kernel(kernel, task):
+    km, kc = start(kernel)
+    try:
+        if kernel == "python3":
+            reply, _ = execute(kc, "%load_ext rlm_kernel")
+            assert reply["content"]["status"] == "ok"
+        script_model(kc, [block(c) for c in ISOLATED_STEPS])
+        if kernel == "rlm":
+            reply, _ = execute(kc, '%config RLM.executor = "isolated"')
+            assert reply["content"]["status"] == "ok"
+        reply, _ = execute(kc, "context = 'alpha beta'")
+        before = reply["content"]["execution_count"]
+        announce_frontend(kc)
+        reply, messages = execute(kc, task, cell_id="task")
+        assert reply["content"]["status"] == "ok", reply["content"]
+        data = _run_messages(messages)
+        finished = [d for d in data if d["type"] == "step_finished"]
+        counts = [d["execution_count"] for d in finished]
+        assert len(counts) == 4 and all(isinstance(c, int) for c in counts), counts
+        assert counts == sorted(set(counts)) and counts[0] > before
+        outputs: dict[int, list[dict]] = {}
+        for d in data:
+            if d["type"] == "step_output":
+                outputs.setdefault(d["step"], []).append(d["output"])
+        steps = [d["step"] for d in finished]
+        errors = [[o for o in outputs.get(s, []) if o["output_type"] == "error"] for s in steps]
+        assert errors[0] == [] and errors[3] == []
+        division, search = errors[1][0], errors[2][0]
+        assert (division["ename"], division["evalue"]) == ("ZeroDivisionError", "division by zero")
+        assert search["ename"] == "error" and "unterminated subpattern" in search["evalue"]
+        for err in (division, search):
+            text = "\n".join(err["traceback"])
+            assert "\x1b[" in text  # coloured, as IPython colours an in-process step's
+            plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
+            assert "rlm_kernel/" not in plain and "Traceback (most recent call last)" in plain
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(division["traceback"]))
+        assert f"Cell In[{counts[1]}], line 2" in plain and f"Cell In[{counts[0]}], line 2" in plain
+        # no step shows its traceback a second time as stderr text
+        for s in steps:
+            assert not any("Traceback (most recent call last)" in o.get("text", "")
+                           for o in outputs.get(s, []) if o["output_type"] == "stream")
+    finally:
+        stop(km, kc)

@@ -1,0 +1,91 @@
+"""Step errors in the notebook: an in-process step's traceback of a failed helper call
+ends at the model's line (the shell executor); an isolated step gets an execution count
+and its error is an IPython-formatted ``error`` output, not stderr text.  This process's
+IPython shell and a scripted model (the magic's mechanics); isolated steps run in real
+workers.  The same views in a real kernel: tests/jupyter/test_magic_isolated.py."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from rlm_kernel.executors.tracebacks import PACKAGE_DIR
+from rlm_kernel.jupyter.isolated_steps import TracebackHold
+from tests.jupyter.scripted_magic import magics, quiet_shell, script
+from tests.replies import block
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@pytest.fixture()
+def shell(ip):
+    yield from quiet_shell(ip, ("context", "rlm_answer", "f", "y", "x", "rlm_history"))
+
+
+def run_task(shell, monkeypatch, codes: list[str], options: str = "") -> object:
+    script(monkeypatch, [block(c) for c in codes] + [block("FINAL('done')")])
+    shell.user_ns["context"] = "alpha\nbeta\n"
+    shell.run_cell(f"%%rlm {options}\nWhat?")
+    return list(magics(shell).runs.values())[-1]
+
+
+def errors_of(run) -> list[dict]:
+    return [[o for o in outs if o["output_type"] == "error"] for outs in run.step_outputs]
+
+
+@pytest.mark.parametrize("options", ["", "--isolated"])
+def test_a_failed_helper_call_in_a_step_cell_ends_at_the_models_line(
+        shell, monkeypatch, options):
+    run = run_task(shell, monkeypatch, ["x = 1\nhits = search('(', regex=True)",
+                                        "SHOW_VARS(1)"], options)
+    for errors in errors_of(run)[:2]:
+        assert len(errors) == 1
+        text = ANSI.sub("", "\n".join(errors[0]["traceback"]))
+        assert PACKAGE_DIR not in text and "rlm_kernel/" not in text, text
+        assert re.search(r"Cell In\[\d+\], line \d", text), text
+    first, second = (e[0] for e in errors_of(run)[:2])
+    assert first["ename"] == "error" and "unterminated subpattern" in first["evalue"]
+    assert second["ename"] == "TypeError" and "takes 0 positional" in second["evalue"]
+    # the model read the same, trimmed, as text
+    entry = run.result.history.entries[0]
+    assert "helpers.py" not in entry.output and "unterminated subpattern" in entry.output
+
+
+def test_isolated_steps_take_execution_counts_and_show_rich_errors(shell, monkeypatch):
+    before = shell.execution_count
+    run = run_task(shell, monkeypatch, ["def f(x):\n    return x / 0\nprint('made f')",
+                                        "y = 1\nf(y)", "x = (\n"], "--isolated")
+    counts = run.execution_counts
+    assert all(isinstance(c, int) for c in counts) and counts == sorted(set(counts))
+    assert counts[0] >= before and shell.execution_count > counts[-1]
+    assert shell.user_ns["In"][counts[1]] == "y = 1\nf(y)"  # in the history, as a cell's
+    errors = errors_of(run)
+    assert errors[0] == []
+    division = errors[1][0]
+    assert (division["ename"], division["evalue"]) == ("ZeroDivisionError", "division by zero")
+    text = ANSI.sub("", "\n".join(division["traceback"]))
+    # the step's own cell and the earlier cell that defined f, as IPython names cells
+    assert f"Cell In[{counts[1]}], line 2" in text and f"Cell In[{counts[0]}], line 2" in text
+    assert "----> 2 f(y)" in text and "return x / 0" in text
+    syntax = errors[2][0]
+    assert syntax["ename"] == "SyntaxError"
+    assert f"Cell In[{counts[2]}], line 1" in ANSI.sub("", "\n".join(syntax["traceback"]))
+    # the traceback is not also shown as stderr text; the model still reads it as text
+    for outs in run.step_outputs:
+        assert not any("Traceback (most recent call last)" in o.get("text", "") for o in outs)
+    assert "ZeroDivisionError: division by zero" in run.result.history.entries[1].output
+
+
+def test_stderr_before_a_traceback_is_shown_as_it_comes():
+    hold = TracebackHold()
+    assert hold.feed("warning: odd\nTrace") == "warning: odd\n"  # may become a traceback
+    assert hold.feed("back (most recent call last):\n  File x\n") == ""
+    assert hold.feed("ValueError: v\n") == ""
+    assert hold.release() == ("Traceback (most recent call last):\n  File x\n"
+                              "ValueError: v\n")
+    hold = TracebackHold()
+    assert hold.feed("Trace") == ""
+    assert hold.feed("s of a run\n") == "Traces of a run\n"  # not one after all
+    assert hold.feed("50%\r") == "50%\r" and hold.feed("Traceback") == "Traceback"  # mid-line
+    assert hold.release() == ""
