@@ -16,7 +16,8 @@ from typing import Any
 
 from .prompts import STOP_SEQUENCES
 
-__all__ = ["RLMConfig", "Setting", "settings"]
+__all__ = ["EMBEDDED_STEP_SECONDS", "PROVIDER_STEP_SECONDS", "RLMConfig", "Setting",
+           "settings"]
 
 
 def _opt(default: Any, help: str, *, low: float | None = None, above: bool = False,
@@ -31,6 +32,14 @@ def _opt(default: Any, help: str, *, low: float | None = None, above: bool = Fal
 
 
 MAX_STEP_SECONDS = 1_000_000.0
+EMBEDDED_STEP_SECONDS = 25.0
+"""A step's share of the embedded model's default time budget (``auto_max_seconds``):
+measured on the eval's dev split on 2 cores (bench/bench_accuracy.py --rows), about 7 s
+a step on average, and a correct answer's slowest steps about 20 s (a long prompt read
+at ~60 tokens/s, a reply written at ~20 tokens/s)."""
+PROVIDER_STEP_SECONDS = 60.0
+"""A step's share of a provider model's default time budget: a reasoning model's reply
+can take a minute; a chat model's takes seconds."""
 """The longest step time limit accepted (seconds, about 11.5 days): the time limit's
 timers cannot hold an unbounded one (``inf``, ``1e300``); None is no limit."""
 
@@ -68,7 +77,17 @@ class RLMConfig:
     max_cost_usd: float | None = _opt(
         None, "Budget: US dollars per run.", low=0, above=True, flag="--max-cost")
     max_seconds: float | None = _opt(
-        None, "Budget: wall-clock seconds per run.", low=0, above=True, flag="--max-seconds")
+        None, "Budget: wall-clock seconds per run.  None: with auto_max_seconds, the time "
+        "budget that fits the model in use (see auto_max_seconds); else no limit.",
+        low=0, above=True, flag="--max-seconds")
+    auto_max_seconds: bool = _opt(
+        True, "When max_seconds is None, give each task a time budget that fits the model: "
+        f"the embedded local model {EMBEDDED_STEP_SECONDS:g} s a step, a provider's model "
+        f"{PROVIDER_STEP_SECONDS:g} s a step, times max_iterations + 1 and the number of "
+        "candidates (12 steps: "
+        f"{13 * EMBEDDED_STEP_SECONDS:g} s and {13 * PROVIDER_STEP_SECONDS:g} s).  A "
+        "max_seconds you set wins; off: no time limit unless max_seconds is set.",
+        flag="--auto-max-seconds")
     step_timeout: float | None = _opt(
         120.0, "Seconds one step's code may run before it is stopped.",
         low=0, above=True, high=MAX_STEP_SECONDS, flag="--step-timeout")
@@ -129,8 +148,16 @@ class RLMConfig:
         "of the run, its steps and calls (GenAI conventions); other names turn on litellm's "
         "callbacks of that name (e.g. 'langfuse').")
     resample_temperature: float | None = _opt(
-        0.7, "When a reply repeats an earlier step's code, ask once more at this "
-        "temperature (None or 0: never).", low=0)
+        0.7, "The step after a repetition (see repeat_limit) is sampled at this "
+        "temperature, with the repetition shown to the model (None or 0: the run's own "
+        "temperature).", low=0)
+    repeat_limit: int | None = _opt(
+        2, "Times a step may do the same thing (the same code once comments, layout and "
+        "the names it binds are set aside, the same output, or the same error) before it "
+        "is a repetition: the first repetition is shown to the model and the next step "
+        "sampled differently; the next one ends the run (stopped_by 'stuck') with its best "
+        "answer so far from one 'answer now' call.  None: never.", low=2,
+        flag="--repeat-limit")
     candidates: int = _opt(
         1, "Independent trajectories of the task; the answer is the one most of them "
         "agree on (values normalised: 42 == '42.0', case, order of a set), ties broken "
@@ -191,6 +218,21 @@ class RLMConfig:
         """
         model = self.model or os.environ.get("RLM_MODEL") or None
         return model, self.sub_model or os.environ.get("RLM_SUB_MODEL") or model
+
+    def time_budget(self, embedded: bool) -> float | None:
+        """The run's wall-clock budget in seconds: ``max_seconds`` when set; else, with
+        ``auto_max_seconds``, a step's share (:data:`EMBEDDED_STEP_SECONDS` for the
+        embedded model, :data:`PROVIDER_STEP_SECONDS` for a provider's) times
+        ``max_iterations + 1`` (the last "answer now" call) and ``candidates``; else
+        None (no limit).
+
+        Args:
+            embedded: the root model is the embedded local one.
+        """
+        if self.max_seconds is not None or not self.auto_max_seconds:
+            return self.max_seconds
+        step = EMBEDDED_STEP_SECONDS if embedded else PROVIDER_STEP_SECONDS
+        return step * (self.max_iterations + 1) * self.candidates
 
     def stop_sequences(self) -> list[str] | None:
         """The stop sequences to send with root-model calls, or None."""

@@ -4,7 +4,7 @@ Kinds, in order: ``run_started``, then per step ``model_call``, ``step_started``
 ``step_output`` (zero or more, streamed while the code runs), ``sub_call`` (after
 each ``llm_query`` of the step: ``done`` calls so far, ``active`` in flight),
 ``step_notice`` (the host's note on the step: an input put back, an answer of the
-wrong type refused), ``step_finished``, and ``answer_check`` after a step whose
+wrong type refused, a repetition), ``step_finished``, and ``answer_check`` after a step whose
 ``FINAL`` is held for one look back (``answer``: the held answer as text; ``reason``: ``"grounding"``, no
 output or variable holds it, or ``"verify"``); finally ``run_finished``.  Every
 event's data carries ``depth`` (0 = top run) and ``elapsed`` (seconds since the run
@@ -136,10 +136,14 @@ class AnswerCheckData(_Counted):
 
 
 class StepNoticeData(_Counted):
-    """``step_notice``: the host's note about ``step``, appended to its output (the
-    model reads it) and shown in its cell: ``reason`` ``"restored"`` (model code
-    rebound or deleted a reserved name, a protected input or a tool, and it was put
-    back) or ``"answer_type"`` (its ``FINAL`` value was not of the asked type)."""
+    """``step_notice``: the host's note about ``step``, shown in its cell and, for
+    ``"restored"`` and ``"answer_type"``, appended to its output (the model reads it):
+    ``reason`` ``"restored"`` (model code rebound or deleted a reserved name, a
+    protected input or a tool, and it was put back), ``"answer_type"`` (its ``FINAL``
+    value was not of the asked type), ``"repeated"`` (the step, or the model's first
+    reply for it, repeats an earlier step: the model is told so in the next message
+    and sampled differently; :mod:`~rlm_kernel.engine.repetition`) or ``"stuck"`` (a
+    repetition after that: the run ends with ``stopped_by`` ``"stuck"``)."""
 
     step: int
     text: str

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..executors import Executor, close_executor, executor_kind, new_executor
 from ..executors.workfolder import WorkFolder
-from ..models import LanguageModel, UsageLedger, make_client, tracing
+from ..models import LanguageModel, UsageLedger, is_embedded, make_client, tracing
 from ..models.cache import configure_cache
 from .answer_type import as_answer_type
 from .budget import Budget, BudgetGuard
@@ -210,8 +210,11 @@ class RLM:
         return root, sub
 
     def _budget(self) -> Budget:
+        """The run's limits; its time budget fits the root model when the user set
+        none (:meth:`~rlm_kernel.engine.config.RLMConfig.time_budget`)."""
         c = self.config
-        return Budget(c.max_llm_calls, c.max_tokens, c.max_cost_usd, c.max_seconds)
+        return Budget(c.max_llm_calls, c.max_tokens, c.max_cost_usd,
+                      c.time_budget(embedded=is_embedded(self.model)))
 
     def _run(self, question: str, variables: dict[str, Any], executor: Executor,
              root: LanguageModel, sub: LanguageModel, ledger: UsageLedger,

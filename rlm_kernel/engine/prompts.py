@@ -18,6 +18,7 @@ from ..context.documents import describe_structure
 from ..context.structure import detect_views, sample_fields
 from ..repl_types import REPLVariable
 from .answer import value_repr
+from .repetition import EARLIER_TASK, Repetition
 
 __all__ = [
     "SYSTEM_PROMPT",
@@ -27,6 +28,8 @@ __all__ = [
     "step_output_message",
     "no_code_message",
     "answer_now_message",
+    "repetition_message",
+    "stuck_message",
     "check_answer_message",
     "grounding_message",
     "next_message",
@@ -263,7 +266,7 @@ def no_code_message(step: int, max_steps: int, question: str | None = None) -> s
 
 
 def next_message(code: str, output: str, success: bool, step: int, max_steps: int, *,
-                 limit: int, repeated_from: int | None = None,
+                 limit: int, repetition: Repetition | None = None,
                  error: str | None = None, question: str | None = None) -> str:
     """The user message after a step.
 
@@ -272,7 +275,8 @@ def next_message(code: str, output: str, success: bool, step: int, max_steps: in
         output: its full output; cut to ``limit`` characters for the model.
         success: False if it raised or timed out.
         step: the number of the step to come; max_steps: the step limit.
-        repeated_from: the earlier step that ran the same code, if any.
+        repetition: the step repeats an earlier one: :func:`repetition_message` is
+            put last, where the model reads it before it writes.
         error: a message to put first (e.g. a failed ``FINAL_VAR``).
         question: the task, restated before the step line so the answer's form
             stays in view however long the history grows.
@@ -282,11 +286,35 @@ def next_message(code: str, output: str, success: bool, step: int, max_steps: in
                                    question=question)
     else:
         text = no_code_message(step, max_steps, question)
-    if code and repeated_from is not None:
-        text = (f"You already ran this exact code in step {repeated_from}. Do not repeat it: "
-                "read its output; if it shows the answer, call FINAL(...), else try other "
-                f"code.\n{text}")
+    if repetition is not None:
+        text = f"{text}\n{repetition_message(repetition)}"
     return f"{error}\n{text}" if error else text
+
+
+def repetition_message(rep: Repetition) -> str:
+    """What the model is told the first time a step repeats an earlier one
+    (:class:`~rlm_kernel.engine.repetition.Repetition`): which step, what is the same,
+    what to do instead, and that a second repetition ends the run."""
+    if rep.step == EARLIER_TASK:
+        advice = ("That task is done: its results are in rlm_history and in the variables "
+                  "it left. Work on the question of this task with new code.")
+    elif rep.error:
+        advice = ("Do something different: change the part that fails (read the error), or "
+                  "try another way.")
+    else:
+        advice = ("It finds nothing new. Do something different: if an output you saw shows "
+                  "the answer, call FINAL(...) with it now; else try another way (another "
+                  "search text, another helper, another variable).")
+    return (f"Your step repeats {rep.describe()}. {advice} If you repeat a step again, the "
+            "run stops.")
+
+
+def stuck_message(rep: Repetition) -> str:
+    """The last message of a run stopped for repeating itself after being told: ask
+    for the best answer so far at once."""
+    return (f"Your step repeats {rep.describe()} again, so the run stops here. Reply now "
+            "with one ```repl block that calls FINAL(answer) with your best answer from "
+            "what you have seen.")
 
 
 def answer_now_message(max_steps: int) -> str:

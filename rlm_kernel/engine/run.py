@@ -7,19 +7,25 @@ record it is checked against.  A step reads in order::
     execute()                       the run; errors end it with a stopped_by reason
       _loop()                       steps until an answer, a limit or repeated failures
         _step(n)
-          _ask(n)                   messages -> the root model's reply (resampled once
-                                    if it repeats an earlier step's code)
+          _ask(n)                   messages -> the root model's reply (a reply that
+                                    repeats an earlier step's code is shown so and
+                                    sampled again, once per run)
           _run_code(reply, n)       reasoning and code split; code executed; the
                                     step's FINAL taken from the host's record and,
                                     with an answer type, validated (_set_answer)
           _restore_names(outcome)   reserved names, protected inputs and tools put
                                     back (_notice: in the output and the step's cell)
+          _check_repetition(n, o)   the same code, output or error as an earlier step
+                                    (engine.repetition): the first time, the model is
+                                    told and its next step sampled differently; the
+                                    next time the run is stuck
           _record(n, outcome)       history entry, replay divergence, step_finished
         _judge(n, outcome)          the termination policy says whether to stop;
                                     a FINAL may be held for one look back
                                     (_look_back: the grounding check, the answer
                                     check); else the next user message
-      _answer_now()                 after max_iterations: one last call for FINAL
+      _answer_now()                 after max_iterations, or when stuck
+                                    (_stop_stuck): one last call for FINAL
 
 The answer has one path: ``FINAL``/``FINAL_VAR`` record it host-side in
 :class:`~rlm_kernel.engine.tools.RunTools` when called (model code catching the
@@ -41,7 +47,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Collection, MutableMapping
 from typing import Any
 
 from ..executors import Executor, combined_output, executor_kind
@@ -63,9 +69,12 @@ from .prompts import (
     check_answer_message,
     grounding_message,
     next_message,
+    repetition_message,
+    stuck_message,
     task_message,
 )
 from .recording import Recording
+from .repetition import Repetition, RepetitionDetector, signature
 from .result import RLMResult
 from .resume import Continuation, recorded_reply
 from .step import (
@@ -127,6 +136,9 @@ class Run:
         task: the task's terms (:class:`~rlm_kernel.engine.task.TaskSpec`): the
             answer's type, the earlier tasks of the conversation, the user's tools,
             which variables are protected; None: none of them.
+        earlier_code: the code of earlier tasks' steps (a follow-up's conversation;
+            raw or normalised by :func:`~rlm_kernel.engine.repetition.normalise_code`):
+            a step that does the same counts as a repetition (``repeat_limit``).
     """
 
     def __init__(self, question: str, variables: dict[str, Any], *, config: RLMConfig,
@@ -134,7 +146,7 @@ class Run:
                  ledger: UsageLedger, guard: BudgetGuard, depth: int,
                  observer: Observer | None, replay: Recording | None,
                  child_runner: Callable[[str, Any], str | None] | None,
-                 task: TaskSpec | None = None) -> None:
+                 task: TaskSpec | None = None, earlier_code: Collection[str] = ()) -> None:
         cfg = self.config = config
         self.task = task = task or TaskSpec()
         self.start = time.perf_counter()
@@ -187,6 +199,13 @@ class Run:
                                                      config=_policy_config(cfg))
         self.turns: list[dict[str, str]] = []  # the conversation after the task message
         self.seen_code: dict[str, int] = {}  # code -> first step that ran it
+        self.repetitions = RepetitionDetector(cfg.repeat_limit, earlier_code) \
+            if cfg.repeat_limit else None
+        self.warned: Repetition | None = None  # the repetition the model was told of
+        self.repeated: Repetition | None = None  # this step's first repetition
+        self.asked_again: Repetition | None = None  # this step's reply, sampled again
+        self.resample = False  # the next reply is sampled at resample_temperature
+        self.stuck: Repetition | None = None  # a repetition after the model was told
         self.pending: StepOutcome | None = None  # a FINAL awaiting its check step
         self.failures = 0  # steps in a row that failed or ran no code
         self.first_step = 1  # > 1 when continuing a run
@@ -270,6 +289,7 @@ class Run:
         log.debug("step %d (depth %d): %d characters of code, success %s, final %s", step,
                   self.depth, len(outcome.code), outcome.success, outcome.final)
         self._restore_names(outcome, step)
+        self._check_repetition(step, outcome)
         self._record(step, outcome)
         if self.guard.exceeded or self.guard.overspent():
             raise BudgetExceeded(self.guard.exceeded)
@@ -277,9 +297,12 @@ class Run:
 
     def _ask(self, step: int) -> str:
         """The root model's reply for ``step`` (a continued run's edited step is given,
-        not asked for); a reply that repeats an earlier step's code is sampled once
-        more at ``resample_temperature``: at temperature 0 a small model that repeats
-        itself once usually loops until the step limit."""
+        not asked for).  At temperature 0 a small model that repeats itself once usually
+        loops until the step limit, so after a repetition the reply is sampled at
+        ``resample_temperature``; and the run's first reply whose code repeats an
+        earlier step's (:meth:`_repeats`) is not run: the model is shown the
+        repetition (:func:`~rlm_kernel.engine.prompts.repetition_message`) and
+        sampled again at that temperature."""
         cfg = self.config
         self.guard.check()
         if self.depth == 0:
@@ -290,22 +313,71 @@ class Run:
             return reply
         messages = build_messages(self.first, self.turns, cfg.history_window,
                                   self.prompt_chars)
-        reply = reply_text(self.root, messages, role="root", stop=cfg.stop_sequences())
-        if cfg.resample_temperature and self.pending is None and step != self.first_step \
-                and self._repeats(reply):  # a check step may repeat its FINAL
+        differently: dict[str, Any] = {"temperature": cfg.resample_temperature} \
+            if cfg.resample_temperature else {}
+        sampling = differently if self.resample else {}
+        self.resample = False
+        reply = reply_text(self.root, messages, role="root", stop=cfg.stop_sequences(),
+                           **sampling)
+        rep = self._repeats(reply) if self.warned is None else None
+        if rep is not None:  # shown to the model and sampled again, before it runs
+            self.warned = self.asked_again = rep
+            kept = split_reply(reply, cfg.cut_after_first_block)[2]
+            messages += [{"role": "assistant", "content": kept},
+                         {"role": "user", "content": repetition_message(rep)}]
             try:
                 reply = reply_text(self.root, messages, role="root",
-                                   stop=cfg.stop_sequences(),
-                                   temperature=cfg.resample_temperature)
+                                   stop=cfg.stop_sequences(), **differently)
             except BudgetExceeded:  # no budget for a second sample: run the first
                 pass
         return reply
 
-    def _repeats(self, reply: str) -> bool:
-        """True when ``reply``'s code is exactly the code of an earlier step."""
+    def _repeats(self, reply: str) -> Repetition | None:
+        """The repetition ``reply``'s code would make if it ran (the same normalised
+        code as an earlier step's, or an earlier task's), or None; never for a check
+        step, which may repeat its FINAL."""
+        if self.repetitions is None or self.pending is not None:
+            return None
         _, blocks, _ = split_reply(reply, self.config.cut_after_first_block)
-        code = "\n\n".join(blocks)
-        return bool(code) and code in self.seen_code
+        return self.repetitions.repeats_code("\n\n".join(blocks))
+
+    def _check_repetition(self, step: int, outcome: StepOutcome) -> None:
+        """Whether ``step`` repeats an earlier step (or an earlier task's): the same
+        normalised code, output or error, ``repeat_limit`` times
+        (:class:`~rlm_kernel.engine.repetition.RepetitionDetector`).  The run's first
+        repetition is kept for the next message (the model is told,
+        :attr:`repeated`) and the next reply is sampled differently; a repetition
+        after that makes the run stuck (:attr:`stuck`; :meth:`_judge` stops it).  A
+        step with a ``FINAL`` and the check step of a held one are not judged.  Tells
+        the observer ``step_notice`` (``reason`` ``"repeated"`` or ``"stuck"``) for
+        the step's cell."""
+        self.repeated, asked_again, self.asked_again = None, self.asked_again, None
+        if self.repetitions is None or outcome.final or self.pending is not None:
+            return
+        if asked_again is not None:
+            self.notify("step_notice", {
+                "step": step, "reason": "repeated",
+                "text": f"The model's first reply to this step repeated "
+                        f"{asked_again.describe()}; it was told so and asked again."})
+        rep = self.repetitions.observe(step, signature(
+            outcome.code, outcome.output, outcome.success, reply=outcome.reply_for_history,
+            error=outcome.error_for_model))
+        if rep is None:
+            return
+        if self.warned is None:
+            self.warned = self.repeated = rep
+            self.resample = True
+            self.notify("step_notice", {
+                "step": step, "reason": "repeated",
+                "text": f"This step repeats {rep.describe()}: the model is told so, and its "
+                        "next step is sampled differently."})
+            return
+        self.stuck = rep
+        self.notify("step_notice", {
+            "step": step, "reason": "stuck",
+            "text": f"This step repeats {rep.describe()} after the model was told of a "
+                    "repetition: the run stops here (stuck), with the model's best answer "
+                    "so far."})
 
     def _run_code(self, reply: str, step: int, *, final_only: bool = False) -> StepOutcome:
         """Split ``reply`` into reasoning and code, run the code, and take the step's
@@ -519,9 +591,13 @@ class Run:
             self.pending, text = outcome, check
         else:
             text = self._next_message(outcome.code, outcome.output, outcome.success, step,
-                                      repeated_from=self.seen_code.get(outcome.code),
+                                      repetition=self.repeated if self.stuck is None
+                                      else None,
                                       error=outcome.error_for_model)
         self._add_turns(outcome.reply_for_history, text, outcome.code, step)
+        if self.stuck is not None:  # it repeated itself again after being told
+            self._stop_stuck(step)
+            return True
         self.failures = 0 if outcome.success and outcome.code else self.failures + 1
         if cfg.max_consecutive_errors and self.failures >= cfg.max_consecutive_errors:
             self.result.stopped_by = "error"
@@ -576,12 +652,12 @@ class Run:
         self.result.stopped_by = "final"
 
     def _next_message(self, code: str, output: str, success: bool, step: int,
-                      repeated_from: int | None = None, error: str | None = None) -> str:
+                      repetition: Repetition | None = None, error: str | None = None) -> str:
         """The user message after ``step``: its output and the next step's line."""
         cfg, asked = self.config, self.task.output_type
         question = self.question + (f" (answer type: {asked.name})" if asked else "")
         return next_message(code, output, success, step + 1, cfg.max_iterations,
-                            limit=cfg.max_output_chars, repeated_from=repeated_from,
+                            limit=cfg.max_output_chars, repetition=repetition,
                             error=error, question=question if cfg.restate_question else None)
 
     def _add_turns(self, reply: str, message: str, code: str, step: int) -> None:
@@ -636,19 +712,36 @@ class Run:
                              history=list(self.result.history.entries), metrics=metrics)
 
     # -- the end ------------------------------------------------------------------------
-    def _answer_now(self) -> None:
-        """After ``max_iterations`` steps: one last call asking for ``FINAL`` now; its
+    def _stop_stuck(self, step: int) -> None:
+        """End a run that repeated a step after being told of a repetition:
+        ``stopped_by`` ``"stuck"``, ``error`` says which step it repeated, and one
+        "answer now" call (:func:`~rlm_kernel.engine.prompts.stuck_message`) gives the
+        best answer so far, marked ``answer_source`` ``"forced"``; the trajectory is
+        kept."""
+        rep, result = self.stuck, self.result
+        assert rep is not None
+        result.stopped_by = "stuck"
+        result.error = (f"stuck: step {step} repeats {rep.describe()} after the model was "
+                        "told of a repetition")
+        self._answer_now(step + 1, stuck_message(rep))
+        if result.answer is not None:
+            result.answer_source = "forced"
+
+    def _answer_now(self, step: int | None = None, message: str | None = None) -> None:
+        """After ``max_iterations`` steps (or, with ``step`` and ``message``, when the
+        run is stuck): one last call asking for ``FINAL`` now; its
         code runs only if it calls ``FINAL``/``FINAL_VAR``.  A reply without one leaves
         the run without an answer (``answer`` None, ``stopped_by`` ``max_iterations``):
         its prose is a thought, not an answer."""
         cfg, result = self.config, self.result
-        last = cfg.max_iterations + 1
+        last = cfg.max_iterations + 1 if step is None else step
         self.guard.check()
         if self.depth == 0:
             self.guard.recorder.step = last
         messages = build_messages(self.first, self.turns, cfg.history_window,
                                   self.prompt_chars)
-        messages.append({"role": "user", "content": answer_now_message(cfg.max_iterations)})
+        messages.append({"role": "user",
+                         "content": message or answer_now_message(cfg.max_iterations)})
         reply = reply_text(self.root, messages, role="final", stop=cfg.stop_sequences())
         outcome = self._run_code(reply, last, final_only=True)
         if outcome.code:  # the FINAL call ran: it is part of the trajectory
@@ -669,6 +762,10 @@ class Run:
                 reasoning=entry.reasoning, code=entry.code, output=entry.output,
                 execution_time=entry.execution_time, llm_calls=entry.llm_calls)
             reply = recorded_reply(cont.previous, step, entry.reasoning, entry.code)
+            if self.repetitions is not None:  # the steps taken count as seen
+                self.repetitions.observe(step, signature(
+                    entry.code, entry.output, TRACEBACK_LINE not in entry.output,
+                    reply=reply))
             kept = split_reply(reply, self.config.cut_after_first_block)[2]
             self._add_turns(kept, self._next_message(entry.code, entry.output,
                                                      TRACEBACK_LINE not in entry.output, step),

@@ -204,7 +204,7 @@ def test_final_in_prose_accepted_only_when_unambiguous():
 
 
 def test_repeated_failures_end_the_run():
-    rlm, _ = make([block("1/0")] * 10, max_consecutive_errors=3)
+    rlm, _ = make([block("1/0")] * 10, max_consecutive_errors=3, repeat_limit=None)
     res = rlm.run("q", context="x")
     assert res.stopped_by == "error" and res.steps == 3
     assert "ZeroDivisionError" in res.history.entries[0].output
@@ -266,7 +266,8 @@ def test_stateful_policy_accumulates_over_steps():
             return (self.seen >= 3, "three")
 
     try:
-        rlm, _ = make([block("print(1)")] * 5, termination="after_three_steps")
+        rlm, _ = make([block("print(1)")] * 5, termination="after_three_steps",
+                      repeat_limit=None)
         res = rlm.run("q", context="x")
         assert res.answer == "three" and res.steps == 3
     finally:
@@ -359,9 +360,10 @@ def test_a_reply_that_repeats_earlier_code_is_sampled_again_once():
     assert [e.code for e in res.history] == ["print(1)", "print(2)", "FINAL(2)"]
     assert lm.temperatures == [None, None, 0.7, None]
     rlm, lm = make([block("print(1)"), block("print(1)"), block("FINAL(1)")],
-                   resample_temperature=0)
+                   repeat_limit=None)
     res = rlm.run("q", context="x")
     assert [e.code for e in res.history] == ["print(1)", "print(1)", "FINAL(1)"]
+    assert lm.temperatures == [None, None, None]
 
 
 def test_a_last_reply_without_final_is_no_answer():

@@ -90,7 +90,7 @@ def test_a_refused_final_with_no_variable_of_the_type_says_nothing_more():
 
 
 def test_a_run_whose_last_final_fails_has_no_answer_and_says_why():
-    res, _, _ = run([block("FINAL('many')")] * 3, int, max_iterations=2)
+    res, _, _ = run([block("FINAL('many')")] * 3, int, max_iterations=2, repeat_limit=None)
     assert res.answer is None and res.answer_value is None
     assert res.stopped_by == "max_iterations"
     assert "expected int" in (res.error or "")

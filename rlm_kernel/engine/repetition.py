@@ -1,0 +1,273 @@
+"""Repetition in a trajectory: a step that does what an earlier step did.
+
+A small model at temperature 0 that repeats a step once usually repeats it until the
+step limit (the same search eight times, the same failing line five times).  What
+counts is what the step *does*, not how its text is spelled, so a step is reduced to
+a :class:`StepSignature` of three parts, and a part seen ``limit`` times (default 2:
+the second time) is a :class:`Repetition`:
+
+- **code**, normalised by :func:`normalise_code`: comments, blank lines, layout and
+  quoting are dropped (the code is parsed and written back by :func:`ast.unparse`); a
+  top-level ``print(x)`` is ``x`` (the REPL shows a step's last expression anyway);
+  the names the step itself binds are renamed ``_v0``, ``_v1`` ... in order of first
+  appearance (``hits = search("x")`` and ``found = search('x')  # again`` are one
+  step).  Names the step only reads (``context``, an earlier step's ``hits``) are
+  kept.  A reply without code is its prose with white space collapsed.
+- **output** of a step that ran without error, white space collapsed and memory
+  addresses (``0x7f...``) masked; outputs shorter than :data:`MIN_OUTPUT_CHARS`
+  (``[]``, ``0``, ``True``) are not compared: different searches that find nothing are
+  exploring, not repeating.
+- **error** of a failed step: its last error line (``NameError: name 'x' is not
+  defined``), or the host's message about it (a ``FINAL`` refused for its type).
+
+The code of an earlier task's steps (a follow-up's conversation) can be given to the
+detector: a step that copies one of them counts as a repetition of "an earlier task".
+
+Pure: imports only the standard library; no model, no executor, no Jupyter.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import logging
+import re
+import tokenize
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+__all__ = ["EARLIER_TASK", "MIN_OUTPUT_CHARS", "Repetition", "RepetitionDetector",
+           "StepSignature", "error_line", "normalise_code", "normalise_output",
+           "signature"]
+
+log = logging.getLogger(__name__)
+
+MIN_OUTPUT_CHARS = 20
+"""Outputs shorter than this (after normalising) are not compared."""
+
+EARLIER_TASK = 0
+"""The step number a :class:`Repetition` gives for a step of an earlier task."""
+
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b.*$")
+
+
+# -- normalising ------------------------------------------------------------------------
+class _Canonical(ast.NodeTransformer):
+    """Unwraps top-level ``print`` calls and renames the names a step binds."""
+
+    def __init__(self, bound: dict[str, str]) -> None:
+        self.bound = bound
+
+    def visit_Expr(self, node: ast.Expr) -> ast.AST:
+        call = node.value
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and call.func.id == "print" and call.args
+                and not any(isinstance(a, ast.Starred) for a in call.args)):
+            shown = call.args[0] if len(call.args) == 1 else \
+                ast.Tuple(elts=list(call.args), ctx=ast.Load())
+            node = ast.Expr(value=shown)
+        self.generic_visit(node)
+        return node
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in self.bound:
+            return ast.copy_location(ast.Name(id=self.bound[node.id], ctx=node.ctx), node)
+        return node
+
+
+def _bound_names(tree: ast.AST) -> dict[str, str]:
+    """The names ``tree`` assigns (``x = ``, ``for x in``, ``with ... as x``,
+    comprehension targets), renamed ``_v0`` ... in order of their first appearance."""
+    stored = [n for n in ast.walk(tree)
+              if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))]
+    stored.sort(key=lambda n: (n.lineno, n.col_offset))
+    names: dict[str, str] = {}
+    for node in stored:
+        names.setdefault(node.id, f"_v{len(names)}")
+    return names
+
+
+def _without_comments(code: str) -> str:
+    """``code`` with comments and layout dropped, for code that does not parse."""
+    try:
+        tokens = [t.string for t in tokenize.generate_tokens(io.StringIO(code).readline)
+                  if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE,
+                                    tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)]
+        return " ".join(tokens)
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        lines = (line.split("#", 1)[0] for line in code.splitlines())
+        return " ".join(" ".join(lines).split())
+
+
+def normalise_code(code: str) -> str:
+    """The form of a step's code that two spellings of the same step share.
+
+    Args:
+        code: Python source (a step's code; may not parse).
+
+    Returns:
+        ``ast.unparse`` of the code with top-level ``print(...)`` calls unwrapped and
+        the step's own bound names renamed ``_v0`` ...; for code that does not parse,
+        its tokens without comments, joined by single spaces.  "" for blank code.
+        Idempotent: ``normalise_code(normalise_code(c)) == normalise_code(c)``.
+    """
+    if not code.strip():
+        return ""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):  # ValueError: a null byte in the source
+        return _without_comments(code)
+    tree = _Canonical(_bound_names(tree)).visit(tree)
+    return ast.unparse(ast.fix_missing_locations(tree))
+
+
+def normalise_output(output: str) -> str:
+    """``output`` with white space collapsed and memory addresses masked; "" when
+    shorter than :data:`MIN_OUTPUT_CHARS` (not compared)."""
+    text = _ADDRESS.sub("0x?", " ".join(output.split()))
+    return text if len(text) >= MIN_OUTPUT_CHARS else ""
+
+
+def error_line(output: str) -> str:
+    """The error of a failed step's output: its last line that names an exception
+    (``ZeroDivisionError: division by zero``), else its last non-blank line; ""
+    for blank output."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if _ERROR_LINE.match(line):
+            return _ADDRESS.sub("0x?", line)
+    return _ADDRESS.sub("0x?", lines[-1]) if lines else ""
+
+
+# -- signatures -------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class StepSignature:
+    """What a step did, in the parts repetition is judged on ("" = not compared).
+
+    Attributes:
+        code: the normalised code (:func:`normalise_code`), or ``"text: ..."`` for a
+            reply without code (its prose, white space collapsed).
+        output: the normalised output of a step that succeeded (:func:`normalise_output`).
+        error: the error line of a step that failed (:func:`error_line`).
+    """
+
+    code: str = ""
+    output: str = ""
+    error: str = ""
+
+    def parts(self) -> dict[str, str]:
+        """The non-empty parts by name (``code``, ``output``, ``error``)."""
+        return {k: v for k, v in (("code", self.code), ("output", self.output),
+                                  ("error", self.error)) if v}
+
+
+def signature(code: str, output: str, success: bool, *, reply: str = "",
+              error: str | None = None) -> StepSignature:
+    """The :class:`StepSignature` of one step.
+
+    Args:
+        code: the code that ran ("" when the reply had none).
+        output: everything it printed (with a traceback when it failed).
+        success: False when the code raised or timed out, or the host refused its
+            ``FINAL``.
+        reply: the model's reply, used for a reply without code.
+        error: the host's message about the step (``StepOutcome.error_for_model``), used
+            as its error when given.
+    """
+    norm = normalise_code(code) if code else \
+        ("text: " + " ".join(reply.split()) if reply.strip() else "")
+    if success and not error:
+        return StepSignature(code=norm, output=normalise_output(output))
+    return StepSignature(code=norm, error=" ".join(error.split()) if error
+                         else error_line(output))
+
+
+@dataclass(frozen=True, slots=True)
+class Repetition:
+    """A step found repeating an earlier one.
+
+    Attributes:
+        step: the step repeated (the first that showed the repeated part), or
+            :data:`EARLIER_TASK` (0) for a step of an earlier task.
+        what: the parts repeated, in the order code, output, error.
+        error: the repeated error line when ``"error"`` is in ``what``, else None.
+    """
+
+    step: int
+    what: tuple[str, ...]
+    error: str | None = None
+
+    def describe(self, error_chars: int = 200) -> str:
+        """``step 2 (same code, same error: NameError: ...)``, or ``a step of an
+        earlier task (same code)``; the error cut to ``error_chars`` characters."""
+        where = "a step of an earlier task" if self.step == EARLIER_TASK \
+            else f"step {self.step}"
+        same = [f"same {kind}" for kind in self.what if kind != "error"]
+        if self.error:
+            error = self.error if len(self.error) <= error_chars \
+                else self.error[: error_chars - 3] + "..."
+            same.append(f"same error: {error}")
+        return f"{where} ({', '.join(same)})"
+
+
+@dataclass
+class RepetitionDetector:
+    """Counts each part of each step's signature and reports a repetition.
+
+    Args:
+        limit: how many times a part may be seen before it counts as a repetition
+            (2: the second time), at least 2.
+        earlier_code: code of an earlier task's steps (raw or already normalised);
+            each counts as seen once, in step :data:`EARLIER_TASK`.
+
+    Raises:
+        ValueError: ``limit`` below 2.
+    """
+
+    limit: int = 2
+    earlier_code: Iterable[str] = ()
+    _seen: dict[tuple[str, str], list[int]] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        if self.limit < 2:
+            raise ValueError(f"the repetition limit must be at least 2, got {self.limit}")
+        for code in self.earlier_code:
+            norm = normalise_code(code)
+            if norm:
+                self._seen.setdefault(("code", norm), []).append(EARLIER_TASK)
+        self.earlier_code = ()
+
+    def repeats_code(self, code: str) -> Repetition | None:
+        """The repetition running ``code`` would make (its normalised code seen
+        ``limit - 1`` times already), checked before it runs; records nothing."""
+        steps = self._seen.get(("code", normalise_code(code)), []) if code.strip() else []
+        if len(steps) + 1 < self.limit:
+            return None
+        return Repetition(step=steps[0], what=("code",))
+
+    def observe(self, step: int, sig: StepSignature) -> Repetition | None:
+        """Record ``step``'s signature; the repetition it makes, if any.
+
+        Args:
+            step: the step's number (from 1).
+            sig: what it did (:func:`signature`).
+
+        Returns:
+            A :class:`Repetition` when one of its parts has now been seen ``limit``
+            times (this step included), naming the first step that showed a repeated
+            part; else None.
+        """
+        repeated: list[str] = []
+        first: int | None = None
+        for kind, value in sig.parts().items():
+            steps = self._seen.setdefault((kind, value), [])
+            steps.append(step)
+            if len(steps) >= self.limit:
+                repeated.append(kind)
+                first = steps[0] if first is None else min(first, steps[0])
+        if first is None:
+            return None
+        log.debug("step %d repeats step %d (%s)", step, first, ", ".join(repeated))
+        return Repetition(step=first, what=tuple(repeated),
+                          error=sig.error if "error" in repeated else None)
