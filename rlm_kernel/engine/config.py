@@ -32,25 +32,18 @@ def _opt(default: Any, help: str, *, low: float | None = None, above: bool = Fal
 
 
 MAX_STEP_SECONDS = 1_000_000.0
+"""The longest step time limit accepted (seconds, about 11.5 days): the time limit's
+timers cannot hold an unbounded one (``inf``, ``1e300``); None is no limit."""
 EMBEDDED_STEP_SECONDS = 60.0
 """A step's share of the embedded model's default time budget (``auto_max_seconds``):
 its slowest step at its measured speed on 2 cores (~20 tokens/s written, ~60 read): a
 full 1,024-token reply (about 50 s) plus reading the step's output (3,000 characters,
-about 15 s).  Its mean step is much shorter (~7 s on the eval's dev split), but a
+about 15 s).  Its mean step is much shorter (about 6 s on the eval's dev split, an
+idle machine), but a
 machine whose cores are shared makes every step slower (a 2-step task took 413 s)."""
 PROVIDER_STEP_SECONDS = 30.0
 """A step's share of a provider model's default time budget: a chat model's reply takes
 seconds, a reasoning model's tens of seconds."""
-EMBEDDED_STEP_SECONDS = 25.0
-"""A step's share of the embedded model's default time budget (``auto_max_seconds``):
-measured on the eval's dev split on 2 cores (bench/bench_accuracy.py --rows), about 7 s
-a step on average, and a correct answer's slowest steps about 20 s (a long prompt read
-at ~60 tokens/s, a reply written at ~20 tokens/s)."""
-PROVIDER_STEP_SECONDS = 60.0
-"""A step's share of a provider model's default time budget: a reasoning model's reply
-can take a minute; a chat model's takes seconds."""
-"""The longest step time limit accepted (seconds, about 11.5 days): the time limit's
-timers cannot hold an unbounded one (``inf``, ``1e300``); None is no limit."""
 
 
 @dataclass(frozen=True, slots=True)
