@@ -21,9 +21,13 @@ runs in a child process behind OS limits, the variables copied in, the answer an
 DIR`` gives model code a working folder and its file helpers, and implies it).
 
 A task continues the session's conversation (:mod:`rlm_kernel.engine.conversation`):
-the model is told the earlier tasks, their answers, code and the variables they left.
+the model is told the earlier tasks, their answers and the variables they left (their
+code too with ``--history-code``).
 Re-running a task cell replaces that task.  Only what the user loaded (or named with
-``--context``) is a protected input; variables earlier tasks created are working state.  Settings are
+``--context``) is the task's input, protected and shown to the model as the user's
+data; variables model code made (:class:`~rlm_kernel.jupyter.session.ModelVariables`)
+are working state, also after ``--new`` and when a task cell runs again.  A task with
+no input says so in its cell before any model call.  Settings are
 traitlets under ``c.RLM`` (``%config RLM.max_llm_calls = 20``; ``None`` = no limit),
 the models among them (falling back to ``RLM_MODEL`` / ``RLM_SUB_MODEL``:
 :meth:`~rlm_kernel.engine.config.RLMConfig.models`).
@@ -47,7 +51,7 @@ from ..engine.options import add_setting_options, config_overrides, positive_int
 from .frontend import FrontendRegistry, StepRenderer
 from .isolated_steps import copy_back
 from .run_commands import RunCommands, RunRecord
-from .session import bind_session_tools, lent_namespace
+from .session import ModelVariables, bind_session_tools, lent_namespace, no_data_notice
 from .settings import RLMSettings
 
 __all__ = ["RLMMagics", "RunRecord"]
@@ -190,6 +194,9 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         self.cell_log: list[str] = []  # the user's cells, for an export's setup cells
         self.conversation = Conversation()
         """The session's earlier tasks (:mod:`rlm_kernel.engine.conversation`)."""
+        self.made = ModelVariables()
+        """The variables model code made: never the user's data nor protected inputs
+        (kept across ``--new``)."""
         self.running: bool = False
         """True while a run goes (from before its widgets appear until it has ended):
         :class:`~rlm_kernel.jupyter.kernel.RLMKernel` reads it to keep the frontend's
@@ -261,7 +268,10 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         The task continues the session's conversation (:attr:`conversation`; not with
         ``--new`` or ``c.RLM.follow_ups = False``), offers the tools of
         :attr:`tools` (``%rlm tools``), and asks for the ``--returns`` type.  Only
-        the variables the user loaded or named are protected inputs.
+        the variables the user loaded or named are its inputs (protected, and shown to
+        the model as the user's data); the ones model code made (:attr:`made`) are not.
+        With no input, the cell says so (and what the namespace holds) before any model
+        call, and the task runs on.
 
         Raises:
             UsageError: a ``--context`` name is not in the namespace, an option value
@@ -271,6 +281,8 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         from ..models import LLMError
         from .shell_executor import ShellExecutor
 
+        ns = self.shell.user_ns
+        self.made.adopt(opts.context or ())  # named by the user: theirs from now on
         variables = self._variables(opts.context)
         try:
             config = self.run_config(**config_overrides(opts))
@@ -282,9 +294,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         if getattr(opts, "new", False):
             self.conversation.clear()
         history = self.conversation.before(cell_id) if self.follow_ups else None
-        working = history.working_names(self.shell.user_ns) if history else set()
-        protected = [n for n in variables if opts.context and n in opts.context
-                     or n not in working]
+        protected = list(variables)
         setup = self._setup_cells() + _earlier_cells(history)
         # a working folder is walled only behind the process wall (and moving the
         # kernel's own current folder would move the user's)
@@ -297,6 +307,9 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
                              f"REPL; without --isolated they are in the notebook already\n{_USAGE}")
         executor = self._isolated_executor(config.workdir, config.memory_limit) if isolated \
             else ShellExecutor(self.shell)
+        if not variables and not tools and not config.workdir:  # before any model call
+            print(no_data_notice(ns, self.made.names(ns)), file=sys.stderr, flush=True)
+        before = self.made.snapshot(ns)
         # Running from before the widgets appear: the subshell request they make the
         # frontend send must not turn its status to idle (RLMKernel._publish_status).
         self.running = True
@@ -339,6 +352,8 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
                 if missing:
                     print(f"RLM: --results: the task left no {', '.join(missing)}",
                           file=sys.stderr)
+            # what model code made (also of a failed or interrupted run) is not the user's
+            self.made.note_run(before, ns, inputs=protected)
         self.conversation.record(result, self.shell.user_ns, key=cell_id or run_id,
                                  run_id=run_id)
         return self._finish(RunRecord(run_id, result, cell_id, setup, renderer.step_outputs,
@@ -417,13 +432,21 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
             raise UsageError(f"%rlm --isolated: {exc}") from None
 
     def _variables(self, names: list[str] | None) -> dict[str, Any]:
+        """The task's inputs: the variables named (``--context``), else every data
+        variable of the namespace but those model code made (:attr:`made`).
+
+        Raises:
+            UsageError: a named variable is not in the namespace."""
         from ..engine.tools import user_variables
 
         ns = self.shell.user_ns
         missing = [n for n in names or () if n not in ns]
         if missing:
             raise UsageError(f"%rlm: no variable named {', '.join(missing)}")
-        return user_variables(ns, names or None)
+        if names:
+            return user_variables(ns, names)
+        made = self.made.names(ns)
+        return {n: v for n, v in user_variables(ns).items() if n not in made}
 
     def _answer_type(self, text: str | None) -> Any:
         """The ``--returns`` type (names resolve in the notebook's namespace first).
@@ -492,10 +515,17 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
               else "No tools (%rlm tools add NAME offers a function of the notebook).")
 
     def _log_cell(self, info: Any) -> None:
-        """``pre_run_cell`` hook: remember the user's cells (not steps, not silent)."""
-        if self.running or getattr(info, "silent", False):
+        """``pre_run_cell`` hook: remember the user's cells (not steps, not silent);
+        the names a user's cell assigns are the user's from now on (:attr:`made`)."""
+        if self.running:
             return
-        self.cell_log.append(getattr(info, "raw_cell", "") or "")
+        raw = getattr(info, "raw_cell", "") or ""
+        try:
+            self.made.user_cell(self.shell.transform_cell(raw) if self.shell else raw)
+        except Exception:  # noqa: BLE001 - IPython's transforms on any text a user typed
+            self.made.user_cell(raw)
+        if not getattr(info, "silent", False):
+            self.cell_log.append(raw)
 
     def _setup_cells(self) -> list[str]:
         """The cells run before this task that are neither tasks nor exports."""
@@ -518,7 +548,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         from .widgets import VariablesView, variables_from_namespace
 
         view = VariablesView()
-        view.update(variables_from_namespace(self.shell.user_ns, names))
+        view.update(variables_from_namespace(self.shell.user_ns, list(self._variables(names))))
         display(view.static(), raw=True)  # a snapshot: reads the same after the kernel
         view.widget.close()
 

@@ -14,26 +14,39 @@ finds them, while any name of the user's shadows them and ``user_ns`` holds only
 user's names.  During a run they are hidden: model code gets the run's own, budgeted
 functions and cannot reach the session's by deleting a name.
 
+**Only the user's variables are the user's data.**  Variables that model code made
+(a run's steps, or an ``--isolated`` run's ``--results``) are tracked by
+:class:`ModelVariables` for as long as the name holds what the run left and no user cell
+has assigned it: they are never protected inputs, never listed to a later task's model
+as the user's data, and a task with no data of the user's says so (:func:`no_data_notice`)
+naming them as what they are.  ``%%rlm --new`` starts a new conversation but does not
+turn them into the user's; naming one (``--context hits``) or assigning it in a cell
+does.
+
 The task cell's own execution count and the kernel status during a run are the RLM
 kernel's (:class:`~rlm_kernel.jupyter.kernel.RLMKernel`), not the session's."""
 
 from __future__ import annotations
 
+import ast
 import builtins
+import logging
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 from ..engine.answer import answer_text
 from ..engine.conversation import HISTORY_NAME
 from ..engine.step import SIGNAL_NAMES
-from ..engine.tools import RESERVED_NAMES
+from ..engine.tools import RESERVED_NAMES, user_variables
 from ..termination import resolve_final_var
 
-__all__ = ["RUN_NAMES", "bind_session_tools", "final_outside_run", "lent_namespace",
-           "protect_question_mark"]
+__all__ = ["RUN_NAMES", "ModelVariables", "assigned_names", "bind_session_tools",
+           "final_outside_run", "lent_namespace", "no_data_notice", "protect_question_mark"]
+
+log = logging.getLogger(__name__)
 
 RUN_NAMES: tuple[str, ...] = (*RESERVED_NAMES, HISTORY_NAME, *SIGNAL_NAMES,
                               "ls", "read", "grep", "apply_patch", "bash")
@@ -69,6 +82,108 @@ def lent_namespace(shell: Any, names: tuple[str, ...] = RUN_NAMES) -> Iterator[N
                     ns[name] = value
         finally:
             builtins.__dict__.update(hidden)
+
+
+class ModelVariables:
+    """The variables of a session that model code made, by name.
+
+    A name is model-made while it holds the very object a run left under it
+    (:meth:`note_run`) and no user cell has assigned, deleted or imported it since
+    (:meth:`user_cell`).  The objects are held (not their ``id``), so an id cannot be
+    reused by a value of the user's while the name is tracked.
+    """
+
+    def __init__(self) -> None:
+        self._made: dict[str, Any] = {}
+
+    def snapshot(self, namespace: Mapping[str, Any]) -> dict[str, Any]:
+        """The data variables of ``namespace`` before a run (name -> object), to give
+        :meth:`note_run`."""
+        return dict(user_variables(namespace))
+
+    def note_run(self, before: Mapping[str, Any], namespace: Mapping[str, Any],
+                 inputs: Iterable[str] = ()) -> list[str]:
+        """Record the data variables a run made or rebound: those of ``namespace`` that
+        are new since ``before`` (:meth:`snapshot`) or hold another object, except the
+        run's ``inputs`` (put back by the run if model code touched them).
+
+        Returns:
+            the names recorded, sorted.
+        """
+        skip = set(inputs)
+        made = sorted(n for n, v in user_variables(namespace).items()
+                      if n not in skip and (n not in before or before[n] is not v))
+        for name in made:
+            self._made[name] = namespace[name]
+        if made:
+            log.debug("model-made variables: %s", ", ".join(made))
+        return made
+
+    def note(self, names: Iterable[str], namespace: Mapping[str, Any]) -> None:
+        """Record ``names`` (of ``namespace``) as model-made (an ``--isolated`` run's
+        ``--results``, copied in)."""
+        for name in names:
+            if name in namespace:
+                self._made[name] = namespace[name]
+
+    def user_cell(self, source: str) -> None:
+        """A user's cell is about to run: the names it assigns become the user's."""
+        for name in assigned_names(source) & self._made.keys():
+            del self._made[name]
+
+    def adopt(self, names: Iterable[str]) -> None:
+        """The user named these (``--context``): they are the user's from now on."""
+        for name in names:
+            self._made.pop(name, None)
+
+    def names(self, namespace: Mapping[str, Any]) -> set[str]:
+        """The names of ``namespace`` that still hold what model code made (the others
+        are forgotten)."""
+        for name in [n for n, v in self._made.items()
+                     if n not in namespace or namespace[n] is not v]:
+            del self._made[name]
+        return set(self._made)
+
+
+def assigned_names(source: str) -> set[str]:
+    """The module-level names a cell's Python source binds or deletes (assignments,
+    ``for``/``with`` targets, ``del``, ``import``, ``def``, ``class``, walrus); empty
+    when it is not Python (a prose task, a magic line IPython has not transformed)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def no_data_notice(namespace: Mapping[str, Any], made: Iterable[str]) -> str:
+    """What a task cell says before any model call when the task has no input variable:
+    which variables the namespace holds (those model code made marked so) and how to
+    give the task one.
+
+    Args:
+        namespace: the notebook's namespace.
+        made: the names model code made (:meth:`ModelVariables.names`).
+    """
+    made = set(made)
+    data = user_variables(namespace)
+    shown = [f"{n} (made by an earlier task's code)" if n in made else n for n in data]
+    example = next((n for n in data if n not in made), next(iter(data), "df"))
+    held = (f"The namespace holds {', '.join(shown[:12])}"
+            f"{f' and {len(shown) - 12} more' if len(shown) > 12 else ''}." if shown
+            else "The namespace holds no data variable.")
+    return (f"RLM: this task has no data of yours. {held} Load data in a cell first "
+            "(context = open('notes.txt').read()) or name the variable to use: "
+            f"%%rlm --context {example}. The task runs on without data: its answer will "
+            "not come from your data.")
 
 
 def _session_functions(shell: Any) -> dict[str, Any]:

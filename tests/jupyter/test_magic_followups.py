@@ -158,3 +158,108 @@ def test_the_variables_view_shows_a_tool_as_the_model_is_told_it():
     assert (x.total_length, x.length_unit) == (2, "items")
     assert tool.type_name == "function" and tool.preview == \
         "ask(text: str) -> str: Ask the helper model."
+
+
+# -- protected inputs are what the user loaded or named; what model code made never is ----
+def _task_message(shell) -> str:
+    return list(magics(shell).runs.values())[-1].result.root_prompts[0][1]["content"]
+
+
+def _warnings(shell) -> str:
+    run = list(magics(shell).runs.values())[-1]
+    return "\n".join(e.output for e in run.result.history.entries)
+
+
+def _listed(prompt: str, name: str) -> bool:
+    """Whether the task message lists ``name`` among the variables (the user's data)."""
+    return f"Variable: `{name}`" in prompt
+
+
+def test_after_new_a_variable_model_code_made_is_not_an_input(shell, monkeypatch):
+    script(monkeypatch, [block("hits = [1, 2]\nFINAL(len(hits))"),
+                         block("hits = [3]\nprint(hits)"), block("FINAL(hits)")])
+    shell.user_ns["context"] = "data"
+    shell.run_cell("%rlm q1?")
+    shell.run_cell("%%rlm --new\nq2?")
+    assert shell.user_ns["hits"] == [3]  # rebinding it stands: not put back
+    assert "read-only" not in _warnings(shell)
+    prompt = _task_message(shell)
+    assert _listed(prompt, "context") and not _listed(prompt, "hits")  # not the user's data
+
+
+def test_a_re_run_task_cell_does_not_protect_what_its_last_run_made(shell, monkeypatch):
+    import rlm_kernel.jupyter.magic as magic_module
+
+    monkeypatch.setattr(magic_module, "_cell_id", lambda shell: "cell-7")
+    script(monkeypatch, [block("hits = [1, 2]\nFINAL(len(hits))"),
+                         block("hits = [5]\nFINAL(len(hits))")])
+    shell.user_ns["context"] = "data"
+    shell.run_cell("%rlm count?")
+    shell.run_cell("%rlm count?")  # the same cell again: it replaces its earlier task
+    assert shell.user_ns["hits"] == [5] and shell.user_ns["rlm_answer"] == 1
+    assert "read-only" not in _warnings(shell)
+    assert not _listed(_task_message(shell), "hits")
+    assert [t.question for t in magics(shell).conversation.tasks] == ["count?"]
+
+
+def test_a_later_task_is_told_model_made_variables_as_made_by_code(shell, monkeypatch):
+    script(monkeypatch, [block("hits = [1, 2]\nFINAL(len(hits))"), block("FINAL(len(hits))")])
+    shell.user_ns["context"] = "data"
+    shell.run_cell("%rlm q1?")
+    shell.run_cell("%rlm q2?")
+    prompt = _task_message(shell)
+    assert not _listed(prompt, "hits")
+    assert "Variables it left: hits (list" in prompt
+    assert "made by their code, not given by the user" in prompt
+
+
+def test_what_the_user_assigns_or_names_is_theirs_and_protected(shell, monkeypatch):
+    script(monkeypatch, [block("hits = [1, 2]\nFINAL(len(hits))"),
+                         block("hits = None\nprint(1)"), block("FINAL(hits)"),
+                         block("red = None\nprint(1)"), block("FINAL(red)")])
+    shell.user_ns["context"] = "data"
+    shell.run_cell("%rlm q1?")
+    shell.run_cell("hits = hits")  # the user's cell takes it, even as the same object
+    shell.run_cell("%rlm q2?")
+    assert shell.user_ns["hits"] == [1, 2]
+    assert "hits is the task's input and read-only" in _warnings(shell)
+    assert _listed(_task_message(shell), "hits")
+    shell.user_ns["red"] = "model-made?"  # made by code (not a cell): named, it is theirs
+    magics(shell).made.note(["red"], shell.user_ns)
+    shell.run_cell("%%rlm --new --context red\nq3?")
+    assert shell.user_ns["red"] == "model-made?"
+    assert "red is the task's input and read-only" in _warnings(shell)
+
+
+def test_a_task_with_no_data_says_so_before_any_model_call(shell, monkeypatch, capsys):
+    told: list[str] = []
+
+    def first_reply(messages):
+        told.append(capsys.readouterr().err)  # what the cell showed before this call
+        return block("context = {'data': 'This is a sample text'}\nprint(context)")
+
+    script(monkeypatch, [first_reply, block("FINAL('data')"), block("print(2)"),
+                         block("FINAL(2)")])
+    for name in [n for n in shell.user_ns if n in ("context", "hits", "red")]:
+        del shell.user_ns[name]
+    shell.run_cell("%%rlm --new\nWhat is in the data?")
+    assert "RLM: this task has no data of yours. The namespace holds no data variable." \
+        in told[0]
+    assert "%%rlm --context" in told[0]
+    # the invented context is not the user's context in a later task
+    shell.run_cell("%rlm And how long is it?")
+    err = capsys.readouterr().err
+    assert "context (made by an earlier task's code)" in err
+    prompt = _task_message(shell)
+    assert not _listed(prompt, "context")
+    assert "Variables it left: context (dict" in prompt
+
+
+def test_assigned_names_reads_a_cells_bindings():
+    from rlm_kernel.jupyter.session import assigned_names
+
+    assert assigned_names("a = 1\nb, c = 2, 3\nfor d in []: pass\ndel e\nimport os.path\n"
+                          "from x import y as z\ndef f(): g = 1\nclass K: pass\n"
+                          "(w := 4)") == {"a", "b", "c", "d", "e", "os", "z", "f", "g", "K",
+                                           "w"}
+    assert assigned_names("Which file is the largest?") == set()
