@@ -2,9 +2,10 @@
 
 A thin layer over IPython's kernel: it loads the ``%rlm`` magic at start and
 routes a cell of prose (text that is neither Python nor IPython syntax) to it.
-Two more overrides serve tasks: the task cell's reply keeps the cell's own execution
-count, and the kernel stays "busy" for the frontend while a run goes.  Everything
-else behaves as in the ``python3`` kernel.
+Two more overrides serve tasks: the task cell's reply and its result (``Out[n]``) keep
+the cell's own execution count (:class:`TaskDisplayHook`), and the kernel stays "busy"
+for the frontend while a run goes.  Everything else behaves as in the ``python3``
+kernel.
 
 Every behaviour is a method of :class:`RLMKernel`; nothing is assigned to a live
 kernel instance.  A ``python3`` kernel with ``%load_ext rlm_kernel`` gets the magic
@@ -16,14 +17,43 @@ from __future__ import annotations
 
 from typing import Any
 
+from ipykernel.displayhook import ZMQShellDisplayHook
 from ipykernel.ipkernel import IPythonKernel
-from traitlets import Bool
+from ipykernel.zmqshell import ZMQInteractiveShell
+from traitlets import Bool, Type
 
 from .. import __version__
 from .magic import RLMMagics
 from .prose import is_prose
 
-__all__ = ["RLMKernel"]
+__all__ = ["RLMKernel", "RLMShell", "TaskDisplayHook"]
+
+
+class TaskDisplayHook(ZMQShellDisplayHook):
+    """The shell's display hook, whose ``Out[n]`` is the running cell's own count.
+
+    IPython numbers a cell's result ``shell.execution_count - 1``.  A task cell's steps
+    run through the shell and take counts of their own, so a task cell ``In [2]`` whose
+    two steps were ``[3]`` and ``[4]`` would show its answer as ``Out[4]``.  While
+    :attr:`cell_count` is set (by :meth:`RLMKernel.do_execute`, for the cell it runs)
+    and no run is in progress (a step's results keep their own numbers), the result
+    is numbered with it (and stored as ``Out[2]``, ``_2``)."""
+
+    cell_count: int | None = None
+
+    @property
+    def prompt_count(self) -> int:
+        """The count of the cell whose result this is."""
+        kernel = getattr(self.shell, "kernel", None)
+        if self.cell_count is not None and not getattr(kernel, "run_in_progress", False):
+            return self.cell_count
+        return super().prompt_count
+
+
+class RLMShell(ZMQInteractiveShell):
+    """ipykernel's shell with :class:`TaskDisplayHook`."""
+
+    displayhook_class = Type(TaskDisplayHook)
 
 
 class RLMKernel(IPythonKernel):
@@ -32,6 +62,7 @@ class RLMKernel(IPythonKernel):
     implementation = "rlm_kernel"
     implementation_version = __version__
     banner = "RLM kernel: IPython with Recursive Language Model tasks (%%rlm, or plain prose)"
+    shell_class = Type(RLMShell)
 
     prose_tasks = Bool(
         True,
@@ -65,16 +96,25 @@ class RLMKernel(IPythonKernel):
                          **kwargs: Any) -> dict[str, Any]:
         """Run ``code``; a prose cell becomes ``%%rlm`` + its text.
 
-        The reply carries the execution count the cell started with.  ipykernel's
-        says ``shell.execution_count - 1`` after the cell, which for a task cell is
-        its last step's (the model's steps run through the shell and take counts of
-        their own); for any other cell the two are the same.
+        The reply and the cell's result (:class:`TaskDisplayHook`) carry the
+        execution count the cell started with.  ipykernel's say
+        ``shell.execution_count - 1`` after the cell, which for a task cell is its last
+        step's (the model's steps run through the shell and take counts of their own);
+        for any other cell the two are the same.
         """
         if self.prose_tasks and not silent and is_prose(code, magics=self._automagics()):
             code = "%%rlm\n" + code
         count = self.shell.execution_count
-        reply = await super().do_execute(code, silent, store_history, user_expressions,
-                                         allow_stdin, **kwargs)
+        hook = self.shell.displayhook
+        numbered = store_history and not silent and isinstance(hook, TaskDisplayHook)
+        if numbered:
+            hook.cell_count = count
+        try:
+            reply = await super().do_execute(code, silent, store_history, user_expressions,
+                                             allow_stdin, **kwargs)
+        finally:
+            if numbered:
+                hook.cell_count = None
         if store_history and not silent and reply.get("execution_count", count) > count:
             reply["execution_count"] = count
         return reply
