@@ -215,7 +215,8 @@ class CandidateRuns:
                   root=root, sub=sub, ledger=self.ledger, guard=self.guard, depth=0,
                   observer=observer, replay=None,
                   child_runner=child_runner(cfg, observer, root, sub, self.ledger,
-                                            self.guard, 0), task=self.task)
+                                            self.guard, 0), task=self.task,
+                  earlier_code=self._earlier_code())
         self.done.append(cand)
         try:
             cand.result = res = run.execute(continuation)
@@ -247,6 +248,12 @@ class CandidateRuns:
                  self.total, chosen.index, votes.votes(votes.winner))
         self._notify("run_finished", chosen.index, {"result": result})
         return result
+
+    def _earlier_code(self) -> list[str]:
+        """The code of the conversation's earlier tasks' steps (a copy of one counts as
+        a repetition)."""
+        history = self.task.history if self.task is not None else None
+        return history.earlier_code() if history else []
 
     def _summary(self, cand: _Candidate, votes: Tally, chosen: bool) -> dict[str, Any]:
         """One entry of ``RLMResult.candidates`` (keys documented there)."""

@@ -234,5 +234,5 @@ class RLM:
                   ledger=ledger, guard=guard, depth=0, observer=self.observer,
                   replay=self.replay,
                   child_runner=child_runner(cfg, self.observer, root, sub, ledger, guard, 0),
-                  task=task)
+                  task=task, earlier_code=task.history.earlier_code() if task.history else ())
         return run.execute(continuation)

@@ -145,3 +145,31 @@ def test_the_record_round_trips():
     conv.record(task(ex, [block("x = [1]\nFINAL(1)")], "q?", conv), ex.namespace, key="k")
     again = Conversation.from_list(conv.to_list())
     assert again.prompt_section() == conv.prompt_section()
+
+
+def test_a_follow_up_step_that_copies_an_earlier_tasks_step_is_a_repetition():
+    ex, conv = PlainExecutor(), Conversation()
+    copied = "red = [x for x in context if x['colour'] == 'red']\nprint(len(red))"
+    first = task(ex, [block(copied), block("FINAL(len(red))")], "How many red?", conv)
+    conv.record(first, ex.namespace)
+    lm = ScriptedModel([block(copied.replace("red =", "reds =").replace("(red)", "(reds)")),
+                        block("FINAL(len([x for x in red if x['i'] > 300]))")])
+    second = RLM(root_client=lm, sub_client=lm, ground_answer=False,
+                 verify_answer=False).run("And above index 300?", context=ITEMS,
+                                          executor=ex, history=conv)
+    assert [e.code for e in second.history] == [
+        "FINAL(len([x for x in red if x['i'] > 300]))"]  # the copy never ran
+    assert "a step of an earlier task" in lm.calls[1][-1]["content"]
+    assert second.answer == "99"
+
+
+def test_candidate_runs_also_count_an_earlier_tasks_step_as_a_repetition():
+    ex, conv = PlainExecutor(), Conversation()
+    copied = "n = len(context)\nprint(n)"
+    conv.record(task(ex, [block(copied), block("FINAL(n)")], "How many?", conv),
+                ex.namespace)
+    lm = ScriptedModel([block(copied), block("FINAL(n + 1)")] * 2)
+    res = RLM(root_client=lm, sub_client=lm, ground_answer=False, verify_answer=False,
+              candidates=2).run("And one more?", context=ITEMS, executor=ex, history=conv)
+    assert res.answer == "601"
+    assert all(copied not in e.code for e in res.history)
