@@ -39,8 +39,8 @@ EMBEDDED_STEP_SECONDS = 60.0
 its slowest step at its measured speed on 2 cores (~20 tokens/s written, ~60 read): a
 full 1,024-token reply (about 50 s) plus reading the step's output (3,000 characters,
 about 15 s).  Its mean step is much shorter (about 6 s on the eval's dev split, an
-idle machine), but a
-machine whose cores are shared makes every step slower (a 2-step task took 413 s)."""
+idle machine), but a machine whose cores are shared makes every step slower (a 2-step
+task took 413 s)."""
 PROVIDER_STEP_SECONDS = 30.0
 """A step's share of a provider model's default time budget: a chat model's reply takes
 seconds, a reasoning model's tens of seconds."""
