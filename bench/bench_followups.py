@@ -39,8 +39,9 @@ then a table with one row per source kind and a TOTAL row: ``pairs | first corre
 second correct with conversation | without | mean steps with | without | mean seconds
 with | without | mean prompt tokens of the second question's first root call with |
 without | their ratio | second runs that copy an earlier step with | without`` (a
-step whose code, without comments and spacing, is one of the first run's steps: a
-follow-up that re-runs the first task instead of answering its own question); then the chain's table (earlier tasks | prompt tokens | history
+root reply whose code, without comments and spacing, is one of the first run's steps,
+whether it ran or a repetition check kept it from running: a follow-up that re-runs the
+first task instead of answering its own question); then the chain's table (earlier tasks | prompt tokens | history
 chars | uncompacted chars); how often the second answer was right when the first one
 was (each way) and how many second questions are yes/no; and the number of runs that
 ended in an error.  A failing run never stops the bench: it counts as wrong.  Ctrl-C
@@ -90,6 +91,7 @@ from rlm_kernel import RLM, RLMConfig  # noqa: E402
 from rlm_kernel.engine.conversation import Conversation  # noqa: E402
 from rlm_kernel.executors import PlainExecutor  # noqa: E402
 from rlm_kernel.models import is_embedded  # noqa: E402
+from rlm_kernel.termination import extract_code_blocks  # noqa: E402
 
 SEED = 20250611
 SPLIT = "dev"  # the eval's dev sources: rows of the test split are never shown
@@ -788,6 +790,8 @@ class Outcome:
     error: str | None = None
     trace: list[dict[str, str]] | None = None  # steps (reasoning, code, output), for --save
     copied: int = 0  # steps whose code is, normalised, a step of the pair's first run
+    written: list[str] = field(default_factory=list)  # code of every root reply (run or not)
+    wrote_copy: int = 0  # root replies whose code is a step of the first run (run or not)
 
 
 @dataclass
@@ -833,9 +837,12 @@ def run_one(rlm: RLM, question: str, context: Any, check: Check, executor: Plain
     answer = None if res.answer is None else str(res.answer)
     trace = [{"reasoning": e.reasoning, "code": e.code, "output": e.output[:1500]}
              for e in res.history]
+    written = ["\n\n".join(extract_code_blocks(x.get("response", ""))[:1])
+               for x in res.exchanges if x.get("role") == "root" and x.get("depth") == 0]
     return Outcome(judge(check, answer), answer, res.steps, time.perf_counter() - start,
                    first_root_tokens(res), res.stopped_by,
-                   "Earlier tasks in this session" in first, res.error, trace), res
+                   "Earlier tasks in this session" in first, res.error, trace,
+                   written=written), res
 
 
 def run_pair(p: Pair, new_rlm: NewRLM, config: RLMConfig) -> PairOutcome:
@@ -852,6 +859,7 @@ def run_pair(p: Pair, new_rlm: NewRLM, config: RLMConfig) -> PairOutcome:
     earlier = {normalised(s["code"]) for s in first.trace or ()} - {""}
     for run in (with_conv, without):
         run.copied = sum(normalised(s["code"]) in earlier for s in run.trace or ())
+        run.wrote_copy = sum(normalised(c) in earlier for c in run.written)
     return PairOutcome(p, first, with_conv, without)
 
 
@@ -928,7 +936,7 @@ def print_row(o: PairOutcome) -> None:
             f"{one_line(o.pair.expected1, 30)} -> {one_line(o.first.answer, 40)} ; "
             f"{one_line(o.pair.expected2, 24)} -> {one_line(w.answer, 40)} | "
             f"{one_line(wo.answer, 40)} [{w.stopped_by}|{wo.stopped_by}]"
-            f" copied {w.copied}|{wo.copied}")
+            f" copies ran {w.copied}|{wo.copied} written {w.wrote_copy}|{wo.wrote_copy}")
     errors = [e for e in (o.first.error, w.error, wo.error) if e]
     if errors:
         line += f" error: {one_line(errors[0], 120)}"
@@ -954,16 +962,17 @@ def cells(group: Sequence[PairOutcome]) -> str:
             f"{_mean([o.steps for o in w]):>5.2f} {_mean([o.steps for o in wo]):>5.2f} | "
             f"{_mean([o.seconds for o in w]):>6.1f} {_mean([o.seconds for o in wo]):>6.1f} | "
             f"{tw:>6.0f} {two:>6.0f} {ratio:>9} | "
-            f"{f'{sum(o.copied > 0 for o in w)}/{n}':>6} "
-            f"{f'{sum(o.copied > 0 for o in wo)}/{n}':>6}")
+            f"{f'{sum(o.copied + o.wrote_copy > 0 for o in w)}/{n}':>6} "
+            f"{f'{sum(o.copied + o.wrote_copy > 0 for o in wo)}/{n}':>6}")
 
 
 def print_table(outcomes: Sequence[PairOutcome]) -> None:
     kinds = [k for k in KINDS if any(o.pair.kind == k for o in outcomes)]
     width = max([len("TOTAL"), *(len(k) for k in kinds)])
     print("second question: with the conversation (same executor, history=conv) | without "
-          "(new executor, no history); copy earlier: second runs with a step whose code is, "
-          "without comments and spacing, a step of the first run")
+          "(new executor, no history); copy earlier: second runs with a reply whose code is, "
+          "without comments and spacing, a step of the first run (whether it ran or a "
+          "repetition check stopped it)")
     print(f"{'kind':<{width}} | {HEAD}")
     print(f"{'':<{width}} | {SUB}")
     rule = "-" * (width + 3 + len(SUB))
