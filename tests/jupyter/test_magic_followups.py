@@ -263,3 +263,15 @@ def test_assigned_names_reads_a_cells_bindings():
                           "(w := 4)") == {"a", "b", "c", "d", "e", "os", "z", "f", "g", "K",
                                            "w"}
     assert assigned_names("Which file is the largest?") == set()
+
+
+def test_an_isolated_tasks_results_are_model_made_not_the_users(shell, monkeypatch):
+    script(monkeypatch, [block("hits = [r * 2 for r in context]\nFINAL(len(hits))"),
+                         block("hits = []\nprint(1)"), block("FINAL(len(hits))")])
+    shell.user_ns["context"] = [1, 2, 3]
+    shell.run_cell("%%rlm --isolated --results hits\nDouble them.")
+    assert shell.user_ns["hits"] == [2, 4, 6]
+    assert magics(shell).made.names(shell.user_ns) >= {"hits"}
+    shell.run_cell("%rlm How many hits now?")  # in-process: hits is no input to put back
+    assert shell.user_ns["hits"] == [] and "read-only" not in _warnings(shell)
+    assert not _listed(_task_message(shell), "hits")
