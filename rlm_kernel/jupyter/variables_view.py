@@ -23,7 +23,7 @@ from ..engine.tools import user_variables
 from ..repl_types import REPLVariable
 
 __all__ = ["PREVIEW_CHARS", "ROOT_STYLE", "VariablesView", "html_widget", "length_text",
-           "reader_length", "variables_from_namespace"]
+           "reader_length", "static_html", "variables_from_namespace"]
 
 PREVIEW_CHARS = 80  # characters of preview shown per table row
 
@@ -42,6 +42,12 @@ _GRID = ("display:grid;grid-template-columns:max-content max-content max-content
          "minmax(0,1fr);column-gap:16px;row-gap:0;margin:2px 0 0 0;padding:0")
 _CELL = "margin:0;padding:1px 0;white-space:nowrap;text-align:left;min-width:0;"
 _MONO = "font-family:var(--jp-code-font-family,monospace);font-size:inherit;"
+
+
+def static_html(value: str) -> str:
+    """A widget's HTML ``value`` as a notebook keeps it once the widget is gone: in a box
+    with the margin ipywidgets gives a widget (2 px), so the view stays where it was."""
+    return f'<div class="rlm-static" style="margin:2px;padding:0">{value}</div>'
 
 
 def html_widget(value: str = "") -> w.HTML:
@@ -189,4 +195,4 @@ class VariablesView:
     def static(self) -> dict[str, str]:
         """What the widget shows, as a display's ``text/html`` and ``text/plain`` (no
         widget: it reads the same with the kernel gone, in nbviewer or on GitHub)."""
-        return {"text/html": self.widget.value, "text/plain": self.plain_table()}
+        return {"text/html": static_html(self.widget.value), "text/plain": self.plain_table()}

@@ -35,7 +35,13 @@ from ..engine.candidates import short_answer
 from ..engine.events import Event
 from ..executors.thread_output import host_thread
 from .outcome import answer_note, end_style, stop_text
-from .variables_view import ROOT_STYLE, VariablesView, html_widget, variables_from_namespace
+from .variables_view import (
+    ROOT_STYLE,
+    VariablesView,
+    html_widget,
+    static_html,
+    variables_from_namespace,
+)
 
 __all__ = ["ProgressView", "RunView", "VariablesView", "variables_from_namespace",
            "html_widget"]
@@ -82,7 +88,7 @@ class ProgressView:
         self.max_iterations, self.step, self.elapsed = max_iterations, 0, 0.0
         self.totals: dict[str, Any] = {"prompt_tokens": 0, "completion_tokens": 0,
                                        "cost_usd": 0.0}
-        self.activity, self._active = "not started", False
+        self.activity, self._active = "starting…", False
         self.candidate: str = ""  # in a candidates run: "candidate 2/3 · "
         self.final: str | None = None  # once the run has ended: "2 steps, final"
         self.note: str | None = None  # how the answer was reached, when not from the data
@@ -255,7 +261,8 @@ class ProgressView:
         and ``text/plain`` (``RLM run: 2 steps, final · 3.4 s · ...``)."""
         text = self.text()
         with self._lock:
-            return {"text/html": self.widget.value, "text/plain": f"RLM run: {text}"}
+            return {"text/html": static_html(self.widget.value),
+                    "text/plain": f"RLM run: {text}"}
 
 
 class RunView:
@@ -280,7 +287,13 @@ class RunView:
     def show(self) -> None:
         """Display the two widgets, each under a display id of its own, so that
         :meth:`close` can replace them with their static rendering (outside IPython
-        ``display`` only prints: nothing to replace)."""
+        ``display`` only prints: nothing to replace).  The variables table shows the
+        namespace's variables from the start (the run may take seconds to start)."""
+        if self.namespace is not None:  # the variables as they are, before the run starts
+            try:
+                self.refresh()
+            except KeyError as exc:
+                self.variables.show_message(str(exc))
         handles = [display(x, display_id=True) for x in self.widgets]
         self.handles = [] if None in handles else handles
 

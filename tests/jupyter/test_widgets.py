@@ -13,7 +13,7 @@ from rlm_kernel import RLM
 from rlm_kernel.engine.events import Event
 from rlm_kernel.engine.result import ANSWER_SOURCES, RLMResult
 from rlm_kernel.executors import PlainExecutor
-from rlm_kernel.jupyter.variables_view import _CELL, ROOT_STYLE
+from rlm_kernel.jupyter.variables_view import _CELL, ROOT_STYLE, static_html
 from rlm_kernel.jupyter.widgets import (
     ProgressView,
     RunView,
@@ -376,6 +376,8 @@ def test_a_run_that_never_started_leaves_no_progress_block(ip):
     view = RunView(12, namespace={"context": "loaded"}, tick=None)
     with capture_output() as cap:
         view.show()
+        assert view.progress.activity == "starting…"
+        assert "context (str, 6 characters)" in view.variables.text()  # before the run
         view.close()  # the run failed before run_started (a missing API key)
     shown, updates = cap.outputs[:2], cap.outputs[2:]
     assert len(shown) == 2 and len(updates) == 2
@@ -390,9 +392,11 @@ def test_the_static_rendering_is_the_live_one_with_its_own_styles(events):
     for ev in events:
         view.on_event(ev)
     progress, variables = view.static()
-    assert progress["text/html"] == view.progress.widget.value
-    assert variables["text/html"] == view.variables.widget.value
-    for page in (progress["text/html"], variables["text/html"]):
+    # the same HTML, in a box with the margin ipywidgets gives the live widget
+    assert progress["text/html"] == static_html(view.progress.widget.value)
+    assert variables["text/html"] == static_html(view.variables.widget.value)
+    assert static_html("x") == '<div class="rlm-static" style="margin:2px;padding:0">x</div>'
+    for page in (view.progress.widget.value, view.variables.widget.value):
         # the root sets font, size, line height and wrapping: nothing is inherited from
         # the widget box or from the notebook's rendered-HTML styles
         assert page.startswith("<div class=") and f'style="{ROOT_STYLE}"' in page
