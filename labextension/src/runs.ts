@@ -319,8 +319,11 @@ export function answerText(data: {
         : `**Answer** (stopped by ${stopped}): ${answer}`;
     return data.answer_note ? `${head}\n\n*${data.answer_note}*` : head;
   }
-  const error = data.error ? `: ${data.error}` : '';
-  return `**No answer** (stopped by ${stopped})${error}`;
+  let reason = data.error ?? '';
+  if (reason.startsWith(`${stopped}: `)) {
+    reason = reason.slice(stopped.length + 2); // "stuck: step 4 repeats ..."
+  }
+  return `**No answer** (stopped by ${stopped})${reason ? `: ${reason}` : ''}`;
 }
 
 /**
