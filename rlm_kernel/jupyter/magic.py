@@ -407,8 +407,10 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         if result.stopped_by != "final":
             reason = f": {result.error}" if result.error else ""
             kept = f"{result.steps} step{'' if result.steps == 1 else 's'} kept"
+            # stderr (red in JupyterLab) only for an error; a limit, an interrupt or a
+            # stuck run is said plainly (the progress view shows it in amber)
             print(f"RLM run {record.run_id} stopped by {result.stopped_by}{reason} "
-                  f"({kept})", file=sys.stderr)
+                  f"({kept})", file=sys.stderr if result.stopped_by == "error" else sys.stdout)
         return value
 
     # -- helpers ------------------------------------------------------------------------

@@ -45,6 +45,11 @@ def stderr_of(messages: list[dict]) -> str:
                    if m["msg_type"] == "stream" and m["content"]["name"] == "stderr")
 
 
+def stdout_of(messages: list[dict]) -> str:
+    return "".join(m["content"]["text"] for m in messages
+                   if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
+
+
 @pytest.mark.parametrize("extension", [True, False], ids=["extension", "inline"])
 def test_a_runs_widgets_become_static_html_and_text_when_it_ends(kc, extension):
     if extension:
@@ -103,11 +108,12 @@ def test_a_stopped_runs_message_counts_its_steps_right(kc):
     execute(kc, "context = 'hello world'")
     script_model(kc, [block("print(1)", THOUGHT)] * 3, max_llm_calls=1)
     _, messages = execute(kc, "%rlm Go on", cell_id="task-1")
-    assert "stopped by budget" in stderr_of(messages)
-    assert "(1 step kept)" in stderr_of(messages), stderr_of(messages)
+    # a budget stop is not an error: said on stdout, not in red on stderr
+    assert "stopped by budget" in stdout_of(messages) and not stderr_of(messages)
+    assert "(1 step kept)" in stdout_of(messages), stdout_of(messages)
     script_model(kc, [block("print(1)", THOUGHT)] * 3, max_llm_calls=2)
     _, messages = execute(kc, "%rlm Go on", cell_id="task-1")
-    assert "(2 steps kept)" in stderr_of(messages), stderr_of(messages)
+    assert "(2 steps kept)" in stdout_of(messages), stdout_of(messages)
 
 
 def test_export_takes_the_run_of_the_cell_that_asks(kc, tmp_path):
