@@ -242,8 +242,8 @@ def test_progress_is_drawn_into_its_one_widget():
 
 
 @pytest.mark.parametrize("replies, cfg, label, colour", [
-    ([block("print(1)"), block("FINAL(1)")], {"max_iterations": 4}, "2 steps, final",
-     "#4caf50"),
+    ([block("n = len(context)\nprint(n)"), block("FINAL(n)")], {"max_iterations": 4},
+     "2 steps, final", "#4caf50"),
     ([block("print(1)")] * 3, {"max_iterations": 4, "max_llm_calls": 1}, "1 step, budget",
      "#ff9800"),
     ([block("print(1)"), "No code."], {"max_iterations": 1}, "1 step, max_iterations",
