@@ -43,7 +43,7 @@ def test_a_step_that_prints_the_document_and_fails_is_not_an_answer():
 
 def test_without_any_final_call_the_run_has_no_answer():
     res, _ = run(*[block("print(context)", THOUGHT)] * 2, "I cannot tell yet.",
-                 max_iterations=2)  # the last reply answers the "answer now" call
+                 max_iterations=2, repeat_limit=None)  # the last reply answers "answer now"
     assert res.stopped_by == "max_iterations" and res.answer is None
     assert res.steps >= 2
 

@@ -89,7 +89,7 @@ def test_depth_limit_is_not_an_attribute_of_the_namespace_functions(executor_kin
                            max_depth=1, child_max_iterations=2)
     res = rlm.run("q", context="x")
     assert max(c.depth for c in res.calls) <= 1
-    assert res.stopped_by in ("final", "max_iterations")
+    assert res.stopped_by in ("final", "max_iterations", "stuck")  # the attack repeats
     rewrite_failed = "no handle: 'HostFunction' object has no attribute '__self__'" \
         in res.history.entries[0].output
     assert rewrite_failed == (executor_kind == "isolated")
