@@ -15,7 +15,9 @@ from typing import Any
 from ..engine.warmup import prewarm
 from ..termination import FinalOutput
 from .magic import RLMMagics
+from .prose import register_prose_hint
 from .session import bind_session_tools, final_outside_run, protect_question_mark
+from .settings import register_section
 
 __all__ = ["load_ipython_extension"]
 
@@ -29,6 +31,8 @@ def load_ipython_extension(shell: Any) -> None:
     magics = RLMMagics(shell=shell, parent=shell)
     shell.register_magics(magics)
     shell.configurables.append(magics)
+    register_section(shell, magics)  # %config RLM lists the options
+    register_prose_hint(shell, lambda: magics.running)  # `hello`: tasks are prose or %%rlm
     model, sub_model = magics.run_config().models()
     bind_session_tools(shell, sub_model)
     shell.set_custom_exc((FinalOutput,), final_outside_run)

@@ -61,7 +61,30 @@ _USAGE = ("usage: %rlm [--model M] [--sub-model M] [--max-iterations N] [--max-l
           "[...any rlm run limit] [--context NAME ...] [--returns TYPE] [--new] "
           "[--isolated [--results NAME ...]] [--] "
           "QUESTION  |  %rlm vars  |  %rlm export PATH.ipynb [--run ID]  |  "
-          "%rlm replay [PATH] [--run ID]  |  %rlm tools [add|remove NAME ...]")
+          "%rlm replay [PATH] [--run ID]  |  %rlm tools [add|remove NAME ...]  |  %rlm --help")
+
+HELP = """%rlm [options] [--] QUESTION     a task on one line, taken as typed
+%%rlm [options]                    the cell body is the task
+%rlm vars [--context NAME ...]     the variables the model would see
+%rlm export PATH.ipynb [--run ID]  one run as a notebook (PATH.jsonl --format rlm: rlm's log)
+%rlm replay [PATH] [--run ID]      a recorded run again, without the model
+%rlm continue --from STEP          a run again from one of its steps
+%rlm tools [add|remove NAME ...]   the notebook's functions offered to the model
+
+Options: --model M, --sub-model M, every limit of `rlm run` (--max-iterations N,
+--max-llm-calls N, --step-timeout S ...), --context NAME (repeatable: the task's data;
+default every data variable), --returns TYPE, --new (a new conversation), --isolated
+[--results NAME ...] (model code in a sandboxed process), --workdir DIR, --candidates N.
+
+Models: --model M / --sub-model M for one task; %config RLM.model = "openai/gpt-4.1-mini"
+(and RLM.sub_model) for the session; $RLM_MODEL / $RLM_SUB_MODEL when unset.
+Back to the embedded local model: %config RLM.model = None (and %config RLM.sub_model =
+None): the embedded model unless $RLM_MODEL names another; %config RLM.model = "local"
+always; --model local for one task.
+Settings: %config RLM lists every option with its help and current value;
+%config RLM.max_llm_calls = 20 sets one (None = no limit)."""
+"""``%rlm --help``: the forms, the options, and how to choose a model (and go back to
+the embedded one)."""
 
 COMMANDS = ("vars", "export", "replay", "continue", "recorded", "tools")
 """First words that make a ``%rlm`` line a sub-command, not a question (``%rlm -- vars
@@ -219,6 +242,9 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         expands other magics' lines (``%rlm export $path``).  In ``%%rlm`` the first
         line takes options; words after them start the task, which goes on in the cell
         body."""
+        if cell is None and line.strip() in ("--help", "-h"):
+            print(HELP)
+            return None
         opts, question = parse_line(line)
         if opts.words and self.shell is not None:  # a sub-command's paths and names expand
             opts, question = parse_line(self.shell.var_expand(line))

@@ -5,6 +5,7 @@
 
     c.RLM.max_llm_calls = 50          # in ipython_kernel_config.py / rlm_kernel_config.py
     %config RLM.step_timeout = 30     # in a session
+    %config RLM                       # every option, its help and current value
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ from traitlets import (
     TraitType,
     Unicode,
     default,
+    link,
     validate,
 )
 from traitlets.config import Configurable
 
 from ..engine.config import RLMConfig, Setting, settings
 
-__all__ = ["RLMSettings", "config_traits"]
+__all__ = ["RLMSettings", "config_traits", "register_section"]
 
 _TRAITS: dict[str, type[TraitType]] = {"int": Int, "float": Float, "bool": Bool,
                                        "str": Unicode, "dict": Dict}
@@ -109,3 +111,31 @@ class RLM(Configurable):
 RLMSettings = RLM
 """The ``c.RLM`` section's class under a name that does not read as the engine's
 :class:`rlm_kernel.engine.RLM` (``RLMMagics`` and ``RLMKernelApp`` use it)."""
+
+
+def register_section(shell: Any, owner: RLM) -> RLM:
+    """Make ``%config RLM`` list the section's options (help and current values) like
+    any configurable's, and ``%config RLM.model`` read one.
+
+    IPython's ``%config`` finds a section by the class name of an object in
+    ``shell.configurables``; the settings live in ``owner`` (the magic, a subclass), so
+    an :class:`RLM` whose traits are linked to ``owner``'s is registered.  Settings
+    still go to ``owner`` only (``%config RLM.x = v`` updates every configurable; this
+    view takes its values through the links, so a rejected value is reported once).
+
+    Args:
+        shell: the IPython shell (its ``configurables`` list).
+        owner: the configurable that holds the ``c.RLM`` settings.
+
+    Returns:
+        The registered view (once per shell: a second call returns the first view).
+    """
+    for known in shell.configurables:
+        if type(known) is RLM:
+            return known
+    view = RLM()
+    for name in RLM.class_trait_names(config=True):
+        link((owner, name), (view, name))
+    view.update_config = lambda config: None  # type: ignore[method-assign]
+    shell.configurables.append(view)
+    return view

@@ -18,6 +18,7 @@ from rlm_kernel.cli import build_parser
 from rlm_kernel.engine.config import RLMConfig, settings
 from rlm_kernel.jupyter.settings import RLMSettings
 from tests.kernel_client import execute, stop, text_of
+from tests.kernel_client import start as start_kernel
 
 BIN = Path(sys.executable).parent
 
@@ -120,5 +121,50 @@ def test_a_kernel_reads_rlm_kernel_config_py_from_its_profile(tmp_path):
         reply, messages = execute(kc, code, timeout=60)
         assert reply["content"]["status"] == "ok"
         assert text_of(messages).split() == ["9", "None", "False"]
+    finally:
+        stop(km, kc)
+
+
+def test_config_rlm_lists_the_options_with_their_current_values(ip, capsys, caplog):
+    """``%config RLM`` was a UsageError: it lists the section like any configurable's."""
+    ip.run_line_magic("config", "")
+    assert "    RLM\n" in capsys.readouterr().out  # among the available objects
+    ip.run_line_magic("config", "RLM.max_iterations = 7")
+    try:
+        ip.run_line_magic("config", "RLM")
+        listing = capsys.readouterr().out
+        assert listing.startswith("RLM(Configurable) options")
+        for name in ("model", "sub_model", "max_llm_calls", "widgets", "executor"):
+            assert f"\nRLM.{name}=<" in listing, name
+        at = listing.index("RLM.max_iterations=")
+        assert "Current: 7" in listing[at:listing.index("\nRLM.", at + 1)]
+        assert ip.run_line_magic("config", "RLM.max_iterations") == 7
+        ip.run_line_magic("config", "RLM.max_iterations = 0")  # refused, said once
+        assert [r.getMessage() for r in caplog.records].count(
+            "RLM.max_iterations must be at least 1, got 0") == 1
+        assert ip.magics_manager.registry["RLMMagics"].run_config().max_iterations == 7
+    finally:
+        ip.run_line_magic("config", "RLM.max_iterations = 12")
+
+
+def test_help_says_how_to_go_back_to_the_embedded_model(ip, capsys):
+    for line in ("--help", "-h"):
+        assert ip.run_line_magic("rlm", line) is None  # no task started
+        out = capsys.readouterr().out
+        assert "Back to the embedded local model: %config RLM.model = None" in out
+        assert '%config RLM.model = "local"' in out and "%config RLM lists" in out
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert "back to the\nembedded model: `%config RLM.model = None`" in readme
+
+
+def test_config_rlm_and_help_in_a_real_kernel():
+    km, kc = start_kernel("rlm")
+    try:
+        reply, messages = execute(kc, "%config RLM", timeout=60)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        assert "RLM.model=<Unicode>" in text_of(messages)
+        reply, messages = execute(kc, "%config RLM.model = None\n%rlm --help", timeout=60)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        assert "Back to the embedded local model" in text_of(messages)
     finally:
         stop(km, kc)
