@@ -1,4 +1,7 @@
-"""Tell a cell of prose (an RLM task) from code, IPython syntax, or code with a typo."""
+"""Tell a cell of prose (an RLM task) from code, IPython syntax, or code with a typo; and
+give a cell that reads as prose but ran as Python (``hello``: a ``NameError``) a one-line
+hint that tasks are written in prose or with ``%%rlm`` (:func:`prose_hint`,
+:func:`register_prose_hint`)."""
 
 from __future__ import annotations
 
@@ -6,9 +9,11 @@ import ast
 import builtins
 import keyword
 import re
+import sys
 from collections.abc import Callable, Collection
+from typing import Any
 
-__all__ = ["is_prose"]
+__all__ = ["is_prose", "prose_hint", "register_prose_hint"]
 
 _HELP = re.compile(r"^\??[\w.]+\?{1,2}$")
 _WORDS = re.compile(r"^[^\W\d_][\w'’-]*[,;:]?\s+[^\W\d_]", re.UNICODE)
@@ -85,3 +90,75 @@ def is_prose(text: str, transform: Callable[[str], str] | None = None,
         if _ASSIGN.match(line) or stripped.startswith(("def ", "class ", "import ", "from ")):
             return False
     return True
+
+
+_PLAIN_WORD = re.compile(r"^[^\W\d_]+(?:['’-][^\W\d_]+)*[,;:.!?]*$")  # hello, don't, X-ray,
+
+
+def prose_hint(text: str, error: BaseException | None, prose_tasks: bool) -> str | None:
+    """The one-line hint for a cell that reads as prose and failed as Python, or None.
+
+    A cell reads as prose when it is one line of plain words (letters, an apostrophe
+    or hyphen inside, sentence punctuation after; no digits, underscores, dots inside,
+    brackets, quotes or operators) with no near-miss of a Python keyword (``improt``,
+    ``retrun``: code with a typo).  It gets a hint when it failed with a ``NameError``
+    for its first word (``hello``) or with a ``SyntaxError`` (``hello there`` in a
+    ``python3`` kernel), the latter from three words on when the first is a Python
+    keyword or built-in (``print the title of the book``, not ``print x``).  Code
+    (``x = hello``, ``foo()``, ``my_var``, ``hello.world``) never does.
+
+    Args:
+        text: the cell as the user wrote it.
+        error: the error the cell ended with (before or during execution), if any.
+        prose_tasks: whether this kernel runs prose cells as tasks (the RLM kernel),
+            which changes what the hint suggests.
+    """
+    if not isinstance(error, (NameError, SyntaxError)):
+        return None
+    s = text.strip()
+    words = s.split()
+    if not words or "\n" in s or not all(_PLAIN_WORD.match(w) for w in words):
+        return None
+    if any(_near_keyword(w.strip(",;:.!?").lower()) for w in words):
+        return None
+    first = words[0].strip(",;:.!?")
+    if isinstance(error, NameError):
+        if getattr(error, "name", None) != first and f"'{first}'" not in str(error):
+            return None
+    elif len(words) < (3 if keyword.iskeyword(first) or first in _BUILTINS
+                       else 1 if s.endswith(("!", ".")) else 2):
+        return None
+    if prose_tasks:
+        return ("Hint: to ask the model, write the task as a sentence (a cell of prose is a "
+                "task in this kernel) or start the cell with %%rlm.")
+    return "Hint: to ask the model, start the cell with %%rlm (or %rlm and the question)."
+
+
+def register_prose_hint(shell: Any, running: Callable[[], bool] = lambda: False) -> None:
+    """Print :func:`prose_hint` after a user's cell that needs it (IPython's
+    ``post_run_cell`` event; never for a step of a run, nor a silent cell).
+
+    Args:
+        shell: the IPython shell.
+        running: tells whether an RLM run is going (its steps are cells too).
+    """
+
+    if any(getattr(cb, "rlm_prose_hint", False)
+           for cb in shell.events.callbacks.get("post_run_cell", [])):
+        return  # once per shell
+
+    def after_cell(result: Any) -> None:
+        if result is None or running():
+            return
+        info = getattr(result, "info", None)
+        text = getattr(info, "raw_cell", None)
+        if not isinstance(text, str) or getattr(info, "silent", False):
+            return
+        error = result.error_before_exec or result.error_in_exec
+        kernel = getattr(shell, "kernel", None)
+        hint = prose_hint(text, error, bool(getattr(kernel, "prose_tasks", False)))
+        if hint:
+            print(hint, file=sys.stdout)
+
+    after_cell.rlm_prose_hint = True  # type: ignore[attr-defined]
+    shell.events.register("post_run_cell", after_cell)
