@@ -317,13 +317,21 @@ export function answerText(data: {
       stopped === 'final'
         ? `**Answer:** ${answer}`
         : `**Answer** (stopped by ${stopped}): ${answer}`;
-    return data.answer_note ? `${head}\n\n*${data.answer_note}*` : head;
+    return data.answer_note ? `${head}\n\n*${noteSentence(data.answer_note)}*` : head;
   }
   let reason = data.error ?? '';
   if (reason.startsWith(`${stopped}: `)) {
     reason = reason.slice(stopped.length + 2); // "stuck: step 4 repeats ..."
   }
   return `**No answer** (stopped by ${stopped})${reason ? `: ${reason}` : ''}`;
+}
+
+/** The kernel's note ("Answer: reached without ...") as a sentence below the answer:
+ * "Reached without ...". */
+export function noteSentence(note: string): string {
+  const text = note.replace(/^Answer:\s*/, '').trim();
+  const sentence = text.charAt(0).toUpperCase() + text.slice(1);
+  return /[.!?]$/.test(sentence) ? sentence : `${sentence}.`;
 }
 
 /**

@@ -278,7 +278,7 @@ test('a candidates run keeps the chosen candidate\'s cells, the others go', () =
   expect(nb.list.slice(1, 3).map(c => c.executionCount)).toEqual([4, 5]);
   const answer = nb.list[3];
   expect(answer.source).toBe('**Answer:** 42\n\n' +
-                             '*Answer: chosen by a vote of candidates (2 of 3 agreed)*');
+                             '*Chosen by a vote of candidates (2 of 3 agreed).*');
   expect((answer.metadata.rlm as any).answer_source).toBe('vote');
   // the last candidate chosen: its one cell stays, right below the task cell
   const nb2 = new FakeNotebook(['task']);
@@ -298,10 +298,10 @@ test('an answer not from the data says how it was reached, one from the data doe
     .toBe('**Answer:** 3');
   expect(answerText({ answer: 'x', stopped_by: 'final',
                       answer_note: 'Answer: reached without reading any data the user gave' }))
-    .toBe('**Answer:** x\n\n*Answer: reached without reading any data the user gave*');
+    .toBe('**Answer:** x\n\n*Reached without reading any data the user gave.*');
   expect(answerText({ answer: '5', stopped_by: 'stuck',
                       answer_note: 'Answer: the best answer so far' }))
-    .toBe('**Answer** (stopped by stuck): 5\n\n*Answer: the best answer so far*');
+    .toBe('**Answer** (stopped by stuck): 5\n\n*The best answer so far.*');
   expect(answerText({ answer: null, stopped_by: 'stuck', error: 'step 3 repeats step 2' }))
     .toBe('**No answer** (stopped by stuck): step 3 repeats step 2');
   expect(answerText({ answer: null, stopped_by: 'stuck',
