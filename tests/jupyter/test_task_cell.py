@@ -2,11 +2,14 @@
 replies: the views are under test, not the model): its result is numbered with its own
 execution count, not its last step's; a candidates run ends with one summary output in
 the task cell, with or without the JupyterLab extension; a prose task cell is told to
-the extension as prose."""
+the extension as prose; a run that cannot start leaves no progress block."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from jupyter_client.manager import start_new_kernel
 
 from tests.kernel_client import (
     announce_frontend,
@@ -105,3 +108,27 @@ def test_a_candidates_run_ends_with_one_summary_output(kc, extension):
     (result,) = results(messages)
     assert result["data"]["text/plain"] == "42"
     assert result["execution_count"] == reply["content"]["execution_count"]
+
+
+def test_a_run_that_cannot_start_leaves_only_its_error():
+    """A missing API key: the error is one line, and the progress and variables blocks
+    shown while the run was starting are emptied (no stale "step 0 of 12")."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    km, kc = start_new_kernel(kernel_name="rlm", startup_timeout=60, env=env)
+    try:
+        execute(kc, "context = 'hello world'")
+        reply, messages = execute(kc, "%%rlm --model openai/gpt-4o-mini\nHow long?")
+    finally:
+        stop(km, kc)
+    assert reply["content"]["status"] == "ok"
+    shown = {m["content"]["transient"]["display_id"] for m in messages
+             if m["msg_type"] == "display_data"}
+    emptied = {m["content"]["transient"]["display_id"] for m in messages
+               if m["msg_type"] == "update_display_data" and m["content"]["data"] == {}}
+    assert len(shown) == 2 and emptied == shown  # both blocks are taken away
+    others = [m for m in messages if m["msg_type"] == "update_display_data"
+              and m["content"]["data"] != {}]
+    assert others == []  # nothing else was drawn over them
+    errors = "".join(m["content"]["text"] for m in messages
+                     if m["msg_type"] == "stream" and m["content"]["name"] == "stderr")
+    assert errors.startswith("RLM: ") and "OPENAI_API_KEY" in errors, errors
