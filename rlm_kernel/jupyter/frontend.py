@@ -269,9 +269,9 @@ class StepRenderer:
             return f"rlm-{self.run_id}-{block['candidate']}-{block['step']}"
         return f"rlm-{self.run_id}-{block['step']}"
 
-    def _render_inline(self, *, update: bool, block: dict[str, Any] | None = None) -> None:
-        """Show (or update) a step's block: the running step's, or ``block``."""
-        cur = self.current if block is None else block
+    def _render_inline(self, *, update: bool) -> None:
+        """Show (or update) the running step's block."""
+        cur = self.current
         if cur is None:
             return
         self._last_refresh = time.monotonic()
