@@ -9,7 +9,8 @@ Used by ``tests/jupyter/test_browser.py`` and ``bench/bench_cell_latency.py``:
   ``scripts/install_browser.sh``) through Playwright with a fresh user-data-dir.
   Playwright's own browsers are never downloaded.
 * :class:`NotebookPage` drives one notebook: open, wait for the kernel, run all cells,
-  read the cells (model metadata, prompt, rendered text), save, screenshot.
+  read the cells (model metadata, prompt, rendered text), save, screenshot (into
+  :data:`SCREENSHOTS`: ``$RLM_SCREENSHOTS``, else ``build/screenshots/``, git-ignored).
 
 Nothing here knows about the RLM extension beyond the cell metadata it writes
 (``metadata.rlm = {run_id, step, role, task_cell}``), see ``docs/protocol.md``.
@@ -38,7 +39,8 @@ import nbformat
 CHROMIUM = "/usr/bin/chromium"
 EXTENSION_NAME = "rlm-kernel-labextension"
 REPO_ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = REPO_ROOT / "artifacts"
+SCREENSHOTS = Path(os.environ.get("RLM_SCREENSHOTS") or REPO_ROOT / "build" / "screenshots")
+"""Where the browser tests save a screenshot of every view they check."""
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -240,9 +242,11 @@ const cellInfo = (cell, i) => {
     rlm: m.getMetadata ? (m.getMetadata('rlm') ?? null) : null,
     prompt: promptOf(cell),
     execution_count: m.type === 'code' ? m.executionCount : null,
+    mime: m.mimeType ?? null,
     source: m.sharedModel.getSource(),
     outputs: outputs,
     classes: cell.node.className,
+    label: cell.node.dataset.rlmLabel ?? null,
     text: (cell.node.innerText || '').slice(0, 4000),
   };
 };
@@ -324,8 +328,9 @@ class NotebookPage:
         return self.page.evaluate(_JS_KERNEL)
 
     def cells(self) -> list[dict[str, Any]]:
-        """Every cell: index, id, type, metadata.rlm, prompt, execution count,
-        source, outputs (nbformat dicts) and rendered text."""
+        """Every cell: index, id, type, metadata.rlm, prompt, execution count, editor
+        MIME type, source, outputs (nbformat dicts), CSS classes, the RLM label of a
+        step cell (``data-rlm-label``) and rendered text."""
         return self.page.evaluate(_JS_CELLS) or []
 
     def summary(self) -> list[tuple[Any, ...]]:
@@ -398,11 +403,22 @@ class NotebookPage:
                       and not (self.kernel() or {}).get("dirty"), timeout, "the saved file")
         return path
 
-    def screenshot(self, name: str) -> Path:
-        """Full-page screenshot into ``artifacts/<name>.png``."""
-        ARTIFACTS.mkdir(exist_ok=True)
-        out = ARTIFACTS / f"{name}.png"
-        self.page.screenshot(path=str(out), full_page=True)
+    def scroll_to(self, index: int) -> None:
+        """Scroll the notebook so that cell ``index`` is at the top of the window."""
+        self.page.evaluate("(i) => {" + _JS_PRELUDE + """
+          const p = panel();
+          p.content.scrollToItem(i, 'start');
+        }""", index)
+        self.page.wait_for_timeout(300)  # the cells scrolled in render
+
+    def screenshot(self, name: str, cell: int | None = None) -> Path:
+        """Screenshot into ``SCREENSHOTS/<name>.png``: the whole page, or (``cell``) the
+        window scrolled to put that cell at the top."""
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        out = SCREENSHOTS / f"{name}.png"
+        if cell is not None:
+            self.scroll_to(cell)
+        self.page.screenshot(path=str(out), full_page=cell is None)
         return out
 
 

@@ -19,8 +19,12 @@ view and, reopened after its kernel was shut down, shows the runs' summaries and
 "Error displaying widget"; the toolbar's export writes the selected task cell's run, and
 the exported notebook opens unmodified.
 
-Screenshots go to ``artifacts/`` at the repository root. Needs
-``scripts/install_browser.sh`` and ``pip install playwright "jupyterlab>=4.6,<4.7"``.
+The last test checks every view of a run (no data, running, finished, stuck, isolated
+with its traceback, a failed start, candidates) on scripted replies, in a few seconds.
+
+Every view checked is saved as a screenshot in ``$RLM_SCREENSHOTS``, else
+``build/screenshots/`` (git-ignored). Needs ``scripts/install_browser.sh`` and
+``pip install playwright "jupyterlab>=4.6,<4.7"``.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import pytest
 from nbformat.sign import NotebookNotary
 
 from evals.questions import defines_function_question
+from rlm_kernel.engine.result import ANSWER_SOURCES
 from tests.kernel_client import script_model_code
 from tests.lab_harness import (
     EXTENSION_NAME,
@@ -530,3 +535,155 @@ def test_a_follow_up_task_uses_the_previous_tasks_variables(lab, page, extension
     sources = [c.source for c in nbformat.read(exported, as_version=4).cells]
     assert any(src.startswith("# earlier task 1: Which file defines") for src in sources), \
         sources
+
+
+# -- the views of issue 26, each checked and saved as a screenshot -------------------------
+def _script_cell(replies: list[str], **config: Any) -> str:
+    """A cell that scripts the model for the next task (a fresh reply queue)."""
+    return script_model_code(replies, **config)
+
+
+VIEW_REPLIES = {
+    "no_data": [block("FINAL('hello to you')")],
+    "running": [block("import time\nwords = context.split()\ntime.sleep(6)\nprint(len(words))"),
+                block("FINAL(len(words))")],
+    "stuck": [block("print(undefined_name)")] * 3 + ["FINAL('no idea')"],
+    "isolated": [block("def f(x):\n    return x / 0\nprint('made f')"), block("y = 1\nf(y)"),
+                 block("FINAL(len(context))")],
+    "candidates": [block("x = 41\nFINAL_VAR('x')"), block("x = len(context)\nFINAL_VAR('x')"),
+                   block("x = len(context)\nFINAL_VAR('x')")],
+}
+VIEW_TASKS = {
+    "no_data": "What's the greeting? Say hello.",  # a prose task cell
+    "running": "%%rlm\nHow many words are there?",
+    "stuck": "%%rlm\nPrint the undefined name.",
+    "isolated": "%%rlm --isolated\nDivide by zero.",
+    "error": "%%rlm --model openai/gpt-4o-mini\nHow long is the context?",
+    "candidates": "%%rlm --candidates 3\nHow long is the context?",
+}
+RESTORE_MODEL = ("import os\nos.environ.pop('OPENAI_API_KEY', None)\n"
+                 "_e.make_client = _real_make_client")
+
+
+@pytest.fixture()
+def scripted_lab():
+    """A real ``jupyter lab`` for a scripted notebook (no model server)."""
+    with JupyterLab() as server:
+        yield server
+
+
+def test_every_view_of_a_run_is_checked_and_saved(scripted_lab, page, extension):
+    """The views of a run in the `rlm` kernel with the extension, on scripted replies (the
+    views are under test, not the model), each saved as a screenshot: a task with no
+    data, a task running and finished, a stuck run, an isolated run whose steps have
+    execution counts and an IPython-formatted traceback, a failed start (a missing API
+    key) that leaves no progress block, and a candidates run's one summary."""
+    if not extension:
+        pytest.fail(f"{EXTENSION_NAME} is not installed")
+    cells = ["import rlm_kernel.engine.loop as _e\n_real_make_client = _e.make_client"]
+    task_at: dict[str, int] = {}
+    for view in ("no_data", "running", "stuck", "isolated", "error", "candidates"):
+        if view == "running":
+            cells.append("context = 'alpha beta gamma delta'")
+        cells.append(RESTORE_MODEL if view == "error" else
+                     _script_cell(VIEW_REPLIES[view], max_iterations=6))
+        task_at[view] = len(cells)
+        cells.append(VIEW_TASKS[view])
+    write_notebook(scripted_lab.root / "views.ipynb", "rlm", "RLM (Python)", cells)
+    nb = NotebookPage(page, scripted_lab, "views.ipynb").open()
+    ids = {view: nb.cells()[i]["id"] for view, i in task_at.items()}
+    shots: dict[str, Path] = {}
+
+    def cell_of(view: str) -> tuple[int, dict[str, Any]]:
+        now = nb.cells()
+        i = [c["id"] for c in now].index(ids[view])
+        return i, now[i]
+
+    def steps_of(view: str) -> list[dict[str, Any]]:
+        return [c for c in nb.cells() if (c["rlm"] or {}).get("role") == "step"
+                and c["rlm"].get("task_cell") == ids[view]]
+
+    def answer_of(view: str) -> dict[str, Any] | None:
+        return next((c for c in nb.cells() if (c["rlm"] or {}).get("role") == "answer"
+                     and c["rlm"].get("task_cell") == ids[view]), None)
+
+    nb.run_all()
+    # running: the task cell shows [*] while its first step cell is there
+    nb.wait_for(lambda: steps_of("running") and is_running(cell_of("running")[1]["prompt"]),
+                120, "the running task's first step cell")
+    shots["running"] = nb.screenshot("view_task_running", cell=cell_of("running")[0])
+    assert is_running(cell_of("running")[1]["prompt"]), "the task finished before the shot"
+    nb.wait_for(lambda: prompt_count(cell_of("candidates")[1]["prompt"]) is not None,
+                RUN_TIMEOUT, "the last task cell to finish")
+    nb.wait_for(lambda: answer_of("candidates"), ANSWER_TIMEOUT, "the last answer cell")
+    nb.page.wait_for_timeout(1000)  # the last display updates render
+
+    # finished: its steps below it with counts, a plain (green) answer from the data
+    index, task = cell_of("running")
+    shots["finished"] = nb.screenshot("view_task_finished", cell=index)
+    steps = steps_of("running")
+    assert len(steps) == 2 and all(prompt_count(c["prompt"]) for c in steps), nb.summary()
+    assert "4" in (answer_of("running") or {}).get("text", ""), answer_of("running")
+    shown = task["text"] + answer_of("running")["text"]
+    assert not [k for k, v in ANSWER_SOURCES.items() if k != "data" and v in shown], shown
+
+    # the task cell's result is numbered as the task cell (In [n], Out[n]), and the
+    # answer cell of an answer from the data has no caution mark
+    outs = [o for o in task["outputs"] if o["output_type"] == "execute_result"]
+    assert [o["execution_count"] for o in outs] == [prompt_count(task["prompt"])], outs
+    assert "jp-rlm-answer-caution" not in answer_of("running")["classes"]
+
+    # no data: said before any model call; the answer says it read no data of the user's;
+    # the prose task cell is plain text, not Python (What's is no string)
+    index, task = cell_of("no_data")
+    shots["no_data"] = nb.screenshot("view_no_data", cell=index)
+    assert "this task has no data of yours" in task["text"], task["text"]
+    assert "reached without reading any data the user gave" in (
+        task["text"] + answer_of("no_data")["text"]), (task["text"], answer_of("no_data"))
+    assert "jp-rlm-answer-caution" in answer_of("no_data")["classes"]
+    assert "jp-rlm-prose" in task["classes"] and task["mime"] == "text/plain", task
+
+    # stuck: stopped early, says so, the best answer so far marked as such
+    index, task = cell_of("stuck")
+    shots["stuck"] = nb.screenshot("view_stuck", cell=index)
+    stuck_text = task["text"] + (answer_of("stuck") or {}).get("text", "")
+    assert "stopped: stuck (the model repeated itself)" in stuck_text, stuck_text
+    assert "the best answer so far, asked for after the run stopped early" in stuck_text
+    assert len(steps_of("stuck")) <= 3, nb.summary()
+
+    # isolated: step cells with execution counts; the error is an IPython traceback
+    index, task = cell_of("isolated")
+    shots["isolated"] = nb.screenshot("view_isolated", cell=index)
+    steps = steps_of("isolated")
+    counts = [prompt_count(c["prompt"]) for c in steps]
+    assert len(steps) == 3 and all(isinstance(c, int) for c in counts), nb.summary()
+    assert counts == sorted(set(counts)) and counts[0] > (prompt_count(task["prompt"]) or 0)
+    errors = error_outputs(steps[1])
+    assert len(errors) == 1 and errors[0]["ename"] == "ZeroDivisionError", steps[1]["outputs"]
+    shown = steps[1]["text"]
+    assert f"Cell In[{counts[1]}], line 2" in shown and f"Cell In[{counts[0]}], line 2" in shown
+    assert "Traceback (most recent call last)" not in "".join(
+        str(o.get("text", "")) for o in steps[1]["outputs"])  # not also as stderr text
+    nb.scroll_to([c["id"] for c in nb.cells()].index(steps[1]["id"]))
+    shots["error"] = nb.screenshot("view_isolated_error")
+
+    # a failed start: one readable line, no progress block left behind
+    index, task = cell_of("error")
+    shots["failed_start"] = nb.screenshot("view_failed_start", cell=index)
+    assert "OPENAI_API_KEY" in task["text"], task["text"]
+    assert "step 0 of" not in task["text"] and "starting…" not in task["text"], task["text"]
+    assert not steps_of("error")
+
+    # candidates: one rendered summary in the task cell; the chosen candidate's steps
+    index, task = cell_of("candidates")
+    shots["candidates"] = nb.screenshot("view_candidates", cell=index)
+    assert "Candidates: 3 ran · candidate 2 chosen (2 of 3 agreed" in task["text"], task["text"]
+    assert not [c for c in nb.cells() if (c["rlm"] or {}).get("role") == "candidates"]
+    steps = steps_of("candidates")
+    assert steps and all(c["rlm"].get("candidate") == 2 for c in steps), nb.summary()
+    assert all(re.fullmatch(r"step \d+ · candidate 2 · run \w{4}", c["label"] or "")
+               for c in steps), [c["label"] for c in steps]
+    assert "chosen by a vote of candidates (2 of 3 agreed)" in \
+        answer_of("candidates")["text"].lower()
+    for name, path in shots.items():
+        assert path.exists() and path.stat().st_size > 10_000, (name, path)
