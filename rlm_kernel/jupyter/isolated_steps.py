@@ -39,6 +39,9 @@ __all__ = ["IsolatedSteps", "TracebackHold", "copy_back", "error_output"]
 log = logging.getLogger(__name__)
 
 _STEP_FILE = "<rlm-step-"
+_MAX_FRAMES = 60  # frames of a reported error shown (the worker sends no more)
+_MAX_LINE = 100_000  # a frame's line number past this is shown as this
+_MAX_SOURCE = 100_000  # characters of a step's code kept to show its lines
 _HOLD_STARTS = (TRACEBACK_LINE, f'  File "{_STEP_FILE}')  # a traceback, a SyntaxError
 _LINE_ENDS = re.compile(r"(?<=\n)")
 
@@ -205,7 +208,8 @@ def _frame(filename: str, lineno: int, name: str) -> TracebackType:
     """A traceback entry of a frame at ``filename``:``lineno`` in function ``name``,
     made by running code compiled under that file name (how template engines show
     their templates' lines in Python tracebacks)."""
-    code = compile("\n" * (max(int(lineno), 1) - 1) + "raise _rlm_raised_", filename, "exec")
+    line = min(max(int(lineno), 1), _MAX_LINE)  # the worker's number: bounded here
+    code = compile("\n" * (line - 1) + "raise _rlm_raised_", filename, "exec")
     code = code.replace(co_name=name, co_qualname=name)
     try:
         exec(code, {"__name__": "__rlm_isolated__", "_rlm_raised_": _Raised})
@@ -249,6 +253,7 @@ def error_output(shell: Any, report: dict[str, Any], step_counts: dict[str, int]
             return names[filename]
         source = sources.get(filename)
         if isinstance(source, str) and filename.startswith(_STEP_FILE):
+            source = source[:_MAX_SOURCE]
             key = f"<rlm-isolated-{uuid.uuid4().hex[:12]}>"
             linecache.cache[key] = (len(source), None, source.splitlines(True), key)
             added.append(key)
@@ -262,7 +267,8 @@ def error_output(shell: Any, report: dict[str, Any], step_counts: dict[str, int]
         names[filename] = key
         return key
 
-    ename, evalue = str(report.get("ename", "Exception")), str(report.get("evalue", ""))
+    ename = str(report.get("ename", "Exception"))[:200]
+    evalue = str(report.get("evalue", ""))[:20_000]
     etype = _error_class(ename, str(report.get("module", "builtins")))
     try:
         syntax = report.get("syntax")
@@ -275,7 +281,9 @@ def error_output(shell: Any, report: dict[str, Any], step_counts: dict[str, int]
             etype = SyntaxError
         else:
             frames = [f for f in report.get("frames") or [] if isinstance(f, list) and len(f) == 3]
-            entries = [_frame(shown_as(str(f)), int(n), str(name)[:200]) for f, n, name in frames]
+            frames = frames[:_MAX_FRAMES]
+            entries = [_frame(shown_as(str(f)[:1000]), int(n), str(name)[:200])
+                       for f, n, name in frames]
             for a, b in zip(entries, entries[1:], strict=False):
                 a.tb_next = b
             try:

@@ -7,6 +7,7 @@ workers.  The same views in a real kernel: tests/jupyter/test_magic_isolated.py.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -89,3 +90,56 @@ def test_stderr_before_a_traceback_is_shown_as_it_comes():
     assert hold.feed("s of a run\n") == "Traces of a run\n"  # not one after all
     assert hold.feed("50%\r") == "50%\r" and hold.feed("Traceback") == "Traceback"  # mid-line
     assert hold.release() == ""
+
+
+def test_a_forged_error_report_reads_no_file_of_the_host(ip):
+    """The worker's report is data model code may have forged: a frame naming a file
+    outside the Python installation is shown by name only (never read here), a line
+    number past any file's is bounded, and the message is the report's."""
+    import json
+    import time
+
+    from rlm_kernel.jupyter.isolated_steps import error_output
+
+    secret = Path("/etc/hostname")
+    report = {"ename": "ValueError", "evalue": "bad", "module": "builtins",
+              "sources": {"<rlm-step-1>": "x = 1\nparse(x)\n"},
+              "frames": [["<rlm-step-1>", 2, "<module>"], [str(secret), 1, "read"],
+                         [json.__file__, 10**12, "loads"], ["<rlm-step-1>", "nan", "f"]]}
+    start = time.monotonic()
+    with pytest.raises(ValueError):  # a line that is no number: the caller shows the text
+        error_output(ip, report, {})
+    report["frames"].pop()
+    out = error_output(ip, report, {"x = 1\nparse(x)\n": 41})
+    assert time.monotonic() - start < 5
+    text = ANSI.sub("", "\n".join(out["traceback"]))
+    assert (out["ename"], out["evalue"]) == ("ValueError", "bad")
+    assert "Cell In[41], line 2" in text and "----> 2 parse(x)" in text
+    assert f"<isolated REPL: {secret}>" in text
+    if secret.exists() and secret.read_text().strip():
+        assert secret.read_text().strip() not in text
+    assert "ValueError: bad" in text
+
+
+def test_in_a_real_kernel_an_in_process_steps_helper_error_ends_at_its_line():
+    from tests.kernel_client import announce_frontend, execute, script_model, start, stop
+
+    km, kc = start("rlm")
+    try:
+        script_model(kc, [block("x = 1\nhits = search('(', regex=True)"),
+                          block("FINAL('done')")])
+        execute(kc, "context = 'alpha beta'")
+        announce_frontend(kc)
+        reply, messages = execute(kc, "%%rlm\nSearch for a parenthesis.", cell_id="task")
+        assert reply["content"]["status"] == "ok", reply["content"]
+        errors = [m["content"]["data"]["output"] for m in messages
+                  if m["msg_type"] == "comm_msg"
+                  and m["content"]["data"].get("type") == "step_output"
+                  and m["content"]["data"]["output"]["output_type"] == "error"]
+        assert len(errors) == 1 and errors[0]["ename"] == "error", errors
+        text = ANSI.sub("", "\n".join(errors[0]["traceback"]))
+        assert "----> 2 hits = search('(', regex=True)" in text, text
+        assert "rlm_kernel/" not in text and "helpers.py" not in text, text
+        assert text.rstrip().endswith("error: missing ), unterminated subpattern at position 0")
+    finally:
+        stop(km, kc)
