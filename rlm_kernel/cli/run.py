@@ -378,9 +378,18 @@ def _export(result: Any, args: argparse.Namespace) -> str | None:
 
 
 def _print_answer(result: Any) -> None:
+    """The answer, how it was reached when that is not from the user's data by code (one
+    line: ``The answer was reached without reading your data.``), and the totals."""
+    from ..engine.sources import how_reached
+
     print()
     if result.answer is not None:
         print(f"Answer: {result.answer}")
+        source = getattr(result, "answer_source", None)
+        if source not in (None, "data"):
+            how = how_reached(source, getattr(result, "votes", None),
+                              no_data=not result.variables)
+            print(f"The answer was {how}.")
     else:
         print(f"No answer: {result.error}" if result.error else "No answer.")
     print(f"({result.steps} steps, {result.llm_calls} LLM calls, "
@@ -403,6 +412,10 @@ class StepPrinter:
         if event.kind == "run_started" and d["depth"] == 0:
             names = ", ".join(f"{v.name} ({v.type_name})" for v in d["variables"]) or "none"
             print(f"Model: {d['model']}   variables: {names}", file=out, flush=True)
+            if d.get("no_data"):
+                print("No data: the model is told there is none and must answer from its "
+                      "own knowledge or computation (give files with --context PATH).",
+                      file=out, flush=True)
         elif event.kind == "run_started":
             print(f"{indent}↳ sub-run: {d['question'][:80]}", file=out, flush=True)
         elif event.kind == "model_call":

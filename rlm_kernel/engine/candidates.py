@@ -36,6 +36,10 @@ arXiv:2603.15653).
 - **Result.** The chosen candidate's :class:`RLMResult` (history, answer, stop reason,
   ``exchanges`` for replay, which replays that trajectory alone), with ``calls`` and
   ``seconds`` over all candidates and ``candidates``: one summary per candidate run.
+  ``votes`` is ``(k, n)``: k of the n candidates that ran agree with the answer;
+  ``answer_source`` is ``vote`` where the chosen candidate's own was ``data`` or
+  ``output``, and stays ``no_input``, ``ungrounded`` or ``forced`` (a vote does not
+  remedy those; :func:`~rlm_kernel.engine.sources.voted_source`).
 - **Events.** See :mod:`rlm_kernel.engine.events`: every event carries ``candidate``
   and ``candidates``; ``candidate_started`` / ``candidate_finished`` frame each
   candidate; one ``run_started`` and one ``run_finished`` frame the whole run.
@@ -61,6 +65,7 @@ from .recording import Recorder
 from .result import RLMResult
 from .resume import Continuation
 from .run import Run
+from .sources import voted_source
 from .task import TaskSpec
 from .vote import Ballot, Tally, answer_key, tally
 
@@ -244,9 +249,14 @@ class CandidateRuns:
         result.candidates = [self._summary(c, votes, c is chosen) for c in self.done]
         result.calls = list(self.ledger.calls)
         result.seconds = time.perf_counter() - self.start
+        if result.answer is not None and votes.winner is not None:
+            result.votes = (votes.votes(votes.winner), len(self.done))
+            result.answer_source = voted_source(result.answer_source)
         log.info("candidates: %d of %d ran; candidate %d chosen (%d votes)", len(self.done),
                  self.total, chosen.index, votes.votes(votes.winner))
-        self._notify("run_finished", chosen.index, {"result": result})
+        self._notify("run_finished", chosen.index, {"result": result,
+                                                    "answer_source": result.answer_source,
+                                                    "votes": result.votes})
         return result
 
     def _earlier_code(self) -> list[str]:

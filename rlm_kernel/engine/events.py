@@ -74,12 +74,19 @@ class _Counted(_Base):
 
 
 class RunStartedData(_Counted):
-    """``run_started``: the task and the variables' metadata the model is shown."""
+    """``run_started``: the task and the variables' metadata the model is shown, told
+    before the first model call.  ``inputs``: the names of the user's inputs (the
+    variables given, but those an earlier task's code left, and the user's tools),
+    sorted; ``no_data``: the run has no variable, tool or working folder at all, and
+    the model is told so (there is no data; it must invent none): its answer will be
+    ``answer_source`` ``no_input``."""
 
     question: str
     variables: list[REPLVariable]
     max_iterations: int
     model: str  # the root model's litellm string
+    inputs: list[str]
+    no_data: bool
 
 
 class ModelCallData(_Counted):
@@ -151,9 +158,14 @@ class StepNoticeData(_Counted):
 
 
 class RunFinishedData(_Counted):
-    """``run_finished``: the run's result (also for errors and budget stops)."""
+    """``run_finished``: the run's result (also for errors and budget stops), and how
+    its answer was reached: ``answer_source`` (a key of
+    :data:`~rlm_kernel.engine.result.ANSWER_SOURCES`, None without an answer) and
+    ``votes`` (``(k, n)`` after a vote, else None), as on the result."""
 
     result: RLMResult
+    answer_source: str | None
+    votes: tuple | None  # (k, n): k of the n candidates that ran agree with the answer
 
 
 class CandidateStartedData(_Counted):

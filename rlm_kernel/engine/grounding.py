@@ -1,4 +1,6 @@
-"""Does a ``FINAL`` answer come from the data?  The grounding check, one pure function.
+"""Does a ``FINAL`` answer come from the data?  The grounding check: :func:`finding` (what
+the model is told) and :func:`is_grounded` (what labels an accepted answer
+``ungrounded``), pure functions.
 
 A model can end a run with a value no code of the run produced: ``FINAL("foo.py")`` or
 ``FINAL(42)`` typed from what it expects rather than from what its code printed.
@@ -57,7 +59,7 @@ from typing import Any
 from .answer import value_repr
 from .tools import RESERVED_NAMES, SESSION_NAMES
 
-__all__ = ["MEMBERS", "SCAN_CHARS", "finding", "is_literal_final"]
+__all__ = ["MEMBERS", "SCAN_CHARS", "finding", "is_grounded", "is_literal_final"]
 
 log = logging.getLogger(__name__)
 
@@ -101,14 +103,7 @@ def finding(code: str, value: Any, outputs: Sequence[str],
         Nothing (but ``KeyboardInterrupt``): a value or code it cannot read counts as
         grounded.
     """
-    try:
-        if not is_literal_final(code, value):
-            return None
-        if code == "" and any(v is value for v in list(namespace.values())):
-            return None  # FINAL(name) in prose: the variable's own value
-        missing = _Evidence(outputs, namespace).missing(value)
-    except Exception:  # noqa: BLE001 - a check must never end a run
-        return None
+    missing = _missing(code, value, outputs, namespace)
     if missing is _NOTHING:
         return None
     log.debug("a typed FINAL value is not grounded: %s not in %d outputs or %d variables",
@@ -118,6 +113,28 @@ def finding(code: str, value: Any, outputs: Sequence[str],
     if missing is value or (type(value) in _PLAIN_CONTAINERS and len(value) == 1):
         return f"The answer {shown} {where}"
     return f"The answer {shown} has {value_repr(missing, max_chars=120)}, which {where}"
+
+
+def is_grounded(code: str, value: Any, outputs: Sequence[str],
+                namespace: Mapping[str, Any]) -> bool:
+    """:func:`finding` as a yes/no, quietly: True when the answer is grounded (or
+    cannot be judged).  What labels an accepted answer ``ungrounded``
+    (``RLMResult.answer_source``); the arguments are :func:`finding`'s."""
+    return _missing(code, value, outputs, namespace) is _NOTHING
+
+
+def _missing(code: str, value: Any, outputs: Sequence[str],
+             namespace: Mapping[str, Any]) -> Any:
+    """The part of a ``FINAL`` value no evidence holds, or :data:`_NOTHING` (grounded,
+    computed, or not judged)."""
+    try:
+        if not is_literal_final(code, value):
+            return _NOTHING
+        if code == "" and any(v is value for v in list(namespace.values())):
+            return _NOTHING  # FINAL(name) in prose: the variable's own value
+        return _Evidence(outputs, namespace).missing(value)
+    except Exception:  # noqa: BLE001 - a check must never end a run
+        return _NOTHING
 
 
 def is_literal_final(code: str, value: Any) -> bool:

@@ -25,6 +25,7 @@ __all__ = [
     "build_messages",
     "STOP_SEQUENCES",
     "task_message",
+    "NO_DATA_NOTE",
     "step_output_message",
     "no_code_message",
     "answer_now_message",
@@ -208,10 +209,19 @@ def _structure_tip(var: REPLVariable, value: Any) -> str | None:
 
 
 
+NO_DATA_NOTE = (
+    "(none) The user gave no data for this task: no variable, no `context`, no file. Do "
+    "not invent data: never create `context`, sample text or example values to work on. "
+    "Answer from your own knowledge, or compute the answer with code, then call "
+    "FINAL(value) with it.")
+"""What a task with no data is told in place of the variables' listing (the answer is
+then reached without the user's data: ``answer_source`` ``no_input``)."""
+
+
 def task_message(question: str, variables: Sequence[REPLVariable], max_steps: int,
                  values: Mapping[str, Any] | None = None, *, earlier: str | None = None,
                  tools: Sequence[str] = (), answer_type: str | None = None,
-                 folder: str | None = None) -> str:
+                 folder: str | None = None, no_data: bool = False) -> str:
     """First user message: the question, the earlier tasks of the conversation
     (``earlier``, from
     :meth:`~rlm_kernel.engine.conversation.Conversation.prompt_section`; the question is
@@ -222,7 +232,8 @@ def task_message(question: str, variables: Sequence[REPLVariable], max_steps: in
     type (:meth:`~rlm_kernel.engine.answer_type.AnswerType.prompt_line`), the working
     folder and its helpers (``folder``, from
     :meth:`~rlm_kernel.executors.workfolder.WorkFolder.prompt_section`), and the step
-    line."""
+    line.  ``no_data``: the user gave no variable, tool or folder; the listing is
+    :data:`NO_DATA_NOTE` (there is no data; invent none)."""
     values = values or {}
     if variables:
         listing = "\n\n".join(var.format() for var in variables)
@@ -230,7 +241,7 @@ def task_message(question: str, variables: Sequence[REPLVariable], max_steps: in
         if tips:
             listing += "\n\n" + "\n".join(tips)
     else:
-        listing = "(no data variables; answer with code and FINAL)"
+        listing = NO_DATA_NOTE if no_data else "(no data variables; answer with code and FINAL)"
     # a follow-up: the question first, then what the earlier tasks found, the question
     # again at the end (a small model otherwise answers the earlier task again)
     parts = [f"Task: {question}", *([earlier] if earlier else []),

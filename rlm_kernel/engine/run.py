@@ -62,7 +62,7 @@ from .budget import BudgetExceeded, BudgetGuard, GuardedClient
 from .config import RLMConfig
 from .conversation import HISTORY_NAME
 from .events import Event, Observer, emit
-from .grounding import finding
+from .grounding import finding, is_grounded
 from .prompts import (
     answer_now_message,
     build_messages,
@@ -77,6 +77,7 @@ from .recording import Recording
 from .repetition import Repetition, RepetitionDetector, signature
 from .result import RLMResult
 from .resume import Continuation, recorded_reply
+from .sources import answer_source, any_input_read
 from .step import (
     SIGNAL_NAMES,
     TRACEBACK_LINE,
@@ -184,6 +185,13 @@ class Run:
         self.inputs = {n: v for n, v in variables.items()
                        if protected is None or n in protected} if cfg.protect_inputs else {}
         self.inputs.update(bound)
+        # the user's inputs, for the answer's source: the variables given (but those an
+        # earlier task's code left, unless named as protected) and the user's tools
+        working = task.history.working_names(variables) if task.history else set()
+        self.user_inputs = {n for n in variables
+                            if n not in working or (protected is not None and n in protected)}
+        self.user_inputs.update(task.tools)
+        self.no_data = not variables and not task.tools and task.folder is None
         self.result = RLMResult(question=question, variables=metas, depth=depth,
                                 model=root.model,
                                 sub_model=sub.model)
@@ -193,7 +201,8 @@ class Run:
             else None,
             tools=[describe_tool(n, f) for n, f in task.tools.items()],
             folder=task.folder.prompt_section() if task.folder is not None else None,
-            answer_type=task.output_type.prompt_line() if task.output_type else None)
+            answer_type=task.output_type.prompt_line() if task.output_type else None,
+            no_data=self.no_data)
         self.prompt_chars = _prompt_chars(cfg, root)
         self.policy = PolicyRegistry.get_termination(cfg.termination,
                                                      config=_policy_config(cfg))
@@ -218,7 +227,9 @@ class Run:
             self.result.conversation = task.history.to_list()
         self.notify("run_started", {"question": question, "variables": metas,
                                     "max_iterations": cfg.max_iterations,
-                                    "model": self.result.model})
+                                    "model": self.result.model,
+                                    "inputs": sorted(self.user_inputs),
+                                    "no_data": self.no_data})
 
     # -- the run ------------------------------------------------------------------------
     def execute(self, continuation: Continuation | None = None) -> RLMResult:
@@ -256,7 +267,11 @@ class Run:
                 result.exchanges = list(self.guard.recorder.exchanges)
                 result.root_prompts = list(self.guard.recorder.root_prompts)
                 result.seconds = time.perf_counter() - self.start
-                self.notify("run_finished", {"result": result})
+                if result.answer is None:
+                    result.answer_source = None
+                self.notify("run_finished", {"result": result,
+                                             "answer_source": result.answer_source,
+                                             "votes": result.votes})
             if span is not None:
                 span.set_attributes({**tracing.usage_attributes(result),
                                      "rlm.stopped_by": result.stopped_by,
@@ -586,6 +601,7 @@ class Run:
                     if isinstance(policy_answer, str) and policy_answer.strip() else None
                 self.result.answer = self.result.answer_value = answer
                 self.result.stopped_by = "final"
+                self.result.answer_source = self._source(from_text=True)
             return True
         if check is not None:  # the FINAL is held; the next step answers the check
             self.pending, text = outcome, check
@@ -647,9 +663,25 @@ class Run:
         return texts
 
     def _accept(self, outcome: StepOutcome) -> None:
-        """End the run with ``outcome``'s FINAL as the answer."""
+        """End the run with ``outcome``'s FINAL as the answer, and say how it was
+        reached (:meth:`_source`; a FINAL written in prose is taken from text)."""
         self.result.answer, self.result.answer_value = outcome.answer, outcome.answer_value
         self.result.stopped_by = "final"
+        self.result.answer_source = self._source(outcome, from_text=not outcome.code)
+
+    def _source(self, outcome: StepOutcome | None = None, *, forced: bool = False,
+                from_text: bool = False) -> str:
+        """How the answer is reached (:func:`~rlm_kernel.engine.sources.answer_source`):
+        whether the trajectory's code read one of the user's inputs, and whether the
+        grounding check finds ``outcome``'s FINAL value (None: no FINAL to check)."""
+        folder = tuple(self.task.folder.functions()) if self.task.folder is not None else ()
+        read = any_input_read((e.code for e in self.result.history.entries),
+                              self.user_inputs, data_name=self.tools.data_name,
+                              folder=folder)
+        ungrounded = outcome is not None and outcome.final and not is_grounded(
+            outcome.code, outcome.answer_value, self._outputs(), self.ns)
+        return answer_source(read_input=read, ungrounded=ungrounded, forced=forced,
+                             from_text=from_text)
 
     def _next_message(self, code: str, output: str, success: bool, step: int,
                       repetition: Repetition | None = None, error: str | None = None) -> str:
@@ -716,16 +748,15 @@ class Run:
         """End a run that repeated a step after being told of a repetition:
         ``stopped_by`` ``"stuck"``, ``error`` says which step it repeated, and one
         "answer now" call (:func:`~rlm_kernel.engine.prompts.stuck_message`) gives the
-        best answer so far, marked ``answer_source`` ``"forced"``; the trajectory is
-        kept."""
+        best answer so far, marked ``answer_source`` ``"forced"`` (or ``no_input`` /
+        ``ungrounded`` when those apply: :mod:`~rlm_kernel.engine.sources`); the
+        trajectory is kept."""
         rep, result = self.stuck, self.result
         assert rep is not None
         result.stopped_by = "stuck"
         result.error = (f"stuck: step {step} repeats {rep.describe()} after the model was "
                         "told of a repetition")
-        self._answer_now(step + 1, stuck_message(rep))
-        if result.answer is not None:
-            result.answer_source = "forced"
+        self._answer_now(step + 1, stuck_message(rep))  # answer_source: forced at least
 
     def _answer_now(self, step: int | None = None, message: str | None = None) -> None:
         """After ``max_iterations`` steps (or, with ``step`` and ``message``, when the
@@ -748,6 +779,7 @@ class Run:
             self._record(last, outcome)
         if outcome.final:  # else no answer: a reply that is not a FINAL never becomes one
             result.answer, result.answer_value = outcome.answer, outcome.answer_value
+            result.answer_source = self._source(outcome, forced=True)
         elif outcome.error_for_model and self.task.output_type is not None:
             result.error = outcome.error_for_model  # the last FINAL was of the wrong type
 

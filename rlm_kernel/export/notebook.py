@@ -7,9 +7,12 @@ setup cells that re-create the inputs (e.g. ``context = ...``), a ``%%rlm record
 cell with the replies to the steps' ``llm_query`` calls (so the notebook re-runs with
 no model; delete it to ask the model again), one code cell per
 step (the model's reasoning as leading ``# `` comments, then its code, with its
-outputs), and a markdown cell with the answer.  Every cell is tagged
+outputs), and a markdown cell with the answer and how it was reached
+(``RLMResult.answer_source`` in words: computed from the data, reached without reading
+it, a vote of k of n ...).  Every cell is tagged
 ``metadata.rlm = {"run_id", "step", "role"}`` and the notebook's ``metadata.rlm``
-holds the run's totals and per-call records.  The kernelspec is ``rlm``, in which
+holds the run's totals (``answer_source`` and ``votes`` among them) and per-call
+records.  The kernelspec is ``rlm``, in which
 ``llm_query``/``FINAL``... exist outside runs, so the notebook re-runs top to bottom.
 Its ``language_info`` is the whole record the kernel reports (:func:`language_info`):
 JupyterLab writes the kernel's record into a notebook it opens, and a partial one
@@ -32,6 +35,7 @@ import nbformat
 from nbformat import v4
 
 from ..engine.recording import output_digest, step_exchanges
+from ..engine.sources import how_reached
 from ..engine.step import step_source
 from .cells import CellRLM
 
@@ -303,6 +307,10 @@ def _answer_markdown(result: Any) -> str:
             else f"**Answer:**\n\n{_fenced(answer.strip())}")
     if result.stopped_by != "final":
         text += f"\n\n(The run stopped by `{result.stopped_by}`.)"
+    how = how_reached(getattr(result, "answer_source", None), getattr(result, "votes", None),
+                      no_data=not result.variables)
+    if how is not None:
+        text += f"\n\n*How it was reached:* {how}."
     return text
 
 
@@ -315,6 +323,8 @@ def _run_metadata(result: Any, run_id: str, entries: list[Any]) -> dict[str, Any
         "sub_model": result.sub_model,
         "stopped_by": result.stopped_by,
         "answer": None if result.answer is None else str(result.answer),
+        "answer_source": getattr(result, "answer_source", None),
+        "votes": list(result.votes) if getattr(result, "votes", None) else None,
         "error": result.error,
         "steps": result.steps,
         "llm_calls": result.llm_calls,

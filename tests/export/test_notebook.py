@@ -65,7 +65,8 @@ def test_cells_in_order_with_roles_sources_and_outputs():
     assert s3.source == "# Done.\nFINAL(f'{n} chars: {summary}')"
     assert all(c.execution_count is None for c in (s1, s2, s3))
     assert answer.cell_type == "markdown"
-    assert answer.source == "**Answer:** 11 chars: sub:sum up hello"
+    assert answer.source == "**Answer:** 11 chars: sub:sum up hello\n\n*How it was " \
+        "reached:* computed by the model's code from your data."
 
 
 def test_notebook_metadata_totals_equal_the_result():
@@ -129,7 +130,7 @@ def test_no_answer_shows_the_stop_reason():
 
 def test_multiline_answer_is_fenced():
     nb = export_run(run([block("FINAL('a\\nb ``` c')")], context="a\nb ``` c"))
-    assert nb.cells[-1].source == "**Answer:**\n\n````text\na\nb ``` c\n````"
+    assert nb.cells[-1].source.startswith("**Answer:**\n\n````text\na\nb ``` c\n````\n\n")
 
 
 def test_write_validates_creates_folders_and_requires_ipynb(tmp_path):

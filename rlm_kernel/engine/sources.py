@@ -1,0 +1,227 @@
+"""How an answer was reached (``RLMResult.answer_source``): which of the user's inputs a
+run's executed code read, and the one rule that names the answer's source.
+
+**What counts as reading an input.**  The rule reads the code of every executed step
+(the trajectory's ``code``), on the host, with :mod:`ast`; the same code runs in the
+in-process executor and in the isolated worker, so the rule gives the same verdict for
+both and needs nothing from the worker (no name-lookup hook to forge or to carry over
+the channel).  A step reads the input ``x`` when its code
+
+- loads the name ``x`` (``len(context)``, ``context[:100]``, ``f(context)``; a ``def``
+  whose body names it counts when the ``def`` runs);
+- holds the text ``"x"`` as a string literal (``FINAL_VAR("context")``,
+  ``globals()["context"]``);
+- calls a data helper that reads the run's main variable when given no data
+  (``search("word")``, ``split_documents()``, ``parse_records()``, ``code_outline()``;
+  ``search("w", other)`` reads ``other`` instead);
+- calls (or names) one of the user's tools, or a helper of the working folder (or
+  ``open``/``pathlib``/``os.listdir``/``glob`` while a working folder is given: the
+  folder is then an input).
+
+Limits, on purpose: a name built at run time (``eval("con" + "text")``,
+``globals()[name]`` with a computed ``name``) is not seen (the answer is then said to be
+reached without the data: a false alarm, never a false assurance, as long as the model
+does not hide its reads); a load is counted even if the step raised before reaching it,
+and even after the step rebound the name itself (``context = "x"; print(context)``: the
+protected input is put back after the step, but that step read the model's text).
+``SHOW_VARS()`` is not a read: it prints the metadata the task message gave already.
+Code that does not parse as Python (IPython syntax) is read with its magics' names
+dropped (``%time n = len(context)`` reads ``n = len(context)``) and its ``!`` lines left
+out; if it still does not parse, a whole-word match of each name in the code counts.
+
+**The source** (:func:`answer_source`), first rule that applies:
+
+1. ``no_input``: no executed code read any input (or the run had none);
+2. ``ungrounded``: the answer is a literal the grounding check
+   (:func:`~rlm_kernel.engine.grounding.finding`) found in no output and no variable;
+3. ``forced``: the answer came from the "answer now" call after the run stopped early
+   (the step limit, a stuck run);
+4. ``output``: the answer was taken from text (a ``FINAL`` written in prose, or a
+   termination policy's answer made of the model's words), not from an executed ``FINAL``;
+5. ``data``: an executed ``FINAL``/``FINAL_VAR`` in a run that read the user's data.
+
+A candidates run turns its chosen candidate's ``data`` or ``output`` into ``vote``
+(:func:`voted_source`); the warnings 1-3 stay: a vote does not remedy them.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import re
+from collections.abc import Collection, Iterable
+
+__all__ = ["DATA_HELPERS", "FOLDER_READERS", "answer_source", "any_input_read", "how_reached",
+           "inputs_read", "voted_source"]
+
+log = logging.getLogger(__name__)
+
+DATA_HELPERS = {"search": 1, "split_documents": 0, "parse_records": 0, "code_outline": 0}
+"""The REPL's data helpers and the position of their ``data`` argument: called without
+it (or ``data=None``) they read the run's main variable."""
+
+FOLDER_READERS = frozenset({"open", "Path", "pathlib", "listdir", "scandir", "walk", "glob",
+                            "iglob", "read_text", "read_bytes", "iterdir", "rglob"})
+"""Names that read files: a read of the working folder's inputs when one is given."""
+
+_SOURCES_BEFORE_A_VOTE = frozenset({"data", "output"})
+
+
+def inputs_read(code: str, inputs: Collection[str], *, data_name: str | None = None,
+                folder: Collection[str] = ()) -> set[str]:
+    """The inputs one step's code reads (see the module docstring for the rule).
+
+    Args:
+        code (str): the step's code as executed.
+        inputs (Collection[str]): the names of the user's inputs: variables and tools.
+        data_name (str | None): the variable the data helpers read when given no data
+            (the run's main variable); None: none.
+        folder (Collection[str]): the working folder's helper names (``ls``,
+            ``read`` ...), empty without a folder; with one, a read of the folder
+            counts as the input ``"<folder>"``.
+
+    Returns:
+        set[str]: the names of ``inputs`` read, plus ``"<folder>"`` for the folder.
+    """
+    names = set(inputs)
+    if not code.strip() or not (names or folder):
+        return set()
+    tree = _parse(code)
+    if tree is None:  # not Python even without IPython lines: whole words
+        found = {n for n in names if re.search(rf"(?<![\w.]){re.escape(n)}\b", code)}
+        if folder and any(re.search(rf"\b{re.escape(n)}\s*\(", code)
+                          for n in (*folder, *FOLDER_READERS)):
+            found.add("<folder>")
+        return found
+    found = set()
+    readers = set(folder) | FOLDER_READERS if folder else set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            if node.id in names:
+                found.add(node.id)
+            elif node.id in readers:
+                found.add("<folder>")
+        elif isinstance(node, ast.Constant) and type(node.value) is str \
+                and node.value in names:
+            found.add(node.value)
+        elif isinstance(node, ast.Attribute) and node.attr in readers:
+            found.add("<folder>")
+        if isinstance(node, ast.Call) and data_name in names \
+                and _reads_main_variable(node):
+            found.add(data_name)  # type: ignore[arg-type] - data_name in names: a str
+    return found
+
+
+def any_input_read(codes: Iterable[str], inputs: Collection[str], *,
+                   data_name: str | None = None, folder: Collection[str] = ()) -> bool:
+    """True when the code of any step in ``codes`` reads one of ``inputs`` (or the
+    working folder); see :func:`inputs_read` for the arguments."""
+    return any(inputs_read(code, inputs, data_name=data_name, folder=folder)
+               for code in codes)
+
+
+def answer_source(*, read_input: bool, ungrounded: bool = False, forced: bool = False,
+                  from_text: bool = False) -> str:
+    """The key of :data:`~rlm_kernel.engine.result.ANSWER_SOURCES` for an answer.
+
+    Args:
+        read_input (bool): the run's executed code read at least one of the user's
+            inputs (:func:`inputs_read`).
+        ungrounded (bool): the grounding check found the answer in no output and no
+            variable.
+        forced (bool): the answer came from the "answer now" call.
+        from_text (bool): the answer was taken from text, not from an executed
+            ``FINAL``/``FINAL_VAR``.
+
+    Returns:
+        str: ``no_input``, ``ungrounded``, ``forced``, ``output`` or ``data``, the
+        first that applies in that order.
+    """
+    if not read_input:
+        return "no_input"
+    if ungrounded:
+        return "ungrounded"
+    if forced:
+        return "forced"
+    if from_text:
+        return "output"
+    return "data"
+
+
+def voted_source(source: str | None) -> str | None:
+    """The source of a candidates run's answer given its chosen candidate's own:
+    ``vote`` for ``data`` and ``output``; a warning (``no_input``, ``ungrounded``,
+    ``forced``) stays; None (no answer) stays None."""
+    return "vote" if source in _SOURCES_BEFORE_A_VOTE else source
+
+
+_HOW = {
+    "data": "computed by the model's code from your data",
+    "output": "taken from text the model wrote, not from a FINAL its code ran",
+    "ungrounded": "not found in your data or in any output of the model's code "
+                  "(the grounding check could not find it)",
+    "no_input": "reached without reading your data",
+    "forced": "the model's best guess, asked for after the run stopped early",
+}
+
+
+def how_reached(source: str | None, votes: tuple[int, int] | list[int] | None = None,
+                *, no_data: bool = False) -> str | None:
+    """How an answer was reached, as the words a user reads (the CLI's line, the
+    exported notebook's answer cell), e.g. ``reached without reading your data``.
+
+    Args:
+        source (str | None): ``RLMResult.answer_source`` (None: no answer).
+        votes (tuple[int, int] | None): ``RLMResult.votes``, ``(k, n)``.
+        no_data (bool): the run was given no data at all (``no_input`` then says so).
+
+    Returns:
+        str | None: a lower-case phrase without a final period; None for no answer.
+        With ``votes``, a vote's count follows (``chosen by a vote: 2 of 3 candidates
+        agreed``; after a warning: ``...; 2 of 3 candidates agreed``).
+    """
+    if source is None:
+        return None
+    if source == "no_input" and no_data:
+        text = "reached without any data (none was given)"
+    elif source == "vote":
+        text = "chosen by a vote"
+    else:
+        text = _HOW.get(source, source)
+    if votes:
+        k, n = votes
+        counted = f"{k} of {n} candidate{'s' * (n != 1)} agreed"
+        text += f": {counted}" if source == "vote" else f"; {counted}"
+    return text
+
+
+_MAGIC = re.compile(r"^(\s*)%%?\w+\s?")  # a line or cell magic's name (%time, %%timeit)
+
+
+def _parse(code: str) -> ast.Module | None:
+    """``code`` as Python, or with its IPython lines read as the code they run (a
+    magic's name dropped: ``%time n = len(context)`` reads ``n = len(context)``;
+    ``!shell`` lines left out), or None when neither parses."""
+    lines = [_MAGIC.sub(r"\1", line) for line in code.splitlines()
+             if not line.lstrip().startswith("!")]
+    for text in (code, "\n".join(lines)):
+        try:
+            return ast.parse(text)
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            continue
+    return None
+
+
+def _reads_main_variable(call: ast.Call) -> bool:
+    """True when ``call`` is a data helper called without its data argument (or with
+    ``data=None``)."""
+    func = call.func
+    if not isinstance(func, ast.Name) or func.id not in DATA_HELPERS:
+        return False
+    if any(isinstance(a, ast.Starred) for a in call.args) \
+            or any(k.arg is None for k in call.keywords):
+        return True  # *args / **kwargs: may or may not pass data; the helper may read it
+    position = DATA_HELPERS[func.id]
+    given = call.args[position] if len(call.args) > position else \
+        next((k.value for k in call.keywords if k.arg == "data"), None)
+    return given is None or (isinstance(given, ast.Constant) and given.value is None)

@@ -1,0 +1,279 @@
+"""How an answer was reached (``RLMResult.answer_source``): the rule that reads which
+inputs a step's code read, each source kind on a scripted run (in-process and isolated
+where the executor matters), the no-data task, the events, and one run of the real
+embedded model on a task with no data."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlm_kernel import RLM
+from rlm_kernel.engine.conversation import Conversation
+from rlm_kernel.engine.events import Event
+from rlm_kernel.engine.prompts import NO_DATA_NOTE
+from rlm_kernel.engine.result import ANSWER_SOURCES
+from rlm_kernel.engine.sources import (
+    answer_source,
+    how_reached,
+    inputs_read,
+    voted_source,
+)
+from rlm_kernel.engine.tools import user_variables
+from rlm_kernel.executors import PlainExecutor, close_executor, new_executor
+from rlm_kernel.models.scripted import ScriptedModel
+from tests.replies import block
+
+EXECUTORS = ["in-process", "isolated"]
+
+
+def make(replies, **cfg) -> tuple[RLM, ScriptedModel, list[Event]]:
+    lm = ScriptedModel(replies)
+    events: list[Event] = []
+    cfg.setdefault("verify_answer", False)
+    return RLM(root_client=lm, sub_client=lm, observer=events.append, **cfg), lm, events
+
+
+@pytest.fixture(params=EXECUTORS)
+def executor(request):
+    ex = new_executor(request.param)
+    yield ex
+    close_executor(ex)
+
+
+# -- the rule: which inputs a step's code reads -----------------------------------------
+@pytest.mark.parametrize("code, read", [
+    ("print(len(context))", {"context"}),
+    ("n = context[:10]\nprint(n)", {"context"}),
+    ("def f():\n    return context\n", {"context"}),
+    ("FINAL_VAR('context')", {"context"}),
+    ("x = globals()['df']", {"df"}),
+    ("hits = search('def f(')", {"context"}),  # the helper reads the main variable
+    ("parts = split_documents()", {"context"}),
+    ("rows = parse_records(Name='x')", {"context"}),
+    ("hits = search('x', data=None)", {"context"}),
+    ("hits = search('x', other)", set()),  # it reads `other`, not an input
+    ("r = lookup('a')", {"lookup"}),  # a tool of the user's
+    ("context = {'data': 'sample'}\nFINAL('data')", set()),  # stored, never loaded
+    ("x = 2 + 2\nprint(x)", set()),
+    ("%time n = len(context)", {"context"}),  # IPython lines are read without their magic
+    ("print(contexts)", set()),  # a longer name is not the input
+    ("", set()),
+])
+def test_the_rule_reads_loads_literals_helpers_and_tools(code, read):
+    assert inputs_read(code, {"context", "df", "lookup"}, data_name="context") == read
+
+
+def test_code_that_does_not_parse_counts_whole_words():
+    assert inputs_read("print(context", {"context"}) == {"context"}
+    assert inputs_read("print(contexts", {"context"}) == set()
+
+
+def test_a_working_folder_is_read_by_its_helpers_and_by_files():
+    folder = ("ls", "read")
+    assert inputs_read("print(ls())", set(), folder=folder) == {"<folder>"}
+    assert inputs_read("t = open('a.txt').read()", set(), folder=folder) == {"<folder>"}
+    assert inputs_read("t = pathlib.Path('a').read_text()", set(), folder=folder) == {"<folder>"}
+    assert inputs_read("print(1)", set(), folder=folder) == set()
+    assert inputs_read("t = open('a.txt').read()", set()) == set()  # no folder: no input
+
+
+def test_the_first_source_that_applies_wins():
+    assert answer_source(read_input=False, ungrounded=True, forced=True) == "no_input"
+    assert answer_source(read_input=True, ungrounded=True, forced=True) == "ungrounded"
+    assert answer_source(read_input=True, forced=True, from_text=True) == "forced"
+    assert answer_source(read_input=True, from_text=True) == "output"
+    assert answer_source(read_input=True) == "data"
+    assert voted_source("data") == voted_source("output") == "vote"
+    assert [voted_source(s) for s in ("no_input", "ungrounded", "forced", None)] == \
+        ["no_input", "ungrounded", "forced", None]
+    assert set(ANSWER_SOURCES) == {"data", "output", "ungrounded", "vote", "no_input",
+                                   "forced"}
+
+
+def test_how_reached_in_words():
+    assert how_reached("no_input") == "reached without reading your data"
+    assert how_reached("no_input", no_data=True) == "reached without any data (none was given)"
+    assert how_reached("vote", (2, 3)) == "chosen by a vote: 2 of 3 candidates agreed"
+    assert how_reached("forced", (1, 1)).endswith("; 1 of 1 candidate agreed")
+    assert how_reached(None) is None
+    for source in ANSWER_SOURCES:
+        assert how_reached(source)
+
+
+# -- each kind on a run ---------------------------------------------------------------------
+def test_data_when_the_final_comes_from_code_that_read_the_context(executor):
+    rlm, _, events = make([block("n = len(context)\nprint(n)"), block("FINAL(n)")])
+    res = rlm.run("How long?", context="hello world", executor=executor)
+    assert (res.answer, res.answer_source, res.votes) == ("11", "data", None)
+    finished = [e for e in events if e.kind == "run_finished"][-1].data
+    assert finished["answer_source"] == "data" and finished["votes"] is None
+    assert res.summary()["answer_source"] == "data"
+
+
+def test_no_input_when_the_code_never_read_the_given_data(executor):
+    rlm, _, _ = make([block("x = 2 + 2\nprint(x)"), block("FINAL(x)")])
+    res = rlm.run("What is 2+2?", context="hello world", executor=executor)
+    assert res.answer == "4" and res.answer_source == "no_input"
+
+
+def test_a_named_variable_counts_as_data(executor):
+    rlm, _, _ = make([block("FINAL(len(rows))")])
+    res = rlm.run("How many rows?", executor=executor, rows=[1, 2, 3])
+    assert res.answer == "3" and res.answer_source == "data"
+
+
+def test_a_search_without_data_reads_the_context(executor):
+    rlm, _, _ = make([block("hits = search('world')\nprint(hits)"),
+                      block("FINAL(hits[0]['line'])")])
+    res = rlm.run("Which line?", context="hello\nworld", executor=executor)
+    assert res.answer == "2" and res.answer_source == "data"
+
+
+def test_a_task_with_no_data_is_told_so_and_its_answer_is_no_input(executor):
+    """The walk's failure: the model invents `context` itself."""
+    rlm, lm, events = make([block("context = {'data': 'This is a sample text'}\n"
+                                  "print(list(context))"),
+                            block("FINAL(list(context)[0])")])
+    res = rlm.run("What is the first key?", executor=executor)
+    assert res.answer == "data" and res.stopped_by == "final"
+    assert res.answer_source == "no_input"
+    started = events[0]
+    assert started.kind == "run_started" and started.data["no_data"] is True
+    assert started.data["inputs"] == [] and started.data["variables"] == []
+    assert [e.kind for e in events].index("run_started") < \
+        [e.kind for e in events].index("model_call")  # told before the first model call
+    assert res.variables == []  # the invented variable is never an input
+    assert [v.name for v in res.new_variables] == ["context"]
+    for messages in lm.calls:  # every call: the task message says there is no data
+        assert NO_DATA_NOTE in messages[1]["content"]
+        assert "context (dict" not in messages[1]["content"]
+
+
+def test_a_task_with_data_is_not_told_there_is_none():
+    rlm, lm, events = make([block("FINAL(len(context))")])
+    rlm.run("How long?", context="abc", executor=PlainExecutor())
+    assert NO_DATA_NOTE not in lm.calls[0][1]["content"]
+    assert events[0].data["no_data"] is False and events[0].data["inputs"] == ["context"]
+
+
+def test_a_tool_is_an_input_and_no_data_is_not_said():
+    def lookup(key: str) -> int:
+        """The user's table."""
+        return {"a": 7}[key]
+
+    rlm, lm, events = make([block("FINAL(lookup('a'))")], tools=[lookup])
+    res = rlm.run("What is a?", executor=PlainExecutor())
+    assert res.answer == "7" and res.answer_source == "data"
+    assert events[0].data["no_data"] is False and NO_DATA_NOTE not in lm.calls[0][1]["content"]
+
+
+def test_ungrounded_when_the_checked_final_is_still_found_nowhere(executor):
+    rlm, _, events = make([block("print(len(context))"), block("FINAL('foo.py')"),
+                           block("FINAL('nope.py')")])
+    res = rlm.run("Which file?", context="a.py\nb.py", executor=executor)
+    assert res.answer == "nope.py" and res.answer_source == "ungrounded"
+    assert [e.data["reason"] for e in events if e.kind == "answer_check"] == ["grounding"]
+
+
+def test_a_literal_the_output_holds_is_data():
+    rlm, _, _ = make([block("print(context.splitlines()[1])"), block("FINAL('b.py')")])
+    res = rlm.run("Which file?", context="a.py\nb.py", executor=PlainExecutor())
+    assert res.answer == "b.py" and res.answer_source == "data"
+
+
+def test_forced_after_the_step_limit(executor):
+    rlm, _, _ = make([block("n = len(context)"), block("print(n)"), block("FINAL(n)")],
+                     max_iterations=2)
+    res = rlm.run("How long?", context="abc", executor=executor)
+    assert res.stopped_by == "max_iterations" and res.answer == "3"
+    assert res.answer_source == "forced"
+
+
+def test_a_stuck_runs_answer_is_forced_but_no_input_comes_first():
+    rlm, _, _ = make([block("print(data)")] * 3 + [block("x = 7\nFINAL(x)")])
+    res = rlm.run("q", context="abc", executor=PlainExecutor())
+    assert res.stopped_by == "stuck" and res.answer == "7"
+    assert res.answer_source == "no_input"  # it never read `context`
+    rlm, _, _ = make([block("print(data)")] * 3 + [block("FINAL(len(context))")])
+    res = rlm.run("q", context="abc", executor=PlainExecutor())
+    assert res.stopped_by == "stuck" and (res.answer, res.answer_source) == ("3", "forced")
+
+
+def test_no_answer_has_no_source():
+    rlm, _, events = make([block("n = len(context)"), block("print(n)"), "I do not know."],
+                          max_iterations=2)
+    res = rlm.run("How long?", context="abc", executor=PlainExecutor())
+    assert res.answer is None and res.answer_source is None
+    assert events[-1].data["answer_source"] is None
+
+
+def test_output_when_the_final_is_written_in_prose():
+    rlm, _, _ = make([block("print(context)"), "The answer is FINAL('hello')"])
+    res = rlm.run("First word?", context="hello world", executor=PlainExecutor())
+    assert res.answer == "hello" and res.answer_source == "output"
+
+
+def test_output_when_a_policy_stops_with_the_models_words():
+    rlm, _, _ = make([block("RLM_REWARD = 1.0\nprint(len(context))", thought="It is 11.")],
+                     termination="reward_threshold", termination_config={"threshold": 0.5})
+    res = rlm.run("How long?", context="hello world", executor=PlainExecutor())
+    assert res.stopped_by == "final" and res.answer and res.answer_source == "output"
+
+
+def test_vote_with_k_of_n(executor):
+    replies = [block("n = len(context)\nFINAL(n)")] * 2
+    rlm, _, events = make(replies, candidates=3)
+    res = rlm.run("How long?", context="abc", executor=executor)
+    assert res.answer == "3" and res.answer_source == "vote" and res.votes == (2, 2)
+    finished = [e for e in events if e.kind == "run_finished"]
+    assert len(finished) == 1
+    assert finished[0].data["answer_source"] == "vote" and finished[0].data["votes"] == (2, 2)
+    assert res.summary()["votes"] == [2, 2]
+
+
+def test_a_vote_does_not_hide_an_answer_made_without_the_data():
+    rlm, _, _ = make([block("x = 2 + 2\nFINAL(x)")] * 2, candidates=3)
+    res = rlm.run("What is 2+2?", context="abc", executor=PlainExecutor())
+    assert res.answer == "4" and res.answer_source == "no_input" and res.votes == (2, 2)
+
+
+def test_a_child_reports_its_own_source():
+    replies = [block("a = rlm_query('inner task', context='abcd')\nprint(a)"),
+               block("FINAL(7)"),  # the child's step: reads nothing of its context
+               block("FINAL(len(context) + int(a))")]
+    rlm, _, events = make(replies, max_depth=1)
+    res = rlm.run("outer", context="x", executor=PlainExecutor())
+    child = [e.data for e in events if e.kind == "run_finished" and e.data["depth"] == 1]
+    assert len(child) == 1 and child[0]["answer_source"] == "no_input"
+    assert child[0]["result"].answer_source == "no_input"
+    assert res.answer == "8" and res.answer_source == "data"
+
+
+def test_a_variable_an_earlier_task_left_is_not_the_users_input():
+    ex = PlainExecutor()
+    history = Conversation()
+    first, _, _ = make([block("hits = [h['line'] for h in search('b')]\nFINAL(hits)")])
+    res1 = first.run("Where is b?", context="a\nb", executor=ex, history=history)
+    assert res1.answer_source == "data"
+    history.record(res1, ex.namespace)
+    del ex.namespace["context"]  # the user's data is gone; `hits` is the model's
+    second, lm, events = make([block("FINAL(len(hits))")])
+    res2 = second.run("How many?", executor=ex, history=history,
+                      variables=user_variables(ex.namespace))
+    assert events[0].data["inputs"] == []
+    assert res2.answer == "1" and res2.answer_source == "no_input"
+
+
+# -- the real embedded model --------------------------------------------------------------
+@pytest.mark.slow
+def test_a_task_with_no_data_on_the_embedded_model_is_no_input():
+    events: list[Event] = []
+    res = RLM(max_iterations=4, observer=events.append).run(
+        "What is 17 times 23? Compute it.")
+    started = events[0].data
+    assert started["no_data"] is True and started["inputs"] == []
+    assert started["variables"] == [] and res.variables == []
+    assert res.answer is not None, (res.stopped_by, res.error)
+    assert res.answer_source == "no_input"
+    assert [e.data["answer_source"] for e in events if e.kind == "run_finished"
+            and e.data["depth"] == 0] == ["no_input"]

@@ -1,0 +1,54 @@
+"""The exported notebook says how its answer was reached (``RLMResult.answer_source``):
+in the answer cell's words and in the notebook's ``metadata.rlm`` (scripted runs)."""
+
+from __future__ import annotations
+
+from rlm_kernel import RLM
+from rlm_kernel.executors import PlainExecutor
+from rlm_kernel.export import export_run
+from rlm_kernel.models.scripted import ScriptedModel
+from tests.replies import block
+
+
+def run(replies, context=None, **cfg):
+    lm = ScriptedModel(replies)
+    return RLM("scripted/root", root_client=lm, sub_client=lm, verify_answer=False,
+               **cfg).run("How long?", context=context, executor=PlainExecutor())
+
+
+def answer_cell(nb):
+    [cell] = [c for c in nb.cells if c.metadata["rlm"]["role"] == "answer"]
+    return cell.source
+
+
+def test_an_answer_from_the_data_says_so():
+    nb = export_run(run([block("FINAL(len(context))")], context="hello"))
+    assert answer_cell(nb).endswith("*How it was reached:* computed by the model's code "
+                                    "from your data.")
+    assert nb.metadata["rlm"]["answer_source"] == "data"
+    assert nb.metadata["rlm"]["votes"] is None
+
+
+def test_an_answer_made_without_the_data_says_so():
+    nb = export_run(run([block("x = 2 + 2\nFINAL(x)")], context="hello"))
+    assert "*How it was reached:* reached without reading your data." in answer_cell(nb)
+    assert nb.metadata["rlm"]["answer_source"] == "no_input"
+
+
+def test_a_task_with_no_data_says_none_was_given():
+    nb = export_run(run([block("x = 2 + 2\nFINAL(x)")]))
+    assert "reached without any data (none was given)" in answer_cell(nb)
+
+
+def test_a_vote_says_k_of_n():
+    result = run([block("FINAL(len(context))")] * 2, context="abc", candidates=3)
+    nb = export_run(result)
+    assert "*How it was reached:* chosen by a vote: 2 of 2 candidates agreed." \
+        in answer_cell(nb)
+    assert nb.metadata["rlm"]["votes"] == [2, 2]
+
+
+def test_no_answer_says_nothing_of_a_source():
+    result = run([block("print(1)"), "no code"], context="abc", max_iterations=1)
+    assert result.answer is None
+    assert "How it was reached" not in answer_cell(export_run(result))
