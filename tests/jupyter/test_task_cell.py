@@ -58,6 +58,8 @@ def test_a_task_cells_result_carries_the_task_cells_own_count(kc, task):
     (result,) = results(messages)
     assert result["data"]["text/plain"] == "11"
     assert result["execution_count"] == own  # Out[own], not Out[last step]
+    (end,) = [d for d in comm_data(messages) if d["type"] == "run_finished"]
+    assert (end["answer_source"], end["answer_note"]) == ("data", None)  # a plain success
     reply, messages = execute(kc, f"print(Out[{own}], _{own})\n1 + 1")
     assert reply["content"]["execution_count"] > max(steps)
     assert "11 11" in "".join(m["content"].get("text", "") for m in messages)
@@ -73,6 +75,21 @@ def test_a_prose_task_cell_is_told_to_the_extension_as_prose(kc):
     _, magic = execute(kc, "%%rlm\nHow long is the context?", cell_id="b")
     assert [d["prose"] for d in comm_data(prose) if d["type"] == "run_started"] == [True]
     assert [d["prose"] for d in comm_data(magic) if d["type"] == "run_started"] == [False]
+
+
+def test_run_finished_tells_the_extension_how_an_answer_was_reached(kc):
+    script_model(kc, [block("n = 7\nprint(n)"), block("FINAL(n)")])
+    execute(kc, "context = 'hello world'")
+    announce_frontend(kc)
+    _, messages = execute(kc, "%%rlm\nWhat is seven?", cell_id="task")
+    (end,) = [d for d in comm_data(messages) if d["type"] == "run_finished"]
+    assert end["answer"] == "7" and end["answer_source"] == "no_input"
+    assert end["answer_note"] == "Answer: reached without reading any data the user gave"
+    progress = [m["content"]["data"]["text/html"] for m in messages
+                if m["msg_type"] == "update_display_data"
+                and "rlm-progress" in m["content"]["data"].get("text/html", "")]
+    assert progress and 'data-rlm-end="warning"' in progress[-1]  # amber, not green
+    assert "reached without reading any data the user gave" in progress[-1]
 
 
 @pytest.mark.parametrize("extension", [True, False], ids=["extension", "inline"])

@@ -415,3 +415,16 @@ def test_five_variables_make_five_aligned_rows_of_four_cells():
     assert page.count(_CELL) == 4 * 6
     assert "white-space:nowrap" in _CELL  # a cell never wraps into a ragged row
     assert page.count("text-overflow:ellipsis") == 5  # long previews are cut, not wrapped
+
+
+def test_a_run_whose_code_never_reads_the_data_is_not_shown_as_a_success():
+    """The engine's own answer_source, end to end: the same FINAL is a green success
+    when the code read the data, amber with the sentence when it did not."""
+    shown = {}
+    for name, first in (("read", "n = len(context)\nprint(n)"), ("not read", "n = 7\nprint(n)")):
+        view = ProgressView(9, tick=None)
+        for ev in record([block(first), block("FINAL(n)")], max_iterations=4):
+            view.on_event(ev)
+        shown[name] = (view.bar.bar_style, view.note)
+    assert shown["read"] == ("success", None)
+    assert shown["not read"] == ("warning", f"Answer: {ANSWER_SOURCES['no_input']}")
