@@ -24,7 +24,9 @@ import os
 import re
 import sys
 import sysconfig
+import time
 import uuid
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -53,20 +55,39 @@ class TracebackHold:
 
     :meth:`feed` returns what can be shown now: everything before such a line (a line
     that could still become one is kept until it cannot); :attr:`held` is the text
-    held back.
+    held back.  The error that ends a step is its last output; a traceback that model
+    code printed and went on from (``traceback.print_exc()``) is shown as text once
+    more output comes ``patience`` seconds after it (:meth:`stale` for other streams).
+
+    Args:
+        patience: seconds after the start of a held traceback from which more output
+            means the step went on.
+        clock: the time source (seconds).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, patience: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.held: str | None = None
+        self.patience, self._clock, self._since = patience, clock, 0.0
         self._partial = ""  # the start of a line that may still become a traceback's
         self._mid_line = False  # the current line's start was shown already
 
+    def stale(self) -> str:
+        """The held text, to be shown now, when the step went on after it (more output
+        came past the patience); else ``""``."""
+        if self.held is None or self._clock() - self._since <= self.patience:
+            return ""
+        earlier, self.held = self.held, None
+        self._mid_line = not earlier.endswith("\n")
+        return earlier
+
     def feed(self, text: str) -> str:
         """Take a chunk of stderr; return the part to show now."""
+        earlier = self.stale()
         if self.held is not None:
             self.held += text
             return ""
-        shown: list[str] = []
+        shown: list[str] = [earlier]
         pieces = [p for p in _LINE_ENDS.split(text) if p]
         for i, piece in enumerate(pieces):
             if self._mid_line:
@@ -75,7 +96,7 @@ class TracebackHold:
                 continue
             line, self._partial = self._partial + piece, ""
             if line.startswith(_HOLD_STARTS):
-                self.held = line + "".join(pieces[i + 1:])
+                self.held, self._since = line + "".join(pieces[i + 1:]), self._clock()
                 break
             if not line.endswith("\n") and any(s.startswith(line) for s in _HOLD_STARTS):
                 self._partial = line
@@ -120,6 +141,8 @@ class IsolatedSteps(IsolatedExecutor):
                 on_output(name, text)
             if name == "stderr" and shell is not None:
                 text = hold.feed(text)
+            elif shell is not None:  # the step went on after a traceback it printed?
+                self._show({"output_type": "stream", "name": "stderr", "text": hold.stale()})
             self._show({"output_type": "stream", "name": name, "text": text})
 
         result = None

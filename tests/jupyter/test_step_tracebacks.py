@@ -144,3 +144,19 @@ def test_in_a_real_kernel_an_in_process_steps_helper_error_ends_at_its_line():
         assert text.rstrip().endswith("error: missing ), unterminated subpattern at position 0")
     finally:
         stop(km, kc)
+
+
+def test_a_traceback_the_step_printed_and_went_on_from_is_shown_as_text():
+    """traceback.print_exc() in a step that goes on: its text is shown once more output
+    comes past the patience, not held to the step's end; a traceback with nothing after
+    it stays held (the step's own error)."""
+    now = [0.0]
+    hold = TracebackHold(patience=1.0, clock=lambda: now[0])
+    printed = "Traceback (most recent call last):\n  File x\nKeyError: 'k'\n"
+    assert hold.feed(printed) == ""
+    now[0] = 0.5
+    assert hold.feed("more\n") == "" and hold.stale() == ""  # soon after: still held
+    now[0] = 3.0
+    assert hold.stale() == printed + "more\n"  # other output, later: the step went on
+    assert hold.feed("done\n") == "done\n"
+    assert hold.feed(printed) == "" and hold.release() == printed
