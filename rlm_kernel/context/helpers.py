@@ -91,6 +91,18 @@ def _data(data: Any) -> Any:
     return namespace[name]
 
 
+def _header(header: Any, helper: str) -> str | None:
+    """``header`` checked: a regular expression (``str``) or None.
+
+    Raises:
+        TypeError: anything else (the message names the helper: model code reads it at
+            its own line, the helper's frames being hidden)."""
+    if header is None or isinstance(header, str):
+        return header
+    raise TypeError(f"{helper}: header is the header line as a regular expression (a str, "
+                    f"e.g. header=r'^# file: '), not {type(header).__name__}")
+
+
 def search(pattern: str, data: Any = None, *, regex: bool = False,
            ignore_case: bool = False, header: str | None = None, doc: Any = None) -> Hits:
     """Lines of ``data`` (default: the run's main variable) containing ``pattern``.
@@ -105,16 +117,18 @@ def search(pattern: str, data: Any = None, *, regex: bool = False,
         NameError: no ``data`` given and the main variable does not exist.
         re.error: ``regex=True`` with an invalid pattern.
         KeyError: ``doc`` names no document.
+        TypeError: ``header`` is not a ``str``.
     """
     return search_lines(_data(data), str(pattern), regex=regex, ignore_case=ignore_case,
-                        header=header, doc=doc)
+                        header=_header(header, "search"), doc=doc)
 
 
 def split_documents(data: Any = None, header: str | None = None) -> dict[Any, str]:
     """``{document name: text}`` of ``data`` (default: the run's main variable);
     ``header`` names the header line as a regular expression; see
-    :func:`rlm_kernel.context.documents.split_documents`."""
-    return _split_documents(_data(data), header)
+    :func:`rlm_kernel.context.documents.split_documents` (``TypeError``: ``header`` is
+    not a ``str``)."""
+    return _split_documents(_data(data), _header(header, "split_documents"))
 
 
 def parse_records(data: Any = None, **where: Any) -> Records:
@@ -127,8 +141,9 @@ def parse_records(data: Any = None, **where: Any) -> Records:
 def code_outline(data: Any = None, header: str | None = None, **where: Any) -> Outline:
     """Every class, function and method of the Python in ``data`` (default: the
     run's main variable) whose fields equal ``where`` (``doc=`` one document);
-    see :func:`rlm_kernel.context.structure.code_outline`."""
-    return _code_outline(_data(data), header, **where)
+    see :func:`rlm_kernel.context.structure.code_outline` (``TypeError``: ``header`` is
+    not a ``str``)."""
+    return _code_outline(_data(data), _header(header, "code_outline"), **where)
 
 
 def data_helpers(data_name: str, namespace: Mapping[str, Any] | None

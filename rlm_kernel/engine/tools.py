@@ -175,7 +175,11 @@ class RunTools:
         Raises:
             LLMError: the call failed (the model code sees the message).
             BudgetExceeded: a budget limit is reached; the run stops.
+            TypeError: ``model`` is not a model name (``str``) or None.
         """
+        if model is not None and not isinstance(model, str):
+            raise TypeError("llm_query: model is a model name such as "
+                            f"'openai/gpt-4.1-mini' (a str) or None, not {type(model).__name__}")
         self.guard.check()
         records = self.step_calls  # the step that makes the call owns its record
         client = self._client(model)
@@ -213,7 +217,11 @@ class RunTools:
 
         Raises:
             BudgetExceeded: the budget was already used up before the batch.
+            TypeError: ``prompts`` is a single text or not a collection of them.
         """
+        if isinstance(prompts, (str, bytes)) or not hasattr(prompts, "__iter__"):
+            raise TypeError("llm_query_batched takes a list of prompts (one str each), "
+                            f"not {type(prompts).__name__}; one prompt: llm_query(prompt)")
         prompts = list(prompts)
         self.guard.check()
 

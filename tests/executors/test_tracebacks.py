@@ -25,10 +25,11 @@ EXECUTORS = ["in-process"] + (["isolated"] if sys.platform == "linux" else [])
 FAILING_CALLS = {  # a helper call -> what the model must still read of its error
     "hits = search('(', regex=True)": "missing ), unterminated subpattern",
     "SHOW_VARS(1)": "TypeError: show_vars() takes 0 positional arguments but 1 was given",
-    "parts = split_documents(42, header=5)": "TypeError: first argument must be string",
-    "outline = code_outline(None, header=3)": "TypeError: first argument must be string",
-    "llm_query('q', model=3)": "AttributeError: 'int' object has no attribute",
-    "answers = llm_query_batched(5)": "TypeError: 'int' object is not iterable",
+    "parts = split_documents(42, header=5)": "TypeError: split_documents: header is the "
+                                             "header line as a regular expression",
+    "outline = code_outline(None, header=3)": "TypeError: code_outline: header is",
+    "llm_query('q', model=3)": "TypeError: llm_query: model is a model name such as",
+    "answers = llm_query_batched(5)": "TypeError: llm_query_batched takes a list of prompts",
     "FINAL_VAR(42)": "TypeError: FINAL_VAR takes the variable's NAME as a string",
 }
 
