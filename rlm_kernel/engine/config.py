@@ -34,13 +34,15 @@ def _opt(default: Any, help: str, *, low: float | None = None, above: bool = Fal
 MAX_STEP_SECONDS = 1_000_000.0
 """The longest step time limit accepted (seconds, about 11.5 days): the time limit's
 timers cannot hold an unbounded one (``inf``, ``1e300``); None is no limit."""
-EMBEDDED_STEP_SECONDS = 60.0
+EMBEDDED_STEP_SECONDS = 120.0
 """A step's share of the embedded model's default time budget (``auto_max_seconds``):
-its slowest step at its measured speed on 2 cores (~20 tokens/s written, ~60 read): a
-full 1,024-token reply (about 50 s) plus reading the step's output (3,000 characters,
-about 15 s).  Its mean step is much shorter (about 6 s on the eval's dev split, an
-idle machine), but a machine whose cores are shared makes every step slower (a 2-step
-task took 413 s)."""
+twice its slowest step at its measured speed on 2 idle cores (~20 tokens/s written,
+~60 read: a full 1,024-token reply, about 50 s, plus reading the step's output, 3,000
+characters, about 15 s).  Its mean step is much shorter (about 6 s on the eval's dev
+split, idle), but cores shared with other work make every step slower: on the dev
+split with four clients of one model server a 2-step task took 485 s and a 3-step one
+was cut at 568 s by a 60-s share.  The budget is a backstop; a run that loops is
+stopped sooner by ``repeat_limit``."""
 PROVIDER_STEP_SECONDS = 30.0
 """A step's share of a provider model's default time budget: a chat model's reply takes
 seconds, a reasoning model's tens of seconds."""
