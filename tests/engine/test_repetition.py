@@ -260,3 +260,20 @@ def test_the_settings_are_options_of_rlm_run():
     assert config_overrides(args) == {"repeat_limit": 3, "auto_max_seconds": False}
     with pytest.raises(SystemExit):
         parser.parse_args(["--repeat-limit", "1"])
+
+
+# -- the real embedded model ---------------------------------------------------------------
+@pytest.mark.slow
+def test_the_walks_hello_there_task_does_not_loop_on_the_embedded_model():
+    """The walk's prose cell ``hello there`` with no data repeated one failing step 5
+    times (310 s, no answer).  Now it ends with an answer, or stuck at most 3 steps
+    after its first repetition; never at the step limit or after 5 failures in a row."""
+    events: list[Event] = []
+    res = RLM(observer=events.append, executor="in-process").run("hello there")
+    told = [step for step, why in notices(events) if why == "repeated"]
+    assert res.stopped_by in ("final", "stuck"), (res.stopped_by, res.error,
+                                                  [e.code for e in res.history])
+    if res.stopped_by == "stuck":
+        assert told and res.steps - told[0] <= 3
+        assert [why for _, why in notices(events)].count("stuck") == 1
+    assert res.steps <= 6
