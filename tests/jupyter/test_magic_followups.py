@@ -240,8 +240,10 @@ def test_a_task_with_no_data_says_so_before_any_model_call(shell, monkeypatch, c
 
     script(monkeypatch, [first_reply, block("FINAL('data')"), block("print(2)"),
                          block("FINAL(2)")])
-    for name in [n for n in shell.user_ns if n in ("context", "hits", "red")]:
-        del shell.user_ns[name]
+    from rlm_kernel.jupyter.session import user_variables
+
+    for name in user_variables(shell.user_ns):  # data earlier tests of this shell left
+        monkeypatch.delitem(shell.user_ns, name)
     shell.run_cell("%%rlm --new\nWhat is in the data?")
     assert "RLM: this task has no data of yours. The namespace holds no data variable." \
         in told[0]
