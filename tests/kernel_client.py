@@ -90,7 +90,7 @@ def script_model_code(replies: list[str], **config) -> str:
              "get_ipython().run_line_magic('config', 'RLM.verify_answer = False')",
              "get_ipython().run_line_magic('config', 'RLM.ground_answer = False')",
              "get_ipython().run_line_magic('config', 'RLM.resample_temperature = 0.0')"]
-    lines += [f"get_ipython().run_line_magic('config', 'RLM.{k} = {v!r}')"
+    lines += [f"get_ipython().run_line_magic('config', {f'RLM.{k} = {v!r}'!r})"
               for k, v in config.items()]
     return "\n".join(lines)
 

@@ -116,6 +116,16 @@ def test_a_stopped_runs_message_counts_its_steps_right(kc):
     assert "(2 steps kept)" in stdout_of(messages), stdout_of(messages)
 
 
+def test_a_stuck_runs_message_says_why_once(kc):
+    execute(kc, "context = 'hello world'")
+    same = block("print('the same output every time')", THOUGHT)
+    script_model(kc, [same] * 4 + [block("FINAL('so far')", THOUGHT)])
+    _, messages = execute(kc, "%rlm Go on", cell_id="task-1")
+    out = stdout_of(messages)
+    assert re.search(r"stopped by stuck: step \d+ repeats", out), out
+    assert "stuck: stuck" not in out and not stderr_of(messages)
+
+
 def test_export_takes_the_run_of_the_cell_that_asks(kc, tmp_path):
     """The toolbar's export sends the selected task cell's id (``metadata.cellId``):
     that cell's last run is exported, the session's last run only when it ran none;
