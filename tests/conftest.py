@@ -52,4 +52,5 @@ def ip():
     magics = shell.magics_manager.registry["RLMMagics"]
     magics.conversation.clear()
     magics.tools = []
+    magics.cell_log.clear()  # an export's setup cells are this test's own
     return shell

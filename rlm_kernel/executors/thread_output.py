@@ -28,11 +28,12 @@ from typing import Any, TextIO
 
 __all__ = ["ThreadFilter", "live_threads", "running_idents", "quarantine_step_threads",
            "release_finished_threads", "quarantined_running", "is_quarantined",
-           "filter_streams", "host_thread"]
+           "filter_streams", "host_thread", "host_thread_type"]
 
 _blocked: set[threading.Thread] = set()
 _foreign: set[int] = set()  # identifiers of threads started below `threading`
 _host: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+_host_types: set[type] = set()  # exact classes of threads only the host makes
 _lock = threading.Lock()
 
 
@@ -41,6 +42,14 @@ def host_thread(thread: threading.Thread | None = None) -> None:
     quarantined, whatever step it was started in.  Usable as a ``ThreadPoolExecutor``
     initializer."""
     _host.add(thread if thread is not None else threading.current_thread())
+
+
+def host_thread_type(cls: type) -> None:
+    """Register a thread class whose instances only the host makes (ipykernel's
+    ``SubshellThread``: JupyterLab asks for a subshell while a run's widgets appear,
+    so one starts in the middle of a step).  Matched by exact type, not ``isinstance``:
+    a subclass model code writes is still the step's thread."""
+    _host_types.add(cls)
 
 
 class ThreadFilter:
@@ -109,7 +118,7 @@ def quarantine_step_threads(before: set[threading.Thread],
     """
     left = {t for t in threading.enumerate()
             if t not in before and t.is_alive() and t not in _host
-            and not isinstance(t, threading._DummyThread)}
+            and type(t) not in _host_types and not isinstance(t, threading._DummyThread)}
     foreign: set[int] = set()
     if idents_before:
         foreign = {i for i in running_idents() - idents_before if not _owned_by_threading(i)}

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..engine.warmup import prewarm
+from ..executors.thread_output import host_thread_type
 from ..termination import FinalOutput
 from .magic import RLMMagics
 from .prose import register_prose_hint
@@ -36,5 +37,17 @@ def load_ipython_extension(shell: Any) -> None:
     model, sub_model = magics.run_config().models()
     bind_session_tools(shell, sub_model)
     shell.set_custom_exc((FinalOutput,), final_outside_run)
+    _subshells_are_the_kernels()
     if magics.warm_start:  # litellm imported, the embedded model's prompt head read
         prewarm(model)
+
+
+def _subshells_are_the_kernels() -> None:
+    """ipykernel's subshell threads (JupyterLab asks for one when a run's widgets
+    appear) are the kernel's: a step they start in is not told it left a thread, and
+    their output is never dropped."""
+    try:
+        from ipykernel.subshell import SubshellThread
+    except ImportError:  # ipykernel before subshells, or not in a kernel
+        return
+    host_thread_type(SubshellThread)

@@ -334,7 +334,8 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         executor = self._isolated_executor(config.workdir, config.memory_limit) if isolated \
             else ShellExecutor(self.shell)
         if not variables and not tools and not config.workdir:  # before any model call
-            print(no_data_notice(ns, self.made.names(ns)), file=sys.stderr, flush=True)
+            # a caution, not an error: stdout (stderr is red in JupyterLab)
+            print(no_data_notice(ns, self.made.names(ns)), flush=True)
         before = self.made.snapshot(ns)
         # Running from before the widgets appear: the subshell request they make the
         # frontend send must not turn its status to idle (RLMKernel._publish_status).

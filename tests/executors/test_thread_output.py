@@ -16,6 +16,7 @@ from rlm_kernel.executors.thread_output import (
     ThreadFilter,
     filter_streams,
     host_thread,
+    host_thread_type,
     is_quarantined,
     live_threads,
     quarantine_step_threads,
@@ -129,6 +130,42 @@ def test_threads_already_running_ended_or_the_hosts_are_not_the_steps(streams):
     finally:
         earlier.stop()
         helper.stop()
+
+
+def test_a_thread_of_a_host_type_is_not_the_steps_but_a_subclass_of_it_is(streams):
+    """ipykernel starts a subshell thread mid-step when JupyterLab's widgets ask for
+    one: registered by its exact type, it is the kernel's; model code's subclass is not."""
+    streams()
+
+    class KernelThread(threading.Thread):
+        pass
+
+    class ModelThread(KernelThread):
+        pass
+
+    host_thread_type(KernelThread)
+    stop = threading.Event()
+    before = live_threads()
+    kernels = KernelThread(target=stop.wait, daemon=True)
+    kernels.start()
+    try:
+        assert quarantine_step_threads(before) == 0
+        models = ModelThread(target=stop.wait, daemon=True)
+        models.start()
+        assert quarantine_step_threads(before) == 1
+    finally:
+        stop.set()
+        kernels.join()
+        models.join()
+    release_finished_threads()
+
+
+def test_the_extension_registers_ipykernels_subshell_threads(ip):
+    from ipykernel.subshell import SubshellThread
+
+    from rlm_kernel.executors import thread_output
+
+    assert SubshellThread in thread_output._host_types
 
 
 def test_the_filter_passes_other_writes_and_is_the_stream_otherwise():

@@ -28,6 +28,7 @@ def ip(monkeypatch):
     magics = shell.magics_manager.registry["RLMMagics"]
     magics.conversation.clear()  # one shell per process: each test a new conversation
     magics.tools = []
+    magics.cell_log.clear()  # an export's setup cells are this test's own
     yield shell
     for name in ("context", "n", "rlm_answer"):
         shell.user_ns.pop(name, None)

@@ -235,7 +235,7 @@ def test_a_task_with_no_data_says_so_before_any_model_call(shell, monkeypatch, c
     told: list[str] = []
 
     def first_reply(messages):
-        told.append(capsys.readouterr().err)  # what the cell showed before this call
+        told.append(capsys.readouterr().out)  # what the cell showed before this call
         return block("context = {'data': 'This is a sample text'}\nprint(context)")
 
     script(monkeypatch, [first_reply, block("FINAL('data')"), block("print(2)"),
@@ -250,8 +250,8 @@ def test_a_task_with_no_data_says_so_before_any_model_call(shell, monkeypatch, c
     assert "%%rlm --context" in told[0]
     # the invented context is not the user's context in a later task
     shell.run_cell("%rlm And how long is it?")
-    err = capsys.readouterr().err
-    assert "context (made by an earlier task's code)" in err
+    out = capsys.readouterr().out
+    assert "context (made by an earlier task's code)" in out
     prompt = _task_message(shell)
     assert not _listed(prompt, "context")
     assert "Variables it left: context (dict" in prompt
