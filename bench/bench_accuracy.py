@@ -361,7 +361,7 @@ def replay_vote(cands: list[dict[str, Any]], k: int, early_stop: bool) -> tuple[
     """The vote over the first ``k`` of a task's candidates, as a ``--candidates k`` run
     would have cast it on the same trajectories (answers keyed from their text): whether
     the chosen answer is right, and the seconds of the candidates it would have run."""
-    from rlm_kernel.engine.vote import Ballot, answer_key, tally
+    from rlm_kernel.engine.answer.vote import Ballot, answer_key, tally
 
     ballots: list[Any] = []
     seconds = 0.0

@@ -18,7 +18,7 @@ when the draw would be ambiguous (ties, a name defined twice, a count that depen
 one counts).  The phrasings are the bench's own, not the eval's.
 
 For each pair (``--pairs N``: the first N) the first question is run once with a new
-:class:`~rlm_kernel.engine.conversation.Conversation`; its result is recorded
+:class:`~rlm_kernel.engine.session.conversation.Conversation`; its result is recorded
 (``conv.record``) and the second question is run twice, one after the other: *with* the
 conversation (the same executor, ``history=conv``) and *without* it (a new executor, no
 history: what a user gets who asks the follow-up alone).  Every run goes through
@@ -88,7 +88,7 @@ from evals.sources import (  # noqa: E402
     stdlib_modules,
 )
 from rlm_kernel import RLM, RLMConfig  # noqa: E402
-from rlm_kernel.engine.conversation import Conversation  # noqa: E402
+from rlm_kernel.engine.session.conversation import Conversation  # noqa: E402
 from rlm_kernel.executors import PlainExecutor  # noqa: E402
 from rlm_kernel.models import is_embedded  # noqa: E402
 from rlm_kernel.termination import extract_code_blocks  # noqa: E402

@@ -83,7 +83,7 @@ def script_model(kc, replies: list[str], **config) -> None:
 
 def script_model_code(replies: list[str], **config) -> str:
     """The cell :func:`script_model` runs (for a notebook that scripts its own model)."""
-    lines = ["import rlm_kernel.engine.loop as _e",
+    lines = ["import rlm_kernel.engine.rlm as _e",
              "from rlm_kernel.models.scripted import ScriptedModel as _S",
              f"_lm = _S({replies!r})",
              "_e.make_client = lambda *a, **k: _lm",

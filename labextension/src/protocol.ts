@@ -17,7 +17,7 @@ export interface IAnnouncement {
   version: number;
 }
 
-/** One recorded model exchange (rlm_kernel/engine/recording.py). */
+/** One recorded model exchange (rlm_kernel/engine/replay/recording.py). */
 export interface IExchange {
   step: number;
   role: 'root' | 'final' | 'sub' | string;

@@ -6,9 +6,17 @@ import importlib.metadata
 import sys
 import time
 
-from ..engine.warmup import prewarm
-from ..models.local.server import ensure_server, find_running, stop_server
-from ..models.local.weights import LocalModelError, get_spec, is_prepared, prepare, weights_path
+from ..engine import prewarm
+from ..models import (
+    LocalModelError,
+    ensure_server,
+    find_running,
+    get_spec,
+    is_prepared,
+    prepare,
+    stop_server,
+    weights_path,
+)
 
 __all__ = ["model_command", "prepare_with_progress"]
 

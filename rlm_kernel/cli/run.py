@@ -15,10 +15,9 @@ import sys
 import time
 from typing import Any
 
-from ..context.files import ContextError, load_contexts
-from ..engine.options import add_setting_options, config_overrides, non_empty
-from ..executors.isolated import WorkerError
-from ..executors.thread_output import filter_streams
+from ..context import ContextError, load_contexts
+from ..engine import add_setting_options, config_overrides, non_empty
+from ..executors import WorkerError, filter_streams
 
 __all__ = ["main", "build_parser", "json_text"]
 
@@ -78,7 +77,7 @@ def _fail(args: argparse.Namespace, message: str, code: int,
     """
     _err(message)
     if getattr(args, "json", False) and getattr(args, "command", None) == "run":
-        from ..engine.result import RLMResult
+        from ..engine import RLMResult
 
         data = RLMResult(question=getattr(args, "question", None) or "", stopped_by=stopped_by,
                          error=message, model=getattr(args, "model", None) or "",
@@ -154,15 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.as_command = argv is None  # the process is ours (see _json_stdout)
     code = _main(args)
-    from ..executors.host_state import exit_hooks_added
-    from ..executors.thread_output import quarantined_running
+    from ..executors import exit_hooks_added, quarantined_running
 
     # As a command (argv from the process), threads that model code left running and
     # exit hooks it registered (they may print into --json's stdout, or sleep) must not
     # hold or spoil the exit; called from Python, the caller's process is not ours to end.
     if argv is None and (quarantined_running() or exit_hooks_added()):
         if "rlm_kernel.models.local.server" in sys.modules:  # the host's own exit hook
-            from ..models.local.server import stop_all_servers
+            from ..models import stop_all_servers
 
             stop_all_servers()
         sys.stdout.flush()
@@ -219,12 +217,9 @@ def _too_big(args: argparse.Namespace, what: str, size: int | None = None) -> st
 
 def _memory_limit() -> str | None:
     """The isolated REPL's address-space limit, as text (None: unknown or none)."""
-    try:
-        from ..executors import isolated
-    except Exception:  # noqa: BLE001 - a message must not fail
-        return None
-    limit = getattr(isolated, "DEFAULT_MEMORY", None)
-    return f"{_size_text(limit)} of address space" if limit else None
+    from ..executors import DEFAULT_MEMORY
+
+    return f"{_size_text(DEFAULT_MEMORY)} of address space" if DEFAULT_MEMORY else None
 
 
 def _size_text(size: int) -> str:
@@ -245,8 +240,7 @@ def _context_size(context: Any) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..engine import RLM
-    from ..engine.answer_type import parse_type
+    from ..engine import RLM, parse_type
     from ..models import LLMError, is_embedded
 
     if args.export and not args.export.endswith((".ipynb", ".jsonl")):
@@ -353,7 +347,7 @@ def _recording(path: str) -> Any:
 
     Raises:
         ContextError: the file cannot be read or holds no record."""
-    from ..engine.recording import load_recording
+    from ..engine import load_recording
 
     try:
         return load_recording(path)
@@ -380,7 +374,7 @@ def _export(result: Any, args: argparse.Namespace) -> str | None:
 def _print_answer(result: Any) -> None:
     """The answer, how it was reached when that is not from the user's data by code (one
     line: ``The answer was reached without reading your data.``), and the totals."""
-    from ..engine.sources import how_reached
+    from ..engine import how_reached
 
     print()
     if result.answer is not None:
@@ -448,7 +442,7 @@ class StepPrinter:
     def _candidates(self, kind: str, d: dict[str, Any]) -> None:
         """A candidates run: a line when each candidate starts and ends, and the vote
         at the end."""
-        from ..engine.candidates import short_answer, vote_line
+        from ..engine import short_answer, vote_line
 
         out = self.stream
         if kind == "candidate_started":

@@ -5,6 +5,11 @@ helpers and prompts, the CLI and the kernel."""
 
 from __future__ import annotations
 
+from .documents import describe_structure
 from .files import ContextError, load_contexts, load_folder
+from .helpers import DataHelper, current_namespace, data_helpers
+from .structure import detect_views, sample_fields
 
-__all__ = ["ContextError", "load_contexts", "load_folder"]
+__all__ = ["ContextError", "load_contexts", "load_folder",
+           "describe_structure", "DataHelper", "current_namespace", "data_helpers", "detect_views",
+           "sample_fields"]

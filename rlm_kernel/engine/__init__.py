@@ -1,15 +1,20 @@
-"""The RLM loop, with nothing of Jupyter in it.
+"""The RLM loop, with nothing of Jupyter in it; this module is its one public surface.
 
-``loop`` (:class:`RLM`: clients, budget, the run), ``run`` (:class:`~.run.Run`: one
-run, a step top to bottom: prompt, root-model reply, code, history, termination),
-``step`` (a reply's parts and the step record), ``answer`` (an answer's one guarded
-text), ``grounding`` (whether a ``FINAL``'s value came from the data), ``tools`` (what model code calls: ``llm_query``, ``FINAL``, the context
-helpers), ``prompts``, ``config`` (:class:`RLMConfig`, the one source of settings),
-``budget`` (limits held by the host), ``events`` (what observers see), ``result``
-(:class:`RLMResult`), ``recording`` (replay), ``resume`` (continuing a run),
-``children`` (``rlm_query``'s child runs), ``candidates`` (N trajectories of one task
-and a vote: ``RLMConfig.candidates``), ``vote`` (answers normalised, the vote) and
-``options`` (validated option values for the CLI and the magic).
+The layers above (``export``, ``cli``, ``jupyter``) import the engine from here only
+(an import-linter contract in ``pyproject.toml`` holds them to it).  Inside:
+
+- ``rlm`` (:class:`RLM`, the facade: clients, budget, the run) and ``run``
+  (:class:`~.run.Run`: one run, a step top to bottom: prompt, root-model reply, code,
+  history, termination); ``step`` (a reply's parts and the step record);
+  ``repl_functions`` (what model code calls: ``llm_query``, ``FINAL``, the context
+  helpers); ``repetition`` (a step that repeats an earlier one);
+- ``prompts`` (every text the model reads), ``config`` (:class:`RLMConfig`, the one
+  source of settings) and ``options`` (the same settings as command-line options);
+- ``budget`` (limits held by the host), ``events`` (what observers see), ``result``
+  (:class:`RLMResult`);
+- ``answer/`` (the answer's text, typed answers, grounding, answer sources, the vote),
+  ``strategies/`` (candidates, ``rlm_query``'s child runs), ``replay/`` (recording,
+  resume), ``session/`` (task terms, user tools, the conversation, warm start).
 
 The engine reaches a model only through :func:`rlm_kernel.models.make_client`
 and the :class:`~rlm_kernel.models.LanguageModel` protocol, and code only through
@@ -19,10 +24,37 @@ and no litellm.
 
 from __future__ import annotations
 
-from .config import RLMConfig
-from .events import Event, Observer
-from .loop import RLM
-from .result import RLMResult
-from .resume import Continuation
+from .answer.sources import how_reached
+from .answer.text import answer_text, describe_variable
+from .answer.types import parse_type
+from .config import RLMConfig, Setting, settings
+from .events import Event, Observer, Totals
+from .options import add_setting_options, config_overrides, non_empty, positive_int
+from .repl_functions import RESERVED_NAMES, session_tools, user_variables
+from .replay.recording import load_recording, output_digest, step_exchanges
+from .replay.resume import Continuation
+from .result import ANSWER_SOURCES, RLMResult
+from .rlm import RLM
+from .session.conversation import HISTORY_NAME, Conversation
+from .session.task import check_tools, describe_tool
+from .session.warmup import prewarm
+from .step import SIGNAL_NAMES, TRACEBACK_LINE, step_source
+from .strategies.candidates import short_answer, vote_line
 
-__all__ = ["RLM", "RLMConfig", "RLMResult", "Continuation", "Event", "Observer"]
+__all__ = [
+    # running
+    "RLM", "RLMConfig", "RLMResult", "Continuation", "Conversation", "prewarm",
+    # settings as options
+    "Setting", "settings", "add_setting_options", "config_overrides", "non_empty",
+    "positive_int",
+    # what observers see
+    "Event", "Observer", "Totals",
+    # answers
+    "ANSWER_SOURCES", "answer_text", "describe_variable", "how_reached", "parse_type",
+    "short_answer", "vote_line",
+    # the REPL namespace and the task's terms
+    "HISTORY_NAME", "RESERVED_NAMES", "SIGNAL_NAMES", "check_tools", "describe_tool",
+    "session_tools", "user_variables",
+    # steps and replay
+    "TRACEBACK_LINE", "load_recording", "output_digest", "step_exchanges", "step_source",
+]

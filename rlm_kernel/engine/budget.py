@@ -12,10 +12,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..executors.redaction import Redactor, redact_messages
-from ..executors.thread_output import is_quarantined
+from ..executors import Redactor, is_quarantined, redact_messages
 from ..models import ClientWrapper, Completion, LanguageModel, UsageLedger, tracing
-from .recording import Recorder
+from .replay.recording import Recorder
 
 __all__ = ["Budget", "BudgetExceeded", "BudgetGuard", "GuardedClient", "CHARS_PER_TOKEN",
            "prompt_tokens"]

@@ -12,7 +12,7 @@ started); all but
 ``step_output`` carry ``totals`` (``llm_calls``, ``prompt_tokens``,
 ``completion_tokens``, ``cost_usd`` so far).
 
-In a candidates run (``RLMConfig.candidates`` > 1, :mod:`~rlm_kernel.engine.candidates`)
+In a candidates run (``RLMConfig.candidates`` > 1, :mod:`~rlm_kernel.engine.strategies.candidates`)
 every event also carries ``candidate`` (1-based) and ``candidates`` (how many were asked
 for); ``candidate_started`` comes before each candidate's steps and
 ``candidate_finished`` (its answer and the vote so far) after them; there is one

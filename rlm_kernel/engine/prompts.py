@@ -14,10 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..context.documents import describe_structure
-from ..context.structure import detect_views, sample_fields
+from ..context import describe_structure, detect_views, sample_fields
 from ..repl_types import REPLVariable
-from .answer import value_repr
+from .answer.text import value_repr
 from .repetition import EARLIER_TASK, Repetition
 
 __all__ = [
@@ -224,12 +223,12 @@ def task_message(question: str, variables: Sequence[REPLVariable], max_steps: in
                  folder: str | None = None, no_data: bool = False) -> str:
     """First user message: the question, the earlier tasks of the conversation
     (``earlier``, from
-    :meth:`~rlm_kernel.engine.conversation.Conversation.prompt_section`; the question is
+    :meth:`~rlm_kernel.engine.session.conversation.Conversation.prompt_section`; the question is
     then restated in the step line, so it is read first and last), the variables'
     metadata, how each variable splits into documents (when ``values`` is given; see
     :func:`rlm_kernel.context.documents.describe_structure`), the user's
-    tools (one line each, :func:`~rlm_kernel.engine.task.describe_tool`), the answer's
-    type (:meth:`~rlm_kernel.engine.answer_type.AnswerType.prompt_line`), the working
+    tools (one line each, :func:`~rlm_kernel.engine.session.task.describe_tool`), the answer's
+    type (:meth:`~rlm_kernel.engine.answer.types.AnswerType.prompt_line`), the working
     folder and its helpers (``folder``, from
     :meth:`~rlm_kernel.executors.workfolder.WorkFolder.prompt_section`), and the step
     line.  ``no_data``: the user gave no variable, tool or folder; the listing is
@@ -336,7 +335,7 @@ def answer_now_message(max_steps: int) -> str:
 
 def _describe_value(value: Any, limit: int = 200) -> str:
     """``value`` as the model should see it in the check: its type and a short repr
-    (:func:`~rlm_kernel.engine.answer.value_repr`: the value's own code is guarded)."""
+    (:func:`~rlm_kernel.engine.answer.text.value_repr`: the value's own code is guarded)."""
     text = value_repr(value, max_chars=limit + 3)
     if isinstance(value, bool) or value is None:
         kind = "the value"
@@ -376,7 +375,7 @@ def grounding_message(question: str, finding: str, step: int, max_steps: int) ->
     Args:
         question: the task.
         finding: what the grounding check found
-            (:func:`~rlm_kernel.engine.grounding.finding`: the answer, and that no
+            (:func:`~rlm_kernel.engine.answer.grounding.finding`: the answer, and that no
             output or variable holds it).
         step: the number of the step to come; max_steps: the step limit.
     """

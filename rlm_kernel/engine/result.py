@@ -31,7 +31,7 @@ class RLMResult:
 
     Attributes:
         question: the task as given.
-        answer: the final answer as text (:func:`~rlm_kernel.engine.answer.answer_text`),
+        answer: the final answer as text (:func:`~rlm_kernel.engine.answer.text.answer_text`),
             or None when the run ended without one.
         answer_value: the raw Python value passed to ``FINAL``/``FINAL_VAR``.
         stopped_by: one of :data:`STOP_REASONS`.
@@ -43,7 +43,7 @@ class RLMResult:
         model / sub_model: the litellm model strings used.
         depth: 0 for a top-level run, >0 for ``rlm_query`` children.
         exchanges: every model exchange of the run tree in call order, the record
-            a replay feeds back (see :mod:`rlm_kernel.engine.recording`).
+            a replay feeds back (see :mod:`rlm_kernel.engine.replay.recording`).
         diverged_at: in a replay, the first step whose output differs from the
             record's (None: none did, or not a replay).
         root_prompts: the chat messages of each top-level root-model call, in order
@@ -51,7 +51,7 @@ class RLMResult:
         traceback: when the engine itself failed (``error`` starts with "internal
             error"), the traceback, for a bug report (also logged); else None.
         candidates: in a candidates run (``RLMConfig.candidates`` > 1), one summary
-            per candidate that ran, in order (:mod:`rlm_kernel.engine.candidates`):
+            per candidate that ran, in order (:mod:`rlm_kernel.engine.strategies.candidates`):
             ``index`` (from 1), ``answer`` (text or None), ``votes`` (candidates whose
             answer agrees with its one; 0 without an answer), ``steps``,
             ``stopped_by``, ``failed_steps``, ``confidence`` (its last
@@ -63,7 +63,7 @@ class RLMResult:
         answer_type: the type the answer was asked to have (as written, e.g.
             ``list[str]``), or None; then ``answer_value`` is of that type.
         conversation: the earlier tasks the run was told about
-            (:meth:`~rlm_kernel.engine.conversation.Conversation.to_list`), oldest first.
+            (:meth:`~rlm_kernel.engine.session.conversation.Conversation.to_list`), oldest first.
         new_variables: metadata of the data variables the run's steps created or
             rebound (the conversation's working state after this task).
         answer_source: how the answer was reached, a key of :data:`ANSWER_SOURCES`;

@@ -28,17 +28,17 @@ record it is checked against.  A step reads in order::
                                     (_stop_stuck): one last call for FINAL
 
 The answer has one path: ``FINAL``/``FINAL_VAR`` record it host-side in
-:class:`~rlm_kernel.engine.tools.RunTools` when called (model code catching the
+:class:`~rlm_kernel.engine.repl_functions.RunTools` when called (model code catching the
 exception does not lose it); :meth:`Run._run_code` takes that record, resolves it to
-the value, and renders its text once (:func:`~rlm_kernel.engine.answer.answer_text`).
+the value, and renders its text once (:func:`~rlm_kernel.engine.answer.text.answer_text`).
 The policy decides *whether* to stop, never what a FINAL's answer is.
 
 What the task asks beyond its question (the answer's type, the earlier tasks of the
 conversation, the user's tools, which inputs are protected) is a
-:class:`~rlm_kernel.engine.task.TaskSpec`, read when the task message is written, when a
+:class:`~rlm_kernel.engine.session.task.TaskSpec`, read when the task message is written, when a
 FINAL is taken and when names are put back.
 
-Imports nothing from Jupyter; :class:`~rlm_kernel.engine.loop.RLM` builds the clients
+Imports nothing from Jupyter; :class:`~rlm_kernel.engine.rlm.RLM` builds the clients
 and starts runs (and child runs) through :meth:`Run.execute`.
 """
 
@@ -50,19 +50,18 @@ import traceback
 from collections.abc import Callable, Collection, MutableMapping
 from typing import Any
 
-from ..executors import Executor, combined_output, executor_kind
-from ..executors.timeouts import MIN_SECONDS
+from ..executors import MIN_SECONDS, Executor, combined_output, executor_kind
 from ..models import LanguageModel, LLMError, UsageLedger, tracing
 from ..policies import ActionResult, PolicyContext, PolicyRegistry
 from ..repl_types import REPLResult, REPLVariable
 from ..termination import detect_final_in_code, resolve_final_var
-from .answer import answer_text, describe_variable
-from .answer_type import AnswerTypeError
+from .answer.grounding import finding, is_grounded
+from .answer.sources import answer_source, any_input_read
+from .answer.text import answer_text, describe_variable
+from .answer.types import AnswerTypeError
 from .budget import BudgetExceeded, BudgetGuard, GuardedClient
 from .config import RLMConfig
-from .conversation import HISTORY_NAME
 from .events import Event, Observer, emit
-from .grounding import finding, is_grounded
 from .prompts import (
     answer_now_message,
     build_messages,
@@ -73,11 +72,14 @@ from .prompts import (
     stuck_message,
     task_message,
 )
-from .recording import Recording
 from .repetition import Repetition, RepetitionDetector, signature
+from .repl_functions import RESERVED_NAMES, RunTools, user_variables
+from .replay.recording import Recording
+from .replay.resume import Continuation, recorded_reply
 from .result import RLMResult
-from .resume import Continuation, recorded_reply
-from .sources import answer_source, any_input_read
+from .session.conversation import HISTORY_NAME
+from .session.task import TaskSpec, describe_tool
+from .session.user_tools import LentTools
 from .step import (
     SIGNAL_NAMES,
     TRACEBACK_LINE,
@@ -87,9 +89,6 @@ from .step import (
     split_reply,
     writes_final,
 )
-from .task import TaskSpec, describe_tool
-from .tool_guard import LentTools
-from .tools import RESERVED_NAMES, RunTools, user_variables
 
 __all__ = ["Run", "reply_text"]
 
@@ -134,7 +133,7 @@ class Run:
         replay: the record a replay is checked against (``diverged_at``), or None.
         child_runner: what ``rlm_query`` calls: ``callable(prompt, context) -> str |
             None`` (None beyond the host's depth limit).
-        task: the task's terms (:class:`~rlm_kernel.engine.task.TaskSpec`): the
+        task: the task's terms (:class:`~rlm_kernel.engine.session.task.TaskSpec`): the
             answer's type, the earlier tasks of the conversation, the user's tools,
             which variables are protected; None: none of them.
         earlier_code: the code of earlier tasks' steps (a follow-up's conversation;
@@ -512,7 +511,7 @@ class Run:
     def _restore_names(self, outcome: StepOutcome | None, step: int = 0) -> None:
         """Undo rebinding or deletion of reserved names, protected input variables and
         the user's tools, and changes made in place to those tools and the globals
-        they read (:class:`~rlm_kernel.engine.tool_guard.LentTools`), and say so in the
+        they read (:class:`~rlm_kernel.engine.session.user_tools.LentTools`), and say so in the
         step's output and cell (:meth:`_notice`; ``outcome`` None: after the run, when
         the user's own tool objects go back under their names)."""
         ns, reserved = self.ns, self.reserved
@@ -548,7 +547,7 @@ class Run:
 
     def _new_variables(self) -> list[REPLVariable]:
         """Metadata of the data variables the run's steps created or rebound (the
-        conversation's working state; :mod:`~rlm_kernel.engine.conversation`)."""
+        conversation's working state; :mod:`~rlm_kernel.engine.session.conversation`)."""
         before, cfg = self.start_ids, self.config
         return [describe_variable(n, v, preview_length=cfg.preview_chars)
                 for n, v in user_variables(self.ns).items()
@@ -626,7 +625,7 @@ class Run:
         accept it.  At most one look back per run, never after the last step:
 
         - ``ground_answer`` (top-level runs): a value typed into ``FINAL`` that no
-          output and no variable holds (:func:`~rlm_kernel.engine.grounding.finding`)
+          output and no variable holds (:func:`~rlm_kernel.engine.answer.grounding.finding`)
           sends the model back to find it with code;
         - else ``verify_answer``: the model checks the answer against the question.
 
@@ -671,7 +670,7 @@ class Run:
 
     def _source(self, outcome: StepOutcome | None = None, *, forced: bool = False,
                 from_text: bool = False) -> str:
-        """How the answer is reached (:func:`~rlm_kernel.engine.sources.answer_source`):
+        """How the answer is reached (:func:`~rlm_kernel.engine.answer.sources.answer_source`):
         whether the trajectory's code read one of the user's inputs, and whether the
         grounding check finds ``outcome``'s FINAL value (None: no FINAL to check)."""
         folder = tuple(self.task.folder.functions()) if self.task.folder is not None else ()
@@ -749,7 +748,7 @@ class Run:
         ``stopped_by`` ``"stuck"``, ``error`` says which step it repeated, and one
         "answer now" call (:func:`~rlm_kernel.engine.prompts.stuck_message`) gives the
         best answer so far, marked ``answer_source`` ``"forced"`` (or ``no_input`` /
-        ``ungrounded`` when those apply: :mod:`~rlm_kernel.engine.sources`); the
+        ``ungrounded`` when those apply: :mod:`~rlm_kernel.engine.answer.sources`); the
         trajectory is kept."""
         rep, result = self.stuck, self.result
         assert rep is not None

@@ -45,7 +45,7 @@ class StepOutcome:
         success: False when the code raised, timed out, or FINAL_VAR failed.
         seconds: execution time of the code.
         final: True when the step produced the final answer.
-        answer: the answer as text (:func:`~rlm_kernel.engine.answer.answer_text`);
+        answer: the answer as text (:func:`~rlm_kernel.engine.answer.text.answer_text`);
             answer_value: the value itself.
         error_for_model: a message to put before the next step line, if any.
         llm_calls: the records of the ``llm_query`` calls that returned while the

@@ -8,12 +8,51 @@ steps through a kernel's shell is Jupyter's (``rlm_kernel.jupyter.shell_executor
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .host_state import exit_hooks_added, step_scope, user_interrupts_kept
 from .plain import Executor, OutputCallback, PlainExecutor, StreamTee, combined_output
+from .streams import MAX_KEPT_CHARS, cap_text, dropped_marker
+from .thread_output import (
+    filter_streams,
+    host_thread,
+    host_thread_type,
+    is_quarantined,
+    quarantined_running,
+)
+from .timeouts import MIN_SECONDS, StepTimeout, time_limit, timeout_message
+from .tracebacks import trim_exception, trim_traceback
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .isolated import DEFAULT_MEMORY, IsolatedExecutor, RemoteValue, WorkerError
+    from .redaction import Redactor, redact_messages, redact_output
+    from .workfolder import WorkFolder
 
 __all__ = ["Executor", "PlainExecutor", "OutputCallback", "StreamTee", "combined_output",
-           "new_executor", "close_executor", "executor_kind", "EXECUTOR_KINDS"]
+           "new_executor", "close_executor", "executor_kind", "EXECUTOR_KINDS",
+           "IsolatedExecutor", "WorkerError", "WorkFolder", "MIN_SECONDS", "StepTimeout",
+           "time_limit", "timeout_message", "Redactor", "redact_messages", "redact_output",
+           "cap_text", "exit_hooks_added", "step_scope", "filter_streams", "host_thread",
+           "host_thread_type", "is_quarantined", "quarantined_running", "trim_exception",
+           "trim_traceback", "user_interrupts_kept", "RemoteValue", "MAX_KEPT_CHARS",
+           "dropped_marker", "DEFAULT_MEMORY"]
+
+# Names whose modules load on first use.  The worker process runs as ``python -m
+# rlm_kernel.executors.worker`` and imports this package first: it must not import the
+# worker module a second time under its own name (``isolated`` imports it), nor pay
+# for the host-only modules at every start.
+_LAZY = {"DEFAULT_MEMORY": "isolated", "IsolatedExecutor": "isolated",
+         "RemoteValue": "isolated", "WorkerError": "isolated", "WorkFolder": "workfolder",
+         "Redactor": "redaction", "redact_messages": "redaction", "redact_output": "redaction"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 EXECUTOR_KINDS = ("isolated", "in-process")
 """The executors a run can be given by name (``RLMConfig.executor``, ``--executor``)."""

@@ -3,7 +3,7 @@
 When model code calls one of the REPL's helpers (``search``, ``split_documents``,
 ``parse_records``, ``code_outline``, ``SHOW_VARS``, ``llm_query``, ``FINAL_VAR`` ...) and
 the call fails, the traceback ends at the model's line that made the call: the frames
-of this package's own source (``engine/tools.py``, ``context/helpers.py``, the isolated
+of this package's own source (``engine/repl_functions.py``, ``context/helpers.py``, the isolated
 worker's host-function stubs ...) and whatever they called are cut, and the error type
 and message are kept.  A chained exception raised and caught wholly inside the package
 (``During handling of the above exception ...``) is not shown either.  Frames of model

@@ -272,7 +272,7 @@ _running: list[Worker] = []  # the worker of this process, once made
 
 def current_namespace() -> dict[str, Any] | None:
     """The REPL namespace of this process when it is a worker, else None (the REPL's
-    helpers read the run's data from it: :mod:`rlm_kernel.engine.tools`)."""
+    helpers read the run's data from it: :mod:`rlm_kernel.engine.repl_functions`)."""
     return _running[0].ns if _running else None
 
 

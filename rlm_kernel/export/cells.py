@@ -28,7 +28,7 @@ class CellRLM(_CellRLMKeys, total=False):
     only.  The record a
     replay reads: ``exchanges`` (step and answer cells: the model exchanges made
     during that step, the reply that produced the cell's code among them; see
-    :mod:`rlm_kernel.engine.recording` for their form and size caps) and
+    :mod:`rlm_kernel.engine.replay.recording` for their form and size caps) and
     ``output_sha256`` (step cells: the digest of the step's text output).
     """
 

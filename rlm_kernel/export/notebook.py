@@ -34,9 +34,7 @@ from typing import Any
 import nbformat
 from nbformat import v4
 
-from ..engine.recording import output_digest, step_exchanges
-from ..engine.sources import how_reached
-from ..engine.step import step_source
+from ..engine import how_reached, output_digest, step_exchanges, step_source
 from .cells import CellRLM
 
 __all__ = ["CellRLM", "export_run", "cli_setup_cells", "language_info"]
@@ -168,13 +166,13 @@ def cli_setup_cells(paths: Sequence[str]) -> list[str]:
         return []
     if len(paths) == 1:
         listed = repr(os.path.abspath(os.path.expanduser(paths[0])))
-        return ["from rlm_kernel.context.files import load_contexts\n\n"
+        return ["from rlm_kernel.context import load_contexts\n\n"
                 f"context = load_contexts([{listed}])"]
     listed = ", ".join(repr(p) for p in paths)
     chdir = ""
     if any(not os.path.isabs(os.path.expanduser(p)) for p in paths):
         chdir = f"import os\n\nos.chdir({os.getcwd()!r})  # the --context paths are relative\n"
-    return [f"{chdir}from rlm_kernel.context.files import load_contexts\n\n"
+    return [f"{chdir}from rlm_kernel.context import load_contexts\n\n"
             f"context = load_contexts([{listed}])"]
 
 

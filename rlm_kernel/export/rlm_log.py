@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..engine.step import TRACEBACK_LINE
+from ..engine import TRACEBACK_LINE
 from .notebook import write_atomic
 
 __all__ = ["export_rlm_log", "rlm_log_lines"]

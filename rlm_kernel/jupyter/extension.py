@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine.warmup import prewarm
-from ..executors.thread_output import host_thread_type
+from ..engine import prewarm
+from ..executors import host_thread_type
 from ..termination import FinalOutput
 from .magic import RLMMagics
 from .prose import register_prose_hint
@@ -26,7 +26,7 @@ __all__ = ["load_ipython_extension"]
 def load_ipython_extension(shell: Any) -> None:
     """``%load_ext rlm_kernel``: register the magic and the out-of-run helpers, and
     (``c.RLM.warm_start``) start warming the root model in the background
-    (:func:`~rlm_kernel.engine.warmup.prewarm`)."""
+    (:func:`~rlm_kernel.engine.session.warmup.prewarm`)."""
     if protect_question_mark not in shell.input_transformers_cleanup:
         shell.input_transformers_cleanup.append(protect_question_mark)
     magics = RLMMagics(shell=shell, parent=shell)

@@ -31,10 +31,7 @@ import threading
 import time
 from typing import Any
 
-from ..engine.candidates import short_answer
-from ..engine.events import Event
-from ..engine.recording import output_digest
-from ..engine.step import step_source
+from ..engine import Event, output_digest, short_answer, step_source
 from ..export import CellRLM
 from .outcome import answer_note
 from .protocol import (

@@ -30,10 +30,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from ..engine.step import TRACEBACK_LINE
-from ..executors.isolated import IsolatedExecutor, WorkerError
-from ..executors.redaction import Redactor, redact_output
-from ..executors.streams import OutputCallback
+from ..engine import TRACEBACK_LINE
+from ..executors import IsolatedExecutor, OutputCallback, Redactor, WorkerError, redact_output
 from ..repl_types import REPLResult
 
 __all__ = ["IsolatedSteps", "TracebackHold", "copy_back", "error_output"]

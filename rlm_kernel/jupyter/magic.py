@@ -14,13 +14,13 @@ Options: ``--model``, ``--sub-model``, every per-run limit of ``rlm run``
 from :func:`rlm_kernel.engine.config.settings`), ``--context NAME`` (repeatable:
 the variables the model is told about; default every data variable), ``--returns
 TYPE`` (the answer's type: ``int``, ``list[str]``, a class of the notebook, a JSON
-Schema file; :mod:`rlm_kernel.engine.answer_type`), ``--new`` (start a new
+Schema file; :mod:`rlm_kernel.engine.answer.types`), ``--new`` (start a new
 conversation: the task is not told the earlier ones) and ``--isolated`` (model code
 runs in a child process behind OS limits, the variables copied in, the answer and the
 ``--results NAME`` copied back: :mod:`rlm_kernel.jupyter.isolated_steps`; ``--workdir
 DIR`` gives model code a working folder and its file helpers, and implies it).
 
-A task continues the session's conversation (:mod:`rlm_kernel.engine.conversation`):
+A task continues the session's conversation (:mod:`rlm_kernel.engine.session.conversation`):
 the model is told the earlier tasks, their answers and the variables they left (their
 code too with ``--history-code``).
 Re-running a task cell replaces that task.  Only what the user loaded (or named with
@@ -46,8 +46,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
-from ..engine.conversation import Conversation
-from ..engine.options import add_setting_options, config_overrides, positive_int
+from ..engine import Conversation, add_setting_options, config_overrides, positive_int
 from .frontend import FrontendRegistry, StepRenderer
 from .isolated_steps import copy_back
 from .run_commands import RunCommands, RunRecord
@@ -216,7 +215,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         self._views: dict[str, Any] = {}  # task cell id -> its last run's widgets
         self.cell_log: list[str] = []  # the user's cells, for an export's setup cells
         self.conversation = Conversation()
-        """The session's earlier tasks (:mod:`rlm_kernel.engine.conversation`)."""
+        """The session's earlier tasks (:mod:`rlm_kernel.engine.session.conversation`)."""
         self.made = ModelVariables()
         """The variables model code made: never the user's data nor protected inputs
         (kept across ``--new``)."""
@@ -286,9 +285,9 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
     def run_task(self, question: str, opts: argparse.Namespace, replay: Any = None,
                  continuation: Any = None, continues: str | None = None) -> Any:
         """Run one task in the shell's namespace; returns the answer value (or None).
-        With ``replay`` (a :class:`~rlm_kernel.engine.recording.Recording`) the
+        With ``replay`` (a :class:`~rlm_kernel.engine.replay.recording.Recording`) the
         recorded replies answer instead of any model; with ``continuation`` (an
-        :class:`~rlm_kernel.engine.resume.Continuation` of run ``continues``) the run
+        :class:`~rlm_kernel.engine.replay.resume.Continuation` of run ``continues``) the run
         goes on from one of that run's steps.
 
         The task continues the session's conversation (:attr:`conversation`; not with
@@ -449,7 +448,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         Raises:
             UsageError: the folder does not exist, or the child could not start (the
                 message says why)."""
-        from ..executors.isolated import WorkerError
+        from ..executors import WorkerError
         from .isolated_steps import IsolatedSteps
 
         if workdir and not os.path.isdir(workdir):
@@ -467,7 +466,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
 
         Raises:
             UsageError: a named variable is not in the namespace."""
-        from ..engine.tools import user_variables
+        from ..engine import user_variables
 
         ns = self.shell.user_ns
         missing = [n for n in names or () if n not in ns]
@@ -485,7 +484,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
             UsageError: the type cannot be read or checked."""
         if not text:
             return None
-        from ..engine.answer_type import parse_type
+        from ..engine import parse_type
 
         try:
             return parse_type(text, self.shell.user_ns)
@@ -498,7 +497,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         Raises:
             UsageError: a name is missing from the namespace, not callable, or
                 reserved."""
-        from ..engine.task import check_tools
+        from ..engine import check_tools
 
         ns = self.shell.user_ns
         missing = [n for n in self.tools if n not in ns]
@@ -517,7 +516,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         Raises:
             UsageError: another verb, no names, a name that is not a callable of the
                 namespace or is reserved, removing a name that is not a tool."""
-        from ..engine.task import check_tools, describe_tool
+        from ..engine import check_tools, describe_tool
 
         verb, names = (args[0], args[1:]) if args else ("list", [])
         ns = self.shell.user_ns

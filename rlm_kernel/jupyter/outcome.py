@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine.result import ANSWER_SOURCES
+from ..engine import ANSWER_SOURCES
 
 __all__ = ["STOP_WORDS", "answer_note", "end_style", "stop_text"]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
-from ..engine.events import Totals
+from ..engine import Totals
 from ..export import CellRLM
 
 __all__ = ["FRONTEND_TARGET", "RUN_TARGET", "Announcement", "CellMetadata", "CellRLM", "Continues",

@@ -40,7 +40,7 @@ class RunCommands:
         """``%rlm continue --from STEP [--run ID]`` (the step's recorded code) or
         ``%%rlm continue --from STEP`` with the step's edited code as the cell body:
         the run goes on from that step; the earlier steps are not run again."""
-        from ..engine.resume import Continuation
+        from ..engine import Continuation
 
         if not opts.from_step:
             raise UsageError("usage: %rlm continue --from STEP [--run ID]  (%%rlm continue "
@@ -90,7 +90,7 @@ class RunCommands:
     def _replay(self, args: list[str], opts: argparse.Namespace) -> Any:
         """``%rlm replay [PATH.ipynb|PATH.json] [--run ID]``: run a recorded task again
         on the current variables, the record answering instead of any model."""
-        from ..engine.recording import load_recording
+        from ..engine import load_recording
 
         if len(args) > 1:
             raise UsageError("usage: %rlm replay [PATH.ipynb | PATH.json] [--run ID]")

@@ -37,10 +37,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from ..engine.answer import answer_text
-from ..engine.conversation import HISTORY_NAME
-from ..engine.step import SIGNAL_NAMES
-from ..engine.tools import RESERVED_NAMES, user_variables
+from ..engine import HISTORY_NAME, RESERVED_NAMES, SIGNAL_NAMES, answer_text, user_variables
 from ..termination import resolve_final_var
 
 __all__ = ["RUN_NAMES", "ModelVariables", "assigned_names", "bind_session_tools",
@@ -214,7 +211,7 @@ def bind_session_tools(shell: Any, sub_model: str | None,
         sub_model: litellm model string of ``llm_query`` (None: the embedded model).
         recorded: a run's recorded exchanges to answer from first (``%%rlm recorded``).
     """
-    from ..engine.tools import session_tools
+    from ..engine import session_tools
 
     tools = session_tools(sub_model, shell.user_ns, recorded=recorded)
     functions = tools.functions()

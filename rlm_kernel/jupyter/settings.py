@@ -28,7 +28,7 @@ from traitlets import (
 )
 from traitlets.config import Configurable
 
-from ..engine.config import RLMConfig, Setting, settings
+from ..engine import RLMConfig, Setting, settings
 
 __all__ = ["RLMSettings", "config_traits", "register_section"]
 

@@ -19,13 +19,20 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
-from ..executors import OutputCallback, StreamTee
-from ..executors.host_state import step_scope
-from ..executors.redaction import Redactor, redact_output
-from ..executors.streams import cap_text
-from ..executors.thread_output import filter_streams
-from ..executors.timeouts import StepTimeout, time_limit, timeout_message
-from ..executors.tracebacks import trim_exception, trim_traceback
+from ..executors import (
+    OutputCallback,
+    Redactor,
+    StepTimeout,
+    StreamTee,
+    cap_text,
+    filter_streams,
+    redact_output,
+    step_scope,
+    time_limit,
+    timeout_message,
+    trim_exception,
+    trim_traceback,
+)
 from ..repl_types import REPLResult
 from ..termination import FinalOutput
 

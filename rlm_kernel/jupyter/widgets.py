@@ -31,9 +31,8 @@ from typing import Any
 
 from IPython.display import DisplayHandle, display
 
-from ..engine.candidates import short_answer
-from ..engine.events import Event
-from ..executors.thread_output import host_thread
+from ..engine import Event, short_answer
+from ..executors import host_thread
 from .outcome import answer_note, end_style, stop_text
 from .variables_view import (
     ROOT_STYLE,

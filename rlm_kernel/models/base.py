@@ -82,7 +82,7 @@ class LanguageModel(Protocol):
                 parameter; llama-cpp-python's server honours it, providers without
                 seeds ignore it); None: the client's default (a fixed seed when
                 ``temperature`` is given, else none).  Candidate runs give each
-                candidate its own (:mod:`rlm_kernel.engine.candidates`).  Clients that
+                candidate its own (:mod:`rlm_kernel.engine.strategies.candidates`).  Clients that
                 cannot seed (scripted models) accept and ignore it.
 
         Raises:

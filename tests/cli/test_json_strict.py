@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-import rlm_kernel.engine.loop as loop
+import rlm_kernel.engine.rlm as loop
 from rlm_kernel.cli import main
 from rlm_kernel.cli.run import json_text
 from rlm_kernel.engine import RLM

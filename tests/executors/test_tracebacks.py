@@ -1,5 +1,5 @@
 """A failed helper call's traceback ends at the model's own line, in both executors: the
-framework's frames (engine/tools.py, context/helpers.py, the worker's host-function
+framework's frames (engine/repl_functions.py, context/helpers.py, the worker's host-function
 stubs ...) are hidden, the error type and message are kept; model code's own frames and
 those of libraries it called itself stay.  Scripted runs (the loop's mechanics), real
 isolated workers."""
@@ -74,7 +74,7 @@ def test_model_frames_and_libraries_it_called_stay(kind):
 
 
 def test_a_frame_of_the_package_is_the_frameworks():
-    assert is_framework_file(PACKAGE_DIR + "engine/tools.py")
+    assert is_framework_file(PACKAGE_DIR + "engine/repl_functions.py")
     assert not is_framework_file("<rlm-step-3>")
     assert not is_framework_file(sys.modules["json"].__file__)
 

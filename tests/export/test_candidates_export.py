@@ -6,7 +6,7 @@ from __future__ import annotations
 import nbformat
 
 from rlm_kernel.engine import RLM
-from rlm_kernel.engine.recording import load_recording
+from rlm_kernel.engine.replay.recording import load_recording
 from rlm_kernel.export import export_rlm_log, export_run
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.export.test_rlm_log import check_log

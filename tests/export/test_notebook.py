@@ -11,11 +11,11 @@ import time
 import nbformat
 import pytest
 
-import rlm_kernel.engine.loop
+import rlm_kernel.engine.rlm
 from rlm_kernel import RLM
 from rlm_kernel.cli import main
 from rlm_kernel.engine.budget import Budget, BudgetGuard
-from rlm_kernel.engine.tools import RunTools
+from rlm_kernel.engine.repl_functions import RunTools
 from rlm_kernel.export import cli_setup_cells, export_run
 from rlm_kernel.export.notebook import language_info
 from rlm_kernel.models import UsageLedger
@@ -194,7 +194,7 @@ def scripted_cli(monkeypatch):
         made.append(model)
         return ScriptedModel(list(STEPS), model=model, cost_usd=0.001)
 
-    monkeypatch.setattr(rlm_kernel.engine.loop, "make_client", fake_make_client)
+    monkeypatch.setattr(rlm_kernel.engine.rlm, "make_client", fake_make_client)
     return made
 
 

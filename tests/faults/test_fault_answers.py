@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from rlm_kernel.engine.answer import ANSWER_CHARS, answer_text, describe_variable, value_repr
+from rlm_kernel.engine.answer.text import ANSWER_CHARS, answer_text, describe_variable, value_repr
 from rlm_kernel.executors.isolated import RemoteValue
 from tests.replies import block
 

@@ -390,7 +390,7 @@ def cli(tmp_path: Path, replies: list[str], *args: str, cwd: Path | None = None,
     script.write_text(
         "import sys\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "import rlm_kernel.engine.loop as e\n"
+        "import rlm_kernel.engine.rlm as e\n"
         "from rlm_kernel.models.scripted import ScriptedModel\n"
         "from tests.replies import block\n"
         f"lm = ScriptedModel([block(c) for c in {replies!r}])\n"

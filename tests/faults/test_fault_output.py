@@ -121,7 +121,7 @@ def test_a_thread_left_running_does_not_write_into_later_steps():
 
 def test_stdout_of_the_json_cli_is_only_json(monkeypatch, capfd):
     from rlm_kernel import cli
-    from rlm_kernel.engine import loop as engine
+    from rlm_kernel.engine import rlm as engine
     from rlm_kernel.models.scripted import ScriptedModel
 
     code = ("import threading, time, sys\n"
@@ -148,7 +148,7 @@ def test_text_mode_cli_prints_a_surrogate_answer(monkeypatch, tmp_path):
     script = tmp_path / "run.py"
     script.write_text(
         "import sys\n"
-        "import rlm_kernel.engine.loop as e\n"
+        "import rlm_kernel.engine.rlm as e\n"
         "from rlm_kernel.models.scripted import ScriptedModel\n"
         "lm = ScriptedModel(['x\\n```repl\\nprint(\"a\\\\ud800\")\\nFINAL(\"z\\\\udc80\")\\n```'])\n"
         "e.make_client = lambda *a, **k: lm\n"

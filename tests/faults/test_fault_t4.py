@@ -18,7 +18,7 @@ import pytest
 import rlm_kernel.engine as engine
 from rlm_kernel import RLM
 from rlm_kernel.cli import main
-from rlm_kernel.engine.conversation import Conversation
+from rlm_kernel.engine.session.conversation import Conversation
 from rlm_kernel.executors import EXECUTOR_KINDS, PlainExecutor
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from rlm_kernel.engine.tool_guard import LentTools
+from rlm_kernel.engine.session.user_tools import LentTools
 from tests.replies import block
 
 from .helpers import THOUGHT, scripted_run

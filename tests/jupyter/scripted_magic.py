@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import rlm_kernel.engine.loop as engine
+import rlm_kernel.engine.rlm as engine
 from rlm_kernel.models.scripted import ScriptedModel
 
 

@@ -580,7 +580,7 @@ def test_every_view_of_a_run_is_checked_and_saved(scripted_lab, page, extension)
     key) that leaves no progress block, and a candidates run's one summary."""
     if not extension:
         pytest.fail(f"{EXTENSION_NAME} is not installed")
-    cells = ["import rlm_kernel.engine.loop as _e\n_real_make_client = _e.make_client"]
+    cells = ["import rlm_kernel.engine.rlm as _e\n_real_make_client = _e.make_client"]
     task_at: dict[str, int] = {}
     for view in ("no_data", "running", "stuck", "isolated", "error", "candidates"):
         if view == "running":

@@ -8,10 +8,10 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-import rlm_kernel.engine.loop as engine
+import rlm_kernel.engine.rlm as engine
 from rlm_kernel import RLM
 from rlm_kernel.engine.events import Event
-from rlm_kernel.engine.recording import _from_notebook
+from rlm_kernel.engine.replay.recording import _from_notebook
 from rlm_kernel.jupyter import protocol
 from rlm_kernel.jupyter.frontend import StepRenderer
 from rlm_kernel.jupyter.magic import parse_line

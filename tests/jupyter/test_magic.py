@@ -7,7 +7,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.testing.globalipapp import start_ipython
 
-import rlm_kernel.engine.loop as engine
+import rlm_kernel.engine.rlm as engine
 from rlm_kernel.jupyter.prose import is_prose
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block as reply

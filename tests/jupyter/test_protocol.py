@@ -11,7 +11,7 @@ from pathlib import Path
 import comm as comm_module
 import pytest
 
-import rlm_kernel.engine.loop as engine
+import rlm_kernel.engine.rlm as engine
 from rlm_kernel.jupyter import protocol
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block

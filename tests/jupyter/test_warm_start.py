@@ -41,6 +41,6 @@ def test_a_new_kernel_warms_the_embedded_model_before_any_task(tmp_path, local_s
         km.shutdown_kernel(now=True)
         err.close()
     log = err_path.read_text()
-    assert "[rlm_kernel.engine.warmup] warm start: litellm imported, embedded server " \
+    assert "[rlm_kernel.engine.session.warmup] warm start: litellm imported, embedded server " \
            "ready and system prompt evaluated in" in log
     assert "warm start failed" not in log

@@ -8,7 +8,7 @@ import pytest
 
 from rlm_kernel import RLM
 from rlm_kernel.cli import build_parser
-from rlm_kernel.engine.grounding import SCAN_CHARS, finding, is_literal_final
+from rlm_kernel.engine.answer.grounding import SCAN_CHARS, finding, is_literal_final
 from rlm_kernel.engine.options import config_overrides
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block
@@ -150,9 +150,9 @@ def make(replies, **cfg) -> tuple[RLM, ScriptedModel, list]:
 def test_an_ungrounded_final_gets_one_check_step_then_the_next_final_is_accepted(caplog):
     rlm, lm, events = make([block("print('a.py b.py')"), block("FINAL('foo.py')"),
                             block("FINAL('nope.py')")])
-    with caplog.at_level("DEBUG", logger="rlm_kernel.engine.grounding"):
+    with caplog.at_level("DEBUG", logger="rlm_kernel.engine.answer.grounding"):
         res = rlm.run("Which file?", context="x")
-    [record] = [r for r in caplog.records if r.name == "rlm_kernel.engine.grounding"]
+    [record] = [r for r in caplog.records if r.name == "rlm_kernel.engine.answer.grounding"]
     assert "'foo.py'" in record.getMessage()
     check = lm.calls[2][-1]["content"]
     assert f"The answer 'foo.py' {NOT_FOUND}." in check

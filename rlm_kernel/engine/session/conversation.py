@@ -36,8 +36,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..repl_types import REPLVariable
-from .step import TRACEBACK_LINE
+from ...repl_types import REPLVariable
+from ..step import TRACEBACK_LINE
 
 __all__ = ["HISTORY_NAME", "Conversation", "TaskRecord"]
 

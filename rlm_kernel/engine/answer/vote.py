@@ -21,7 +21,7 @@ different dress count as one:
   not count, repeats do); ``dict``: its normalised items;
 - ``None``, or text that is empty once normalised: no answer, no vote;
 - any other type (a subclass too, numpy or pandas values ...): its guarded text
-  (:func:`~rlm_kernel.engine.answer.answer_text`), normalised as text.  No code of the
+  (:func:`~rlm_kernel.engine.answer.text.answer_text`), normalised as text.  No code of the
   value's own runs here but through that guarded rendering: answers are model-made
   objects.
 
@@ -39,7 +39,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .answer import answer_text
+from .text import answer_text
 
 __all__ = ["Ballot", "Tally", "answer_key", "evidence_rank", "tally"]
 

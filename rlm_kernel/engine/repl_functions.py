@@ -15,12 +15,11 @@ from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn
 
-from ..context.helpers import DataHelper, current_namespace, data_helpers
-from ..executors.redaction import Redactor
-from ..executors.thread_output import host_thread, is_quarantined
+from ..context import DataHelper, current_namespace, data_helpers
+from ..executors import Redactor, host_thread, is_quarantined
 from ..models import LanguageModel, LLMError, UsageLedger, make_client
 from ..termination import FINAL, FINAL_VAR, FinalOutput
-from .answer import describe_variable
+from .answer.text import describe_variable
 from .budget import Budget, BudgetGuard, GuardedClient
 from .prompts import SUB_CALL_SYSTEM_PROMPT
 
@@ -275,13 +274,13 @@ def session_tools(sub_model: str | None, namespace: MutableMapping[str, Any],
     """The REPL tools for use outside any run (a re-run exported notebook, a cell of
     the user's): ``llm_query`` & co. on ``sub_model`` (a litellm model string; None =
     the embedded model), with a fresh usage ledger and no budget.  With ``recorded``
-    (a run's exchanges, see :mod:`rlm_kernel.engine.recording`), calls the record holds
+    (a run's exchanges, see :mod:`rlm_kernel.engine.replay.recording`), calls the record holds
     are answered from it and only others reach the model.
 
     Raises:
         LocalModelError: ``sub_model`` names no embedded model.
     """
-    from .recording import RecordedFirst
+    from .replay.recording import RecordedFirst
 
     ledger = UsageLedger()
     sub = RecordedFirst(recorded, lambda: make_client(sub_model)) if recorded \

@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..executors.redaction import Redactor
-from ..models import LLMCall, LLMError, UsageLedger
-from ..models.usage import Completion
+from ...executors import Redactor
+from ...models import Completion, LLMCall, LLMError, UsageLedger
 
 __all__ = ["PROMPT_CHARS", "RESPONSE_CHARS", "RecordedFirst", "Recorder", "Recording",
            "ReplayModel", "load_recording", "output_digest", "step_exchanges"]

@@ -1,4 +1,4 @@
-"""Candidates and agreement (rlm_kernel.engine.candidates): N scripted trajectories of
+"""Candidates and agreement (rlm_kernel.engine.strategies.candidates): N scripted trajectories of
 one task, the vote, early stop, the shared budget, the namespace and the result.
 
 A :class:`ScriptedModel` answers calls in order, and candidates run one after the
@@ -11,9 +11,9 @@ import json
 import pytest
 
 from rlm_kernel import RLM
-from rlm_kernel.engine.candidates import SampledClient, candidate_seed, vote_line
 from rlm_kernel.engine.events import Event
-from rlm_kernel.engine.recording import load_recording
+from rlm_kernel.engine.replay.recording import load_recording
+from rlm_kernel.engine.strategies.candidates import SampledClient, candidate_seed, vote_line
 from rlm_kernel.executors import PlainExecutor
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from rlm_kernel import RLM
-from rlm_kernel.engine.task import check_tools, describe_tool
+from rlm_kernel.engine.session.task import check_tools, describe_tool
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block
 

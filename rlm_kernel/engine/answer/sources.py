@@ -33,7 +33,7 @@ out; if it still does not parse, a whole-word match of each name in the code cou
 
 1. ``no_input``: no executed code read any input (or the run had none);
 2. ``ungrounded``: the answer is a literal the grounding check
-   (:func:`~rlm_kernel.engine.grounding.finding`) found in no output and no variable;
+   (:func:`~rlm_kernel.engine.answer.grounding.finding`) found in no output and no variable;
 3. ``forced``: the answer came from the "answer now" call after the run stopped early
    (the step limit, a stuck run);
 4. ``output``: the answer was taken from text (a ``FINAL`` written in prose, or a

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from rlm_kernel.engine import RLM
-from rlm_kernel.engine.recording import RESPONSE_CHARS, load_recording
+from rlm_kernel.engine.replay.recording import RESPONSE_CHARS, load_recording
 from rlm_kernel.export import export_run
 from rlm_kernel.models import LLMError
 from rlm_kernel.models.scripted import ScriptedModel
@@ -97,7 +97,7 @@ def test_recorded_replies_are_capped():
 
 def test_replay_model_refuses_unknown_sub_calls():
     result, _ = recorded_run()
-    from rlm_kernel.engine.recording import ReplayModel
+    from rlm_kernel.engine.replay.recording import ReplayModel
 
     model = ReplayModel(load_recording(result))
     with pytest.raises(LLMError, match="no recorded sub-call"):

@@ -1,10 +1,10 @@
-"""Answer normalisation and the vote over candidates (rlm_kernel.engine.vote)."""
+"""Answer normalisation and the vote over candidates (rlm_kernel.engine.answer.vote)."""
 
 from __future__ import annotations
 
 import pytest
 
-from rlm_kernel.engine.vote import Ballot, answer_key, tally
+from rlm_kernel.engine.answer.vote import Ballot, answer_key, tally
 
 
 @pytest.mark.parametrize("a, b", [

@@ -5,7 +5,7 @@ working state is not a protected input.  Scripted models: the loop's mechanics."
 from __future__ import annotations
 
 from rlm_kernel import RLM
-from rlm_kernel.engine.conversation import HISTORY_NAME, Conversation
+from rlm_kernel.engine.session.conversation import HISTORY_NAME, Conversation
 from rlm_kernel.executors import PlainExecutor
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block

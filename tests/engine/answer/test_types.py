@@ -13,7 +13,7 @@ import pytest
 from typing_extensions import TypedDict
 
 from rlm_kernel import RLM
-from rlm_kernel.engine.answer_type import AnswerType, AnswerTypeError, parse_type
+from rlm_kernel.engine.answer.types import AnswerType, AnswerTypeError, parse_type
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block
 

@@ -8,17 +8,17 @@ from __future__ import annotations
 import pytest
 
 from rlm_kernel import RLM
-from rlm_kernel.engine.conversation import Conversation
-from rlm_kernel.engine.events import Event
-from rlm_kernel.engine.prompts import NO_DATA_NOTE
-from rlm_kernel.engine.result import ANSWER_SOURCES
-from rlm_kernel.engine.sources import (
+from rlm_kernel.engine.answer.sources import (
     answer_source,
     how_reached,
     inputs_read,
     voted_source,
 )
-from rlm_kernel.engine.tools import user_variables
+from rlm_kernel.engine.events import Event
+from rlm_kernel.engine.prompts import NO_DATA_NOTE
+from rlm_kernel.engine.repl_functions import user_variables
+from rlm_kernel.engine.result import ANSWER_SOURCES
+from rlm_kernel.engine.session.conversation import Conversation
 from rlm_kernel.executors import PlainExecutor, close_executor, new_executor
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block

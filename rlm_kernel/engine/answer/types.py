@@ -26,8 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..executors.isolated import RemoteValue
-from ..executors.timeouts import time_limit
+from ...executors import RemoteValue, time_limit
 
 __all__ = ["AnswerType", "AnswerTypeError", "as_answer_type", "parse_type"]
 
@@ -217,7 +216,7 @@ def _errors(exc: Exception) -> str:
 
 
 def _short(value: Any) -> str:
-    from .answer import value_repr
+    from .text import value_repr
 
     return value_repr(value, max_chars=60)
 

@@ -14,10 +14,10 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..executors.workfolder import WorkFolder
-from .answer_type import AnswerType
+from ...executors import WorkFolder
+from ..answer.types import AnswerType
+from ..repl_functions import RESERVED_NAMES, SESSION_NAMES
 from .conversation import HISTORY_NAME, Conversation
-from .tools import RESERVED_NAMES, SESSION_NAMES
 
 __all__ = ["TaskSpec", "check_tools", "describe_tool"]
 

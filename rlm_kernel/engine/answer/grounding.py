@@ -56,8 +56,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from .answer import value_repr
-from .tools import RESERVED_NAMES, SESSION_NAMES
+from ..repl_functions import RESERVED_NAMES, SESSION_NAMES
+from .text import value_repr
 
 __all__ = ["MEMBERS", "SCAN_CHARS", "finding", "is_grounded", "is_literal_final"]
 

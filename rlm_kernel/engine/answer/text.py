@@ -16,12 +16,9 @@ import reprlib
 from collections.abc import Callable
 from typing import Any
 
-from ..executors.host_state import user_interrupts_kept
-from ..executors.redaction import Redactor
-from ..executors.streams import MAX_KEPT_CHARS, dropped_marker
-from ..executors.timeouts import time_limit
-from ..repl_types import REPLVariable
-from ..termination import format_final_answer
+from ...executors import MAX_KEPT_CHARS, Redactor, dropped_marker, time_limit, user_interrupts_kept
+from ...repl_types import REPLVariable
+from ...termination import format_final_answer
 
 __all__ = ["ANSWER_CHARS", "RENDER_SECONDS", "answer_text", "describe_variable", "value_repr"]
 

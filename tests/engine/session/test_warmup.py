@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-import rlm_kernel.engine.warmup as warmup
+import rlm_kernel.engine.session.warmup as warmup
 from rlm_kernel.engine.prompts import SYSTEM_PROMPT
 from rlm_kernel.models.usage import Completion, LLMCall
 
@@ -59,7 +59,7 @@ def test_a_provider_model_is_never_called(monkeypatch):
 
 def test_a_failing_warm_up_is_logged_not_raised(monkeypatch, caplog):
     _patch(monkeypatch, _Recorder(fail=True))
-    with caplog.at_level(logging.WARNING, logger="rlm_kernel.engine.warmup"):
+    with caplog.at_level(logging.WARNING, logger="rlm_kernel.engine.session.warmup"):
         thread = warmup.prewarm(None)
         thread.join(timeout=30)
     assert not thread.is_alive()

@@ -3,7 +3,7 @@
 With ``RLMConfig.candidates = N`` (> 1) :class:`CandidateRuns` runs the task up to N
 times, one :class:`~rlm_kernel.engine.run.Run` after the other in the same executor,
 and returns the trajectory of the candidate whose answer most candidates agree on
-(:mod:`rlm_kernel.engine.vote`: values normalised, ties broken by fewer failed steps,
+(:mod:`rlm_kernel.engine.answer.vote`: values normalised, ties broken by fewer failed steps,
 then a higher stated ``RLM_CONFIDENCE``, then the earlier candidate).  This is
 self-consistency over whole RLM trajectories (Wang et al., 2023, "Self-Consistency
 Improves Chain of Thought Reasoning in Language Models", ICLR 2023, arXiv:2203.11171),
@@ -19,7 +19,7 @@ arXiv:2603.15653).
   keep the configured temperature (and so the sub-call cache serves all candidates).
 - **Early stop.** After each candidate the vote is counted; once the leading answer
   has more votes than the runner-up plus every candidate not yet run
-  (:meth:`~rlm_kernel.engine.vote.Tally.decided`: N=3, two agree: stop after 2; N=5:
+  (:meth:`~rlm_kernel.engine.answer.vote.Tally.decided`: N=3, two agree: stop after 2; N=5:
   three), no more candidates run (``RLMConfig.candidates_early_stop``; off: all N run).
 - **Budgets.** All candidates share the run's :class:`BudgetGuard` and
   :class:`UsageLedger`: ``max_llm_calls``, ``max_tokens``, ``max_seconds`` and
@@ -39,7 +39,7 @@ arXiv:2603.15653).
   ``votes`` is ``(k, n)``: k of the n candidates that ran agree with the answer;
   ``answer_source`` is ``vote`` where the chosen candidate's own was ``data`` or
   ``output``, and stays ``no_input``, ``ungrounded`` or ``forced`` (a vote does not
-  remedy those; :func:`~rlm_kernel.engine.sources.voted_source`).
+  remedy those; :func:`~rlm_kernel.engine.answer.sources.voted_source`).
 - **Events.** See :mod:`rlm_kernel.engine.events`: every event carries ``candidate``
   and ``candidates``; ``candidate_started`` / ``candidate_finished`` frame each
   candidate; one ``run_started`` and one ``run_finished`` frame the whole run.
@@ -55,19 +55,19 @@ from collections.abc import Hashable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..executors import Executor
-from ..models import ClientWrapper, Completion, LanguageModel, UsageLedger
-from .budget import BudgetGuard
+from ...executors import Executor
+from ...models import ClientWrapper, Completion, LanguageModel, UsageLedger
+from ..answer.sources import voted_source
+from ..answer.vote import Ballot, Tally, answer_key, tally
+from ..budget import BudgetGuard
+from ..config import RLMConfig
+from ..events import Event, Observer, emit
+from ..replay.recording import Recorder
+from ..replay.resume import Continuation
+from ..result import RLMResult
+from ..run import Run
+from ..session.task import TaskSpec
 from .children import child_runner
-from .config import RLMConfig
-from .events import Event, Observer, emit
-from .recording import Recorder
-from .result import RLMResult
-from .resume import Continuation
-from .run import Run
-from .sources import voted_source
-from .task import TaskSpec
-from .vote import Ballot, Tally, answer_key, tally
 
 __all__ = ["CandidateRuns", "SampledClient", "candidate_seed", "short_answer",
            "vote_line"]
@@ -149,7 +149,7 @@ class CandidateRuns:
         config: the settings (``candidates`` > 1; ``candidate_temperature``).
         executor: where every candidate's code runs (its namespace is shared and
             restored between candidates).
-        root / sub: the clients as :class:`~rlm_kernel.engine.loop.RLM` built them.
+        root / sub: the clients as :class:`~rlm_kernel.engine.rlm.RLM` built them.
         ledger / guard: the run's usage ledger and budget guard, shared by all
             candidates (and their child runs).
         observer: told about every event (see :mod:`rlm_kernel.engine.events`), or None.
@@ -176,7 +176,7 @@ class CandidateRuns:
 
         Args:
             continuation: every candidate continues an earlier run from this step
-                (:mod:`rlm_kernel.engine.resume`).
+                (:mod:`rlm_kernel.engine.replay.resume`).
         """
         ns = self.executor.namespace
         snapshot = dict(ns.items())

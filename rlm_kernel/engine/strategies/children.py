@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..executors import close_executor, new_executor
-from ..models import LanguageModel, UsageLedger
-from .budget import BudgetExceeded, BudgetGuard
-from .config import RLMConfig
-from .events import Observer
-from .run import Run
+from ...executors import close_executor, new_executor
+from ...models import LanguageModel, UsageLedger
+from ..budget import BudgetExceeded, BudgetGuard
+from ..config import RLMConfig
+from ..events import Observer
+from ..run import Run
 
 __all__ = ["child_runner"]
 

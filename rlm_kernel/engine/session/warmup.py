@@ -19,9 +19,9 @@ import logging
 import threading
 import time
 
-from ..executors.thread_output import host_thread
-from ..models import import_litellm, is_embedded, make_client
-from .prompts import SYSTEM_PROMPT
+from ...executors import host_thread
+from ...models import import_litellm, is_embedded, make_client
+from ..prompts import SYSTEM_PROMPT
 
 __all__ = ["prewarm", "warm_messages"]
 

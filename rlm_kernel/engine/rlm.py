@@ -14,22 +14,20 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..executors import Executor, close_executor, executor_kind, new_executor
-from ..executors.workfolder import WorkFolder
-from ..models import LanguageModel, UsageLedger, is_embedded, make_client, tracing
-from ..models.cache import configure_cache
-from .answer_type import as_answer_type
+from ..executors import Executor, WorkFolder, close_executor, executor_kind, new_executor
+from ..models import LanguageModel, UsageLedger, configure_cache, is_embedded, make_client, tracing
+from .answer.types import as_answer_type
 from .budget import Budget, BudgetGuard
-from .candidates import CandidateRuns
-from .children import child_runner
 from .config import RLMConfig
-from .conversation import Conversation
 from .events import Observer
-from .recording import ReplayModel, load_recording
+from .replay.recording import ReplayModel, load_recording
+from .replay.resume import Continuation
 from .result import RLMResult
-from .resume import Continuation
 from .run import Run
-from .task import TaskSpec, check_tools
+from .session.conversation import Conversation
+from .session.task import TaskSpec, check_tools
+from .strategies.candidates import CandidateRuns
+from .strategies.children import child_runner
 
 __all__ = ["RLM"]
 
@@ -51,15 +49,15 @@ class RLM:
         tools: the user's functions offered to the model in every run: a list of
             functions (by ``__name__``) or a dict ``{name: function}``; each is bound in
             the REPL and told to the model with its signature and the first paragraph
-            of its docstring (:func:`~rlm_kernel.engine.task.describe_tool`).
+            of its docstring (:func:`~rlm_kernel.engine.session.task.describe_tool`).
         replay: a recorded run to answer from instead of any model (an
             :class:`RLMResult`, its ``to_dict()``, a ``.json`` or ``.ipynb`` path; see
-            :mod:`rlm_kernel.engine.recording`); the result's ``diverged_at`` is the
+            :mod:`rlm_kernel.engine.replay.recording`); the result's ``diverged_at`` is the
             first step whose output differs from the record's.
 
     Raises:
         TypeError, ValueError: a tool is not callable, or its name is reserved
-            (:func:`~rlm_kernel.engine.task.check_tools`).
+            (:func:`~rlm_kernel.engine.session.task.check_tools`).
 
     After every step the termination policy (``config.termination``) is asked with
     :meth:`Run._action_result` (``output``: the answer of a step that called ``FINAL``,
@@ -73,7 +71,7 @@ class RLM:
     ``reward_threshold`` and ``confidence`` policies.
 
     With ``config.candidates`` > 1 a run is up to that many independent trajectories
-    and a vote over their answers (:mod:`rlm_kernel.engine.candidates`); a replay
+    and a vote over their answers (:mod:`rlm_kernel.engine.strategies.candidates`); a replay
     replays the recorded (chosen) trajectory alone.
 
     Example::
@@ -114,16 +112,16 @@ class RLM:
             variables: further REPL variables the model is told about, by name
                 (for names that clash with this method's parameters).
             continuation: continue an earlier run from one of its steps, with that
-                step's code edited or not (see :mod:`rlm_kernel.engine.resume`); the
+                step's code edited or not (see :mod:`rlm_kernel.engine.replay.resume`); the
                 earlier steps are not run again.
             output_type: the type the answer must have: a Python type (``int``,
                 ``list[str]``, a dataclass, a TypedDict, a pydantic model), its text
                 (``"dict[str, int]"``), a JSON Schema dict, or an
-                :class:`~rlm_kernel.engine.answer_type.AnswerType`.  The model is told
+                :class:`~rlm_kernel.engine.answer.types.AnswerType`.  The model is told
                 the type; a ``FINAL`` value that fails validation goes back to it as
                 a failed step; ``result.answer_value`` is of the type.
             history: the session's earlier tasks
-                (:class:`~rlm_kernel.engine.conversation.Conversation`): the model is
+                (:class:`~rlm_kernel.engine.session.conversation.Conversation`): the model is
                 told them and ``rlm_history`` holds them.  Record this run's task with
                 ``history.record(result, executor.namespace)`` to go on.
             tools: more tools for this run (as in the constructor).
