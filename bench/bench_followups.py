@@ -61,7 +61,6 @@ import re
 import statistics
 import sys
 import time
-import tokenize
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -88,6 +87,7 @@ from evals.sources import (  # noqa: E402
     stdlib_modules,
 )
 from rlm_kernel import RLM, RLMConfig  # noqa: E402
+from rlm_kernel.engine import without_comments  # noqa: E402
 from rlm_kernel.engine.session.conversation import Conversation  # noqa: E402
 from rlm_kernel.executors import PlainExecutor  # noqa: E402
 from rlm_kernel.models import is_embedded  # noqa: E402
@@ -856,23 +856,11 @@ def run_pair(p: Pair, new_rlm: NewRLM, config: RLMConfig) -> PairOutcome:
     with_conv, _ = run_one(rlm, p.second, p.context, p.check2, ex, conv)
     without, _ = run_one(rlm, p.second, copy.deepcopy(p.context), p.check2, PlainExecutor(),
                          None)
-    earlier = {normalised(s["code"]) for s in first.trace or ()} - {""}
+    earlier = {without_comments(s["code"]) for s in first.trace or ()} - {""}
     for run in (with_conv, without):
-        run.copied = sum(normalised(s["code"]) in earlier for s in run.trace or ())
-        run.wrote_copy = sum(normalised(c) in earlier for c in run.written)
+        run.copied = sum(without_comments(s["code"]) in earlier for s in run.trace or ())
+        run.wrote_copy = sum(without_comments(c) in earlier for c in run.written)
     return PairOutcome(p, first, with_conv, without)
-
-
-def normalised(code: str) -> str:
-    """``code`` without its comments, blank lines and spacing: two steps are the same
-    step when these are equal (a verbatim copy of an earlier task's step)."""
-    try:
-        tokens = [t for t in tokenize.generate_tokens(io.StringIO(code).readline)
-                  if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING)]
-        return " ".join(t.string for t in tokens if t.string.strip())
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        return " ".join(line.split("#", 1)[0].strip() for line in code.splitlines()
-                        if line.split("#", 1)[0].strip())
 
 
 def saved(o: PairOutcome) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from rlm_kernel import RLM, RLMConfig
+from rlm_kernel.engine import without_comments
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block
 from tests.test_bench_followups import _load
@@ -16,12 +17,13 @@ CONFIG = RLMConfig().replace(max_iterations=3, temperature=0.0, ground_answer=Fa
                              verify_answer=False)
 
 
-def test_normalised_sets_comments_and_layout_aside_not_the_code():
+def test_the_bench_compares_steps_by_the_engines_without_comments():
+    assert bf.without_comments is without_comments  # one normaliser, the engine's
     a = "hits = search('x', context)\nprint(len(hits))"
-    assert bf.normalised(a) == bf.normalised("hits  =  search('x', context)  # find\n\n"
-                                             "# count them\nprint( len(hits) )")
-    assert bf.normalised(a) != bf.normalised(a.replace("'x'", "'y'"))
-    assert bf.normalised("if x:  # a\n  (") == "if x: ("  # not Python: lines, no comments
+    assert without_comments(a) == without_comments("hits  =  search('x', context)  # find\n\n"
+                                                   "# count them\nprint( len(hits) )")
+    assert without_comments(a) != without_comments(a.replace("'x'", "'y'"))
+    assert without_comments("if x:  # a\n  (") == "if x: ("  # not Python: lines, no comments
 
 
 @pytest.fixture(scope="module")

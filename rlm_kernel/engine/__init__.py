@@ -30,6 +30,7 @@ from .answer.types import parse_type
 from .config import RLMConfig, Setting, settings
 from .events import Event, Observer, Totals
 from .options import add_setting_options, config_overrides, non_empty, positive_int
+from .repetition import without_comments
 from .repl_functions import RESERVED_NAMES, session_tools, user_variables
 from .replay.recording import load_recording, output_digest, step_exchanges
 from .replay.resume import Continuation
@@ -57,4 +58,6 @@ __all__ = [
     "session_tools", "user_variables",
     # steps and replay
     "TRACEBACK_LINE", "load_recording", "output_digest", "step_exchanges", "step_source",
+    # repetition
+    "without_comments",
 ]

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 __all__ = ["EARLIER_TASK", "MIN_OUTPUT_CHARS", "Repetition", "RepetitionDetector",
            "StepSignature", "error_line", "normalise_code", "normalise_output",
-           "signature"]
+           "signature", "without_comments"]
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +88,18 @@ def _bound_names(tree: ast.AST) -> dict[str, str]:
     return names
 
 
-def _without_comments(code: str) -> str:
-    """``code`` with comments and layout dropped, for code that does not parse."""
+def without_comments(code: str) -> str:
+    """``code`` with its comments, blank lines and layout dropped, the code kept.
+
+    Args:
+        code: Python source, which need not parse (a step's code, a follow-up's copy).
+
+    Returns:
+        Its tokens other than comments, newlines and indentation, joined by single
+        spaces (``"x  =  1  # one"`` -> ``"x = 1"``); for text that does not tokenize,
+        its lines without ``#...`` tails, white space collapsed.  Two steps whose
+        results are equal differ only in comments and layout.
+    """
     try:
         tokens = [t.string for t in tokenize.generate_tokens(io.StringIO(code).readline)
                   if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE,
@@ -117,7 +127,7 @@ def normalise_code(code: str) -> str:
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):  # ValueError: a null byte in the source
-        return _without_comments(code)
+        return without_comments(code)
     tree = _Canonical(_bound_names(tree)).visit(tree)
     return ast.unparse(ast.fix_missing_locations(tree))
 
