@@ -151,7 +151,7 @@ def test_cli_setup_cells_use_absolute_paths(tmp_path, monkeypatch):
     (tmp_path / "a.txt").write_text("A")
     assert cli_setup_cells([]) == []
     [cell] = cli_setup_cells(["a.txt"])
-    assert cell == ("from rlm_kernel.context.files import load_contexts\n\n"
+    assert cell == ("from rlm_kernel.context import load_contexts\n\n"
                     f"context = load_contexts([{str(tmp_path / 'a.txt')!r}])")
     ns: dict = {}
     exec(cell, ns)
