@@ -20,6 +20,7 @@ from rlm_kernel.engine.repetition import (
 from rlm_kernel.executors import PlainExecutor
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block
+from tests.scripted import scripted_rlm
 
 TRACE = "Traceback (most recent call last):\n  File \"<step>\", line 1\n"
 
@@ -130,10 +131,11 @@ def test_an_earlier_tasks_step_counts_once():
 
 # -- the loop's two stages ----------------------------------------------------------------
 def make(replies, **cfg) -> tuple[RLM, ScriptedModel, list[Event]]:
-    lm = ScriptedModel(replies)
+    """A scripted run with resampling after a repetition on (this module's subject;
+    scripted runs: off)."""
     events: list[Event] = []
-    cfg.setdefault("verify_answer", False)
-    return RLM(root_client=lm, sub_client=lm, observer=events.append, **cfg), lm, events
+    cfg.setdefault("resample_temperature", RLMConfig().resample_temperature)
+    return (*scripted_rlm(replies, events=events, **cfg), events)
 
 
 def notices(events: list[Event]) -> list[tuple[int, str]]:

@@ -12,13 +12,9 @@ from rlm_kernel.executors import PlainExecutor
 from rlm_kernel.models import LLMError
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block
+from tests.scripted import scripted_rlm
 
-
-def make(replies, sub_replies=None, **cfg) -> tuple[RLM, ScriptedModel]:
-    """A run over a scripted model; the answer check is off unless a test turns it on."""
-    lm = ScriptedModel(replies, sub_replies=sub_replies)
-    cfg.setdefault("verify_answer", False)
-    return RLM(root_client=lm, sub_client=lm, **cfg), lm
+make = scripted_rlm  # tests/scripted.py: its settings, a test's own passed explicitly
 
 
 def test_final_after_exploration_keeps_variables_and_history():
@@ -355,7 +351,8 @@ def test_a_failed_final_call_echoed_in_its_traceback_does_not_end_the_run():
 
 
 def test_a_reply_that_repeats_earlier_code_is_sampled_again_once():
-    rlm, lm = make([block("print(1)"), block("print(1)"), block("print(2)"), block("FINAL(2)")])
+    rlm, lm = make([block("print(1)"), block("print(1)"), block("print(2)"), block("FINAL(2)")],
+                   resample_temperature=0.7)  # the subject (scripted runs: off)
     res = rlm.run("q", context="x")
     assert [e.code for e in res.history] == ["print(1)", "print(2)", "FINAL(2)"]
     assert lm.temperatures == [None, None, 0.7, None]

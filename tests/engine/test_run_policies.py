@@ -10,11 +10,9 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.testing.globalipapp import start_ipython
 
-from rlm_kernel import RLM
 from rlm_kernel.engine.step import SIGNAL_NAMES
 from rlm_kernel.executors import PlainExecutor
 from rlm_kernel.jupyter.shell_executor import ShellExecutor
-from rlm_kernel.models.scripted import ScriptedModel
 from rlm_kernel.policies import (
     ActionResult,
     PolicyContext,
@@ -23,6 +21,7 @@ from rlm_kernel.policies import (
 )
 from rlm_kernel.repl_types import REPLEntry
 from tests.replies import block
+from tests.scripted import scripted_rlm
 
 SEEN: list[tuple[ActionResult, PolicyContext]] = []
 
@@ -54,9 +53,7 @@ REPLIES = [
 
 def run(executor: Any, replies=REPLIES, **cfg) -> tuple[Any, list]:
     events: list = []
-    lm = ScriptedModel(replies)
-    cfg.setdefault("verify_answer", False)
-    rlm = RLM(root_client=lm, sub_client=lm, observer=events.append, **cfg)
+    rlm, _ = scripted_rlm(replies, events=events, **cfg)
     return rlm.run("q?", context="ctx", executor=executor), events
 
 

@@ -14,6 +14,7 @@ from rlm_kernel import RLM
 from rlm_kernel.cli.run import main
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block
+from tests.scripted import scripted_rlm
 
 PATCH = """--- a/notes.txt
 +++ b/notes.txt
@@ -25,11 +26,8 @@ PATCH = """--- a/notes.txt
 
 
 def run(folder, replies, executor, **config):
-    lm = ScriptedModel(replies)
-    res = RLM(root_client=lm, sub_client=lm, verify_answer=False, ground_answer=False,
-              resample_temperature=0, workdir=str(folder), executor=executor,
-              **config).run("Patch the notes.")
-    return res, lm
+    rlm, lm = scripted_rlm(replies, workdir=str(folder), executor=executor, **config)
+    return rlm.run("Patch the notes."), lm
 
 
 @pytest.mark.parametrize("executor", ["in-process", "isolated"])

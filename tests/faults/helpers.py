@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from rlm_kernel import RLM
 from rlm_kernel.models.scripted import ScriptedModel
+from tests.scripted import scripted_rlm
 
 EXECUTOR = "in-process"
 """The executor kind of the runs :func:`scripted_run` makes (``RLMConfig.executor``)."""
@@ -17,11 +18,8 @@ THOUGHT = "Trying something."
 
 
 def scripted_run(replies, sub_replies=None, **cfg) -> tuple[RLM, ScriptedModel]:
-    """An RLM over a scripted model (both roles); no answer check, no grounding check,
-    no resampling, so each scripted reply is exactly one step."""
-    lm = ScriptedModel(replies, sub_replies=sub_replies)
-    cfg.setdefault("verify_answer", False)
-    cfg.setdefault("ground_answer", False)
-    cfg.setdefault("resample_temperature", 0)
+    """:func:`tests.scripted.scripted_rlm` (each scripted reply is exactly one step: no
+    answer check, no grounding check, no resampling) with the executor kind of
+    :data:`EXECUTOR` unless ``cfg`` names one."""
     cfg.setdefault("executor", EXECUTOR)
-    return RLM(root_client=lm, sub_client=lm, **cfg), lm
+    return scripted_rlm(replies, sub_replies, **cfg)

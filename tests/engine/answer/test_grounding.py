@@ -12,6 +12,7 @@ from rlm_kernel.engine.answer.grounding import SCAN_CHARS, finding, is_literal_f
 from rlm_kernel.engine.options import config_overrides
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block
+from tests.scripted import scripted_rlm
 
 NOT_FOUND = "does not appear in any output of your code or in any variable"
 
@@ -141,10 +142,10 @@ def test_the_namespace_scan_is_capped_and_fast():
 
 # -- the loop ---------------------------------------------------------------------------
 def make(replies, **cfg) -> tuple[RLM, ScriptedModel, list]:
-    lm = ScriptedModel(replies)
+    """A scripted run with grounding on (this module's subject; scripted runs: off)."""
     events: list = []
-    cfg.setdefault("verify_answer", False)
-    return RLM(root_client=lm, sub_client=lm, observer=events.append, **cfg), lm, events
+    cfg.setdefault("ground_answer", True)
+    return (*scripted_rlm(replies, events=events, **cfg), events)
 
 
 def test_an_ungrounded_final_gets_one_check_step_then_the_next_final_is_accepted(caplog):

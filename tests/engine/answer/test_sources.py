@@ -22,15 +22,14 @@ from rlm_kernel.engine.session.conversation import Conversation
 from rlm_kernel.executors import PlainExecutor, close_executor, new_executor
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block
+from tests.scripted import scripted_rlm
 
 EXECUTORS = ["in-process", "isolated"]
 
 
 def make(replies, **cfg) -> tuple[RLM, ScriptedModel, list[Event]]:
-    lm = ScriptedModel(replies)
     events: list[Event] = []
-    cfg.setdefault("verify_answer", False)
-    return RLM(root_client=lm, sub_client=lm, observer=events.append, **cfg), lm, events
+    return (*scripted_rlm(replies, events=events, **cfg), events)
 
 
 @pytest.fixture(params=EXECUTORS)
@@ -169,7 +168,7 @@ def test_a_tool_is_an_input_and_no_data_is_not_said():
 
 def test_ungrounded_when_the_checked_final_is_still_found_nowhere(executor):
     rlm, _, events = make([block("print(len(context))"), block("FINAL('foo.py')"),
-                           block("FINAL('nope.py')")])
+                           block("FINAL('nope.py')")], ground_answer=True)
     res = rlm.run("Which file?", context="a.py\nb.py", executor=executor)
     assert res.answer == "nope.py" and res.answer_source == "ungrounded"
     assert [e.data["reason"] for e in events if e.kind == "answer_check"] == ["grounding"]

@@ -16,6 +16,7 @@ from rlm_kernel import RLM
 from rlm_kernel.engine.answer.types import AnswerType, AnswerTypeError, parse_type
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block
+from tests.scripted import scripted_rlm
 
 
 @dataclasses.dataclass
@@ -35,11 +36,9 @@ class Release(pydantic.BaseModel):
 
 
 def run(replies, output_type, **config):
-    lm = ScriptedModel(replies)
     events = []
-    res = RLM(root_client=lm, sub_client=lm, observer=events.append, ground_answer=False,
-              **config).run("How many?", context="a\nb\nc", output_type=output_type)
-    return res, lm, events
+    rlm, lm = scripted_rlm(replies, events=events, **config)
+    return rlm.run("How many?", context="a\nb\nc", output_type=output_type), lm, events
 
 
 def test_a_text_answer_is_coerced_to_the_asked_type():

@@ -9,14 +9,14 @@ from rlm_kernel.engine.session.conversation import HISTORY_NAME, Conversation
 from rlm_kernel.executors import PlainExecutor
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block
+from tests.scripted import scripted_rlm
 
 ITEMS = [{"i": i, "colour": "red" if i % 3 == 0 else "blue"} for i in range(600)]
 
 
 def task(executor, replies, question, history, **kw):
-    lm = ScriptedModel(replies)
-    return RLM(root_client=lm, sub_client=lm, ground_answer=False).run(
-        question, context=ITEMS, executor=executor, history=history, **kw)
+    rlm, _ = scripted_rlm(replies)
+    return rlm.run(question, context=ITEMS, executor=executor, history=history, **kw)
 
 
 def test_a_follow_up_sees_the_earlier_task_its_answer_code_and_variables():

@@ -17,6 +17,7 @@ from rlm_kernel.engine.strategies.candidates import SampledClient, candidate_see
 from rlm_kernel.executors import PlainExecutor
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block
+from tests.scripted import scripted_rlm
 
 
 def answer(value: str, thought: str = "Answer.") -> str:
@@ -26,10 +27,8 @@ def answer(value: str, thought: str = "Answer.") -> str:
 
 
 def run(replies, n=3, executor=None, **cfg):
-    lm = ScriptedModel(replies)
     events: list[Event] = []
-    rlm = RLM(root_client=lm, sub_client=lm, observer=events.append, verify_answer=False,
-              candidates=n, **cfg)
+    rlm, lm = scripted_rlm(replies, events=events, candidates=n, **cfg)
     res = rlm.run("What is it?", context="the data", executor=executor)
     return res, lm, events
 
