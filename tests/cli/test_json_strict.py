@@ -15,6 +15,7 @@ from rlm_kernel.cli.run import json_text
 from rlm_kernel.engine import RLM
 from rlm_kernel.executors.isolated import WorkerError
 from rlm_kernel.models.scripted import ScriptedModel
+from tests.scripted import scripted_rlm
 
 
 def strict(text: str):
@@ -30,9 +31,8 @@ def record(tmp_path, code: str):
     """A recorded run whose only step runs ``code`` (replayed by ``--replay``)."""
     ctx = tmp_path / "notes.txt"
     ctx.write_text("one two three")
-    lm = ScriptedModel([f"```repl\n{code}\n```"])
-    result = RLM(root_client=lm, sub_client=lm, verify_answer=False, ground_answer=False,
-                 executor="in-process").run("q", context="one two three")
+    rlm, _ = scripted_rlm([f"```repl\n{code}\n```"], executor="in-process")
+    result = rlm.run("q", context="one two three")
     path = tmp_path / "run.json"
     path.write_text(json.dumps(result.to_dict()))
     return ctx, path

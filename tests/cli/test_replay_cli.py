@@ -5,20 +5,18 @@ from __future__ import annotations
 import json
 
 from rlm_kernel.cli import main
-from rlm_kernel.engine import RLM
 from rlm_kernel.export import export_run
-from rlm_kernel.models.scripted import ScriptedModel
+from tests.scripted import scripted_rlm
 
 
 def recorded(tmp_path, text: str):
     ctx = tmp_path / "notes.txt"
     ctx.write_text(text)
-    lm = ScriptedModel(["```repl\nn = len(context.split())\nprint(n)\n```",
-                        "```repl\nFINAL(n)\n```"])
+    rlm, _ = scripted_rlm(["```repl\nn = len(context.split())\nprint(n)\n```",
+                           "```repl\nFINAL(n)\n```"])
     from rlm_kernel.context.files import load_contexts
 
-    result = RLM(root_client=lm, sub_client=lm, verify_answer=False).run(
-        "How many words?", context=load_contexts([str(ctx)]))
+    result = rlm.run("How many words?", context=load_contexts([str(ctx)]))
     return ctx, result
 
 

@@ -5,19 +5,16 @@ from __future__ import annotations
 import json
 
 from rlm_kernel.cli import main
-from rlm_kernel.engine import RLM
-from rlm_kernel.models.scripted import ScriptedModel
+from tests.scripted import scripted_rlm
 
 
 def record(tmp_path, final: str):
     ctx = tmp_path / "notes.txt"
     ctx.write_text("one two three")
-    lm = ScriptedModel([f"```repl\nFINAL({final})\n```"])
+    rlm, _ = scripted_rlm([f"```repl\nFINAL({final})\n```"])
     from rlm_kernel.context.files import load_contexts
 
-    result = RLM(root_client=lm, sub_client=lm, verify_answer=False,
-                 ground_answer=False).run("How many words?",
-                                          context=load_contexts([str(ctx)]))
+    result = rlm.run("How many words?", context=load_contexts([str(ctx)]))
     path = tmp_path / "run.json"
     path.write_text(json.dumps(result.to_dict()))
     return ctx, path
@@ -56,11 +53,10 @@ def test_an_unreadable_type_is_a_usage_error(tmp_path, capsys):
 def test_a_replay_asks_for_the_recorded_type_again(tmp_path, capsys):
     ctx = tmp_path / "notes.txt"
     ctx.write_text("one two three")
-    lm = ScriptedModel(["```repl\nFINAL('3')\n```"])
+    rlm, _ = scripted_rlm(["```repl\nFINAL('3')\n```"])
     from rlm_kernel.context.files import load_contexts
 
-    result = RLM(root_client=lm, sub_client=lm, ground_answer=False).run(
-        "How many words?", context=load_contexts([str(ctx)]), output_type=int)
+    result = rlm.run("How many words?", context=load_contexts([str(ctx)]), output_type=int)
     path = tmp_path / "run.json"
     path.write_text(json.dumps(result.to_dict()))
     code = main(["run", "--replay", str(path), "--context", str(ctx), "--json"])

@@ -3,17 +3,15 @@ in the answer cell's words and in the notebook's ``metadata.rlm`` (scripted runs
 
 from __future__ import annotations
 
-from rlm_kernel import RLM
 from rlm_kernel.executors import PlainExecutor
 from rlm_kernel.export import export_run
-from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block
+from tests.scripted import scripted_rlm
 
 
 def run(replies, context=None, **cfg):
-    lm = ScriptedModel(replies)
-    return RLM("scripted/root", root_client=lm, sub_client=lm, verify_answer=False,
-               **cfg).run("How long?", context=context, executor=PlainExecutor())
+    rlm, _ = scripted_rlm(replies, model="scripted/root", **cfg)
+    return rlm.run("How long?", context=context, executor=PlainExecutor())
 
 
 def answer_cell(nb):

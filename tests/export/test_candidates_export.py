@@ -8,17 +8,16 @@ import nbformat
 from rlm_kernel.engine import RLM
 from rlm_kernel.engine.replay.recording import load_recording
 from rlm_kernel.export import export_rlm_log, export_run
-from rlm_kernel.models.scripted import ScriptedModel
 from tests.export.test_rlm_log import check_log
 from tests.replies import block
+from tests.scripted import scripted_rlm
 
 
 def candidates_run():
-    lm = ScriptedModel([block("x = 41\nFINAL_VAR('x')"),
-                        block("y = 6 * 7\nprint(y)"), block("FINAL_VAR('y')"),
-                        block("z = 42\nFINAL_VAR('z')")])
-    result = RLM(root_client=lm, sub_client=lm, verify_answer=False, candidates=3).run(
-        "What is it?", context="the data")
+    rlm, _ = scripted_rlm([block("x = 41\nFINAL_VAR('x')"),
+                           block("y = 6 * 7\nprint(y)"), block("FINAL_VAR('y')"),
+                           block("z = 42\nFINAL_VAR('z')")], candidates=3)
+    result = rlm.run("What is it?", context="the data")
     assert result.answer == "42" and result.candidates[1]["chosen"]
     return result
 
@@ -46,8 +45,8 @@ def test_the_notebook_sums_up_the_candidates_and_holds_the_chosen_steps(tmp_path
 
 
 def test_a_single_run_notebook_has_no_candidates_cell(tmp_path):
-    lm = ScriptedModel([block("x = 1\nFINAL_VAR('x')")])
-    result = RLM(root_client=lm, sub_client=lm, verify_answer=False).run("q", context="c")
+    rlm, _ = scripted_rlm([block("x = 1\nFINAL_VAR('x')")])
+    result = rlm.run("q", context="c")
     nb = export_run(result)
     assert "candidates" not in [c.metadata["rlm"]["role"] for c in nb.cells]
     assert "candidates" not in nb.metadata["rlm"]

@@ -12,7 +12,6 @@ import nbformat
 import pytest
 
 import rlm_kernel.engine.rlm
-from rlm_kernel import RLM
 from rlm_kernel.cli import main
 from rlm_kernel.engine.budget import Budget, BudgetGuard
 from rlm_kernel.engine.repl_functions import RunTools
@@ -22,6 +21,7 @@ from rlm_kernel.models import UsageLedger
 from rlm_kernel.models.scripted import ScriptedModel
 from rlm_kernel.termination import FinalOutput
 from tests.replies import block
+from tests.scripted import scripted_rlm
 
 STEPS = [
     block("n = len(context)\nprint(n)", thought="First, measure.\n\nThen look."),
@@ -31,10 +31,8 @@ STEPS = [
 
 
 def run(replies=STEPS, context="hello world", **cfg):
-    lm = ScriptedModel(replies, cost_usd=0.002)
-    cfg.setdefault("verify_answer", False)
-    return RLM("scripted/root", root_client=lm, sub_client=lm, **cfg).run("How long?",
-                                                                       context=context)
+    rlm, _ = scripted_rlm(replies, model="scripted/root", cost_usd=0.002, **cfg)
+    return rlm.run("How long?", context=context)
 
 
 def roles(nb):

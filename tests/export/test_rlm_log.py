@@ -10,9 +10,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from rlm_kernel.engine import RLM
 from rlm_kernel.export import export_rlm_log
-from rlm_kernel.models.scripted import ScriptedModel
+from tests.scripted import scripted_rlm
 
 SCHEMA = json.loads((Path(__file__).with_name("rlm_log.schema.json")).read_text())
 
@@ -28,11 +27,11 @@ def check_log(path: Path) -> list[dict]:
 
 
 def test_a_scripted_runs_log_has_the_visualizers_fields(tmp_path):
-    lm = ScriptedModel(["Thinking first.",
-                        "```repl\nx = llm_query('say ok')\nprint(x)\n```",
-                        "```repl\n1/0\n```",
-                        "```repl\nFINAL(x)\n```"], sub_replies=["ok"])
-    result = RLM(root_client=lm, sub_client=lm, verify_answer=False).run("q", context="abc")
+    rlm, _ = scripted_rlm(["Thinking first.",
+                           "```repl\nx = llm_query('say ok')\nprint(x)\n```",
+                           "```repl\n1/0\n```",
+                           "```repl\nFINAL(x)\n```"], sub_replies=["ok"])
+    result = rlm.run("q", context="abc")
     lines = check_log(export_rlm_log(result, tmp_path / "run.jsonl", max_iterations=12,
                                      max_depth=1))
     iterations = lines[1:]
@@ -49,8 +48,8 @@ def test_a_scripted_runs_log_has_the_visualizers_fields(tmp_path):
 
 
 def test_the_path_must_end_with_jsonl(tmp_path):
-    lm = ScriptedModel(["```repl\nFINAL(1)\n```"])
-    result = RLM(root_client=lm, sub_client=lm, verify_answer=False).run("q", context="a")
+    rlm, _ = scripted_rlm(["```repl\nFINAL(1)\n```"])
+    result = rlm.run("q", context="a")
     with pytest.raises(ValueError, match=".jsonl"):
         export_rlm_log(result, tmp_path / "run.json")
 
