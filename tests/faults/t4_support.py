@@ -39,19 +39,14 @@ def run_isolated(*codes: str, question: str = "question", context: Any = "some d
                  executor: Any = None, output_type: Any = None, **cfg: Any):
     """A scripted run of ``codes`` (one step each) behind the process wall, with a 2 s
     step limit as the cases' ``h.run`` has; returns (result, model, seconds)."""
-    from rlm_kernel import RLM
-    from rlm_kernel.models.scripted import ScriptedModel
     from tests.replies import block
+    from tests.scripted import scripted_rlm
 
     from .helpers import THOUGHT
 
-    lm = ScriptedModel([block(c, THOUGHT) for c in codes])
-    cfg.setdefault("verify_answer", False)
-    cfg.setdefault("ground_answer", False)
-    cfg.setdefault("resample_temperature", 0)
     cfg.setdefault("step_timeout", 2)
     cfg.setdefault("executor", "isolated")
-    rlm = RLM(root_client=lm, sub_client=lm, **cfg)
+    rlm, lm = scripted_rlm([block(c, THOUGHT) for c in codes], **cfg)
     extra: dict[str, Any] = {}
     if executor is not None:
         extra["executor"] = executor

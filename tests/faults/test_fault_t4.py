@@ -22,17 +22,21 @@ from rlm_kernel.engine.session.conversation import Conversation
 from rlm_kernel.executors import EXECUTOR_KINDS, PlainExecutor
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block
+from tests.scripted import scripted_rlm
 
 from .helpers import THOUGHT
 from .t4_support import cli_command, one_json
 
 pytestmark = pytest.mark.timeout(180)
 
-CFG = dict(verify_answer=False, ground_answer=False, resample_temperature=0, step_timeout=2)
-
-
 def _model(*codes: str) -> ScriptedModel:
     return ScriptedModel([block(c, THOUGHT) for c in codes])
+
+
+def _rlm(*codes: str, **cfg) -> tuple[RLM, ScriptedModel]:
+    """A scripted run of ``codes`` (one step each, tests/scripted.py) with the cases' 2 s
+    step limit."""
+    return scripted_rlm([block(c, THOUGHT) for c in codes], step_timeout=2, **cfg)
 
 
 # -- candidates ------------------------------------------------------------------------------
@@ -46,13 +50,13 @@ def test_a_candidate_that_kills_its_worker_leaves_the_sessions_values_as_they_we
     from rlm_kernel.executors.isolated import IsolatedExecutor
 
     with IsolatedExecutor() as ex:
-        lm = _model("import re\npat = re.compile('a+')\nn = 1\nFINAL(str(n))")
-        RLM(root_client=lm, sub_client=lm, max_iterations=4, **CFG).run(
-            "first", context="aaa", executor=ex)
-        lm2 = _model("import os\nos._exit(1)", "FINAL('1')",
-                     "print('pat is a', type(pat).__name__)", "FINAL('2')")
-        res = RLM(root_client=lm2, sub_client=lm2, candidates=2, candidates_early_stop=False,
-                  max_iterations=4, **CFG).run("second", context="aaa", executor=ex)
+        rlm, _ = _rlm("import re\npat = re.compile('a+')\nn = 1\nFINAL(str(n))",
+                      max_iterations=4)
+        rlm.run("first", context="aaa", executor=ex)
+        rlm, _ = _rlm("import os\nos._exit(1)", "FINAL('1')",
+                      "print('pat is a', type(pat).__name__)", "FINAL('2')", candidates=2,
+                      candidates_early_stop=False, max_iterations=4)
+        res = rlm.run("second", context="aaa", executor=ex)
         seen = [e.output.strip() for e in res.history.entries if "pat is a" in e.output]
         after = ex.execute("print(type(pat).__name__)", timeout=5).stdout.strip()
     assert seen == ["pat is a Pattern"], f"candidate 2 saw {seen}"
@@ -68,9 +72,8 @@ def test_budgets_cover_all_candidates_together(kind):
     codes = []
     for k in range(3):
         codes += ["for i in range(3):\n    llm_query('p%d' % i)\nprint('ok')", f"FINAL('ans{k}')"]
-    lm = _model(*codes)
-    res = RLM(root_client=lm, sub_client=lm, executor=kind, max_iterations=4, candidates=3,
-              max_llm_calls=8, **CFG).run("q", context="x")
+    rlm, lm = _rlm(*codes, executor=kind, max_iterations=4, candidates=3, max_llm_calls=8)
+    res = rlm.run("q", context="x")
     assert len(lm.calls) <= 8, (len(lm.calls), res.stopped_by, res.answer)
     assert res.llm_calls == len(lm.calls)
 
@@ -88,9 +91,9 @@ def test_a_candidates_changes_are_undone_for_the_next(kind):
     and the namespace ends as if only the chosen candidate had run. [meaningful HELD]"""
     c1 = "del context\nparse_log = None\nmine = 1\nFINAL('a')"
     c2 = "print('SEEN', repr(context), parse_log('x'), 'mine' in globals())\nFINAL('b')"
-    lm = _model(c1, c2, "FINAL('b')")
-    res = RLM(root_client=lm, sub_client=lm, executor=kind, tools=[parse_log], candidates=3,
-              candidates_early_stop=False, **CFG).run("q", context="the data")
+    rlm, _ = _rlm(c1, c2, "FINAL('b')", executor=kind, tools=[parse_log], candidates=3,
+                  candidates_early_stop=False)
+    res = rlm.run("q", context="the data")
     out = " ".join(e.output for e in res.history.entries)
     seen = out.split("SEEN", 1)[1].split("\n")[0].strip() if "SEEN" in out else out[-200:]
     assert seen == "'the data' X False", f"candidate 2 saw {seen!r}"
@@ -130,9 +133,8 @@ def test_model_code_cannot_rewrite_the_users_tools(kind, tmp_path):
     tools = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tools)
     code, real_json = tools.parse_log.__code__, tools.json
-    lm = _model(TAMPER, "FINAL('ok')")
-    RLM(root_client=lm, sub_client=lm, executor=kind, tools=[tools.parse_log], **CFG).run(
-        "q", context="x")
+    rlm, _ = _rlm(TAMPER, "FINAL('ok')", executor=kind, tools=[tools.parse_log])
+    rlm.run("q", context="x")
     assert tools.json is real_json, f"the tool's module now has json = {tools.json!r}"
     assert tools.parse_log.__code__ is code and tools.parse_log.__defaults__ is None
     assert tools.parse_log("x") == '{"line": "x"}'
@@ -145,19 +147,16 @@ def test_a_follow_up_cannot_rewrite_the_sessions_record():
     ``rlm_history`` holds every earlier task as it was, and the conversation told to
     the next task is the session's record, not model code's. [meaningful HELD]"""
     ex, conv = PlainExecutor(), Conversation()
-    lm = _model("n = 41\nFINAL(str(n + 1))")
-    conv.record(RLM(root_client=lm, sub_client=lm, executor="in-process", **CFG).run(
-        "first?", context="x", executor=ex, history=conv), ex.namespace)
+    rlm, _ = _rlm("n = 41\nFINAL(str(n + 1))", executor="in-process")
+    conv.record(rlm.run("first?", context="x", executor=ex, history=conv), ex.namespace)
     evil = ("rlm_history[0]['answer'] = 'EVIL-ANSWER'\nrlm_history[0]['code'] = 'EVIL-CODE'\n"
             "rlm_history.append({'question': 'EVIL-TASK', 'answer': 'EVIL'})\nm = 1\n"
             "FINAL(str(m))")
-    lm = _model(evil)
-    conv.record(RLM(root_client=lm, sub_client=lm, executor="in-process", **CFG).run(
-        "second?", context="x", executor=ex, history=conv), ex.namespace)
-    lm = _model("print('H', rlm_history[0]['answer'], rlm_history[0]['code'], "
-                "len(rlm_history))\nFINAL('3')")
-    res = RLM(root_client=lm, sub_client=lm, executor="in-process", **CFG).run(
-        "third?", context="x", executor=ex, history=conv)
+    rlm, _ = _rlm(evil, executor="in-process")
+    conv.record(rlm.run("second?", context="x", executor=ex, history=conv), ex.namespace)
+    rlm, lm = _rlm("print('H', rlm_history[0]['answer'], rlm_history[0]['code'], "
+                   "len(rlm_history))\nFINAL('3')", executor="in-process")
+    res = rlm.run("third?", context="x", executor=ex, history=conv)
     assert res.history.entries[0].output.strip() == "H 42 n = 41\nFINAL(str(n + 1)) 2"
     prompt = str(lm.calls[0])
     assert "Task: EVIL-TASK" not in prompt and "Answer: EVIL" not in prompt

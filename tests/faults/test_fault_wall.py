@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from rlm_kernel import RLM
 from rlm_kernel.executors import PlainExecutor
-from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block
+from tests.scripted import scripted_rlm
 
 from .helpers import THOUGHT
 
@@ -33,12 +32,8 @@ SECRET = "sk-test-0123456789abcdefSECRET"
 def run_isolated(*codes: str, **cfg):
     """A scripted run of ``codes`` (one step each) behind the process wall, with a 2 s step
     limit as the cases' ``h.run`` has; returns (result, model, seconds)."""
-    lm = ScriptedModel([block(c, THOUGHT) for c in codes])
-    cfg.setdefault("verify_answer", False)
-    cfg.setdefault("ground_answer", False)
-    cfg.setdefault("resample_temperature", 0)
     cfg.setdefault("step_timeout", 2)
-    rlm = RLM(root_client=lm, sub_client=lm, executor="isolated", **cfg)
+    rlm, lm = scripted_rlm([block(c, THOUGHT) for c in codes], executor="isolated", **cfg)
     started = time.monotonic()
     res = rlm.run("question", context="some data")
     return res, lm, time.monotonic() - started
