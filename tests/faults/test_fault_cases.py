@@ -267,17 +267,13 @@ def test_a_steps_own_worker_keeps_its_output_when_it_reuses_an_ident():
 
 def test_rewriting_the_child_runners_depth_cell_does_not_deepen_recursion():
     """Shared fault case b03_depth_closure_cell.py: the depth limit is the host's."""
-    from rlm_kernel.models.scripted import ScriptedModel
-
     attack = ("r = llm_query.__self__.child_runner\n"
               "cells = dict(zip(r.__code__.co_freevars, r.__closure__ or ()))\n"
               "if 'max_depth' in cells:\n    cells['max_depth'].cell_contents = 99\n"
               "print(rlm_query('go deeper'))")
-    lm = ScriptedModel([block(attack, THOUGHT)] * 8 + [block("FINAL('done')", THOUGHT)] * 3)
     events = []
-    rlm = RLM(root_client=lm, sub_client=lm, verify_answer=False, resample_temperature=0,
-              max_depth=1, child_max_iterations=2, max_iterations=3, observer=events.append,
-              executor=helpers.EXECUTOR, ground_answer=False)
+    rlm, _ = scripted_run([block(attack, THOUGHT)] * 8 + [block("FINAL('done')", THOUGHT)] * 3,
+                          max_depth=1, child_max_iterations=2, max_iterations=3, events=events)
     rlm.run("q", context="x")
     depths = {e.data["depth"] for e in events if e.kind == "run_started"}
     assert depths and max(depths) <= 1
@@ -299,16 +295,16 @@ def test_a_key_across_the_kept_outputs_cut_is_redacted(monkeypatch):
 
 def test_a_batch_stops_sending_when_its_step_times_out():
     """Shared fault case b11_batch_after_timeout.py."""
-    from rlm_kernel.models.scripted import ScriptedModel
+    from tests.scripted import scripted_rlm
 
     def slow(messages):
         time.sleep(0.5)
         return "sub answer"
 
-    lm = ScriptedModel([block("r = llm_query_batched(['p%d' % i for i in range(64)])", THOUGHT),
-                        block("FINAL('done')", THOUGHT)], sub_replies=[slow] * 64)
-    RLM(root_client=lm, sub_client=lm, verify_answer=False, ground_answer=False,
-        resample_temperature=0, step_timeout=1, max_concurrency=4).run("q", context="x")
+    rlm, lm = scripted_rlm([block("r = llm_query_batched(['p%d' % i for i in range(64)])",
+                                  THOUGHT), block("FINAL('done')", THOUGHT)],
+                           sub_replies=[slow] * 64, step_timeout=1, max_concurrency=4)
+    rlm.run("q", context="x")
     at_return = len(lm.calls)
     time.sleep(2)
     assert len(lm.calls) == at_return

@@ -663,19 +663,17 @@ def test_folder_helpers_resolve_every_path_inside_the_folder(tmp_path):
     patches through them, and patches paths with ``..`` and an absolute path.  Claim:
     every path of the helpers is resolved inside DIR; nothing outside is read or
     written. [meaningful HELD]"""
-    from rlm_kernel import RLM
-    from rlm_kernel.models.scripted import ScriptedModel
     from tests.replies import block
+    from tests.scripted import scripted_rlm
 
     work = tmp_path / "work"
     work.mkdir()
     secret = tmp_path / "outside.txt"
     secret.write_text("OUTSIDE-LINE\n")
     attack = X25_ATTACK.replace("SECRET", repr(str(secret)))
-    lm = ScriptedModel([block(attack), block("FINAL('done')")])
-    res = RLM(root_client=lm, sub_client=lm, executor="in-process", workdir=str(work),
-              verify_answer=False, ground_answer=False, resample_temperature=0,
-              step_timeout=10).run("question", context="some data")
+    rlm, _ = scripted_rlm([block(attack), block("FINAL('done')")], executor="in-process",
+                          workdir=str(work), step_timeout=10)
+    res = rlm.run("question", context="some data")
     out = res.history.entries[0].output
     assert "GOT []" in out, out[-600:]
     assert secret.read_text() == "OUTSIDE-LINE\n" and not (tmp_path / "new.txt").exists()
