@@ -18,6 +18,8 @@ from datetime import datetime, timezone
 from itertools import chain
 from typing import Any, ClassVar
 
+from .text import middle_cut
+
 __all__ = ["REPLEntry", "REPLHistory", "REPLResult", "REPLVariable"]
 
 _SEQUENCES = (list, tuple, set, frozenset, collections.deque, array.array)
@@ -199,18 +201,15 @@ class REPLEntry:
 
     def format(self, index: int | None = None) -> str:
         """Text of this step for the history prompt, headed ``[Step index]`` (or
-        ``[Step]``); empty sections are omitted; output over 2,000 characters is cut and
-        marked ``... (truncated)``."""
+        ``[Step]``); empty sections are omitted; output over 2,000 characters is cut in
+        the middle (:func:`rlm_kernel.text.middle_cut`: head, the one marker, tail)."""
         lines = [f"[Step {index}]" if index is not None else "[Step]"]
         if self.reasoning:
             lines.append(f"Reasoning: {self.reasoning}")
         if self.code:
             lines += ["Code:", "```python", self.code, "```"]
         if self.output:
-            out = self.output
-            if len(out) > _OUTPUT_LIMIT:
-                out = out[:_OUTPUT_LIMIT] + "\n... (truncated)"
-            lines += ["Output:", "```", out, "```"]
+            lines += ["Output:", "```", middle_cut(self.output, _OUTPUT_LIMIT), "```"]
         if self.llm_calls:
             lines.append(f"(Made {len(self.llm_calls)} sub-LLM call(s))")
         return "\n".join(lines)

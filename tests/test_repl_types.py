@@ -286,12 +286,12 @@ def test_entry_defaults_timestamp_and_sections_omitted():
     assert REPLEntry().llm_calls is not REPLEntry().llm_calls
 
 
-def test_entry_long_output_truncated():
+def test_entry_long_output_cut_in_the_middle_with_the_one_marker():
     entry = REPLEntry(output="a" * 2000 + "b" * 500)
-    text = entry.format(1)
-    assert "... (truncated)" in text and "b" not in text.split("Output:")[1]
+    kept = "a" * 1333 + " [... 500 characters cut: print less ...] " + "a" * 167 + "b" * 500
+    assert entry.format(1) == f"[Step 1]\nOutput:\n{FENCE}\n{kept}\n{FENCE}"
     assert entry.output.endswith("b")  # the full output stays on the entry
-    assert "(truncated)" not in REPLEntry(output="a" * 2000).format(1)
+    assert "characters cut" not in REPLEntry(output="a" * 2000).format(1)
 
 
 def test_entry_to_dict():

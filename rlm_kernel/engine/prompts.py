@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..context import describe_structure, detect_views, sample_fields
+from ..executors import guarded_repr
 from ..repl_types import REPLVariable
-from .answer.text import value_repr
+from ..text import middle_cut
 from .repetition import EARLIER_TASK, Repetition
 
 __all__ = [
@@ -33,7 +34,6 @@ __all__ = [
     "check_answer_message",
     "grounding_message",
     "next_message",
-    "truncate_output",
     "SUB_CALL_SYSTEM_PROMPT",
 ]
 
@@ -146,26 +146,12 @@ def build_messages(first: str, turns: list[dict[str, str]], window: int,
     if max_chars and keep and total() > max_chars:
         last = keep[-1]
         room = max(500, len(last["content"]) - (total() - max_chars))
-        keep[-1] = {"role": last["role"], "content": truncate_output(last["content"], room)}
+        keep[-1] = {"role": last["role"], "content": middle_cut(last["content"], room)}
     dropped = (len(turns) - len(keep)) // 2
     if dropped:
         head += [{"role": "assistant", "content": f"(I ran {dropped} earlier steps; their "
                   "variables still exist in the REPL.)"}, {"role": "user", "content": "Continue."}]
     return head + keep
-
-
-def truncate_output(text: str, limit: int) -> str:
-    """Cut ``text`` to at most about ``limit`` characters, keeping head and tail.
-
-    The cut part is replaced by a marker giving how many characters were
-    dropped, so the model knows to print less.
-    """
-    if limit <= 0 or len(text) <= limit:
-        return text
-    head = text[: limit * 2 // 3]
-    tail = text[-(limit - len(head)):]
-    dropped = len(text) - len(head) - len(tail)
-    return f"{head}\n... [{dropped:,} characters truncated: print less] ...\n{tail}"
 
 
 def _step_line(step: int, max_steps: int, question: str | None = None) -> str:
@@ -258,8 +244,9 @@ def task_message(question: str, variables: Sequence[REPLVariable], max_steps: in
 
 def step_output_message(output: str, step: int, max_steps: int, *, failed: bool,
                         limit: int, question: str | None = None) -> str:
-    """User message after a step: its (truncated) output and the next step line."""
-    shown = truncate_output(output.rstrip("\n"), limit) if output.strip() else "(no output)"
+    """User message after a step: its output (cut to ``limit`` characters by
+    :func:`rlm_kernel.text.middle_cut`: head, the one marker, tail) and the next step line."""
+    shown = middle_cut(output.rstrip("\n"), limit) if output.strip() else "(no output)"
     hint = ""
     if failed:
         hint = "\nThe code failed. Read the error, fix the code, and try again."
@@ -335,8 +322,8 @@ def answer_now_message(max_steps: int) -> str:
 
 def _describe_value(value: Any, limit: int = 200) -> str:
     """``value`` as the model should see it in the check: its type and a short repr
-    (:func:`~rlm_kernel.engine.answer.text.value_repr`: the value's own code is guarded)."""
-    text = value_repr(value, max_chars=limit + 3)
+    (:func:`~rlm_kernel.executors.guarded_repr`: the value's own code is guarded)."""
+    text = guarded_repr(value, max_chars=limit + 3)
     if isinstance(value, bool) or value is None:
         kind = "the value"
     elif isinstance(value, (int, float)):
@@ -358,7 +345,7 @@ def check_answer_message(question: str, value: Any, output: str, step: int,
     repr), and either repeats the FINAL call or corrects it with code.  After
     "self-refine" (Madaan et al., 2023): one feedback turn by the same model.
     """
-    shown = f"\nThe last output you saw:\n```\n{truncate_output(output.rstrip(), 800)}\n```" \
+    shown = f"\nThe last output you saw:\n```\n{middle_cut(output.rstrip(), 800)}\n```" \
         if output.strip() else ""
     return (f"You called FINAL with {_describe_value(value)}{shown}\n"
             f"The question: {question}\n"

@@ -2,7 +2,9 @@
 ``exec`` executor, and what every step needs whatever runs it: the time limit
 (``timeouts``), the process state a step may not keep (``host_state``), capped and
 coalesced streams (``streams``), secret redaction (``redaction``) and the muting of
-threads a step leaves running (``thread_output``).  The IPython executor that runs
+threads a step leaves running (``thread_output``), and the guarded rendering of model
+code's values (``guarded``: the one guarded ``repr``; the cut of long text is
+:mod:`rlm_kernel.text`'s).  The IPython executor that runs
 steps through a kernel's shell is Jupyter's (``rlm_kernel.jupyter.shell_executor``).
 """
 
@@ -10,9 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .guarded import REPR_SECONDS, guarded_render, guarded_repr, type_name
 from .host_state import exit_hooks_added, step_scope, user_interrupts_kept
 from .plain import Executor, OutputCallback, PlainExecutor, StreamTee, combined_output
-from .streams import MAX_KEPT_CHARS, cap_text, dropped_marker
+from .streams import MAX_KEPT_CHARS
 from .thread_output import (
     filter_streams,
     host_thread,
@@ -32,10 +35,10 @@ __all__ = ["Executor", "PlainExecutor", "OutputCallback", "StreamTee", "combined
            "new_executor", "close_executor", "executor_kind", "EXECUTOR_KINDS",
            "IsolatedExecutor", "WorkerError", "WorkFolder", "MIN_SECONDS", "StepTimeout",
            "time_limit", "timeout_message", "Redactor", "redact_messages", "redact_output",
-           "cap_text", "exit_hooks_added", "step_scope", "filter_streams", "host_thread",
+           "guarded_render", "guarded_repr", "type_name", "REPR_SECONDS", "exit_hooks_added", "step_scope", "filter_streams", "host_thread",
            "host_thread_type", "is_quarantined", "quarantined_running", "trim_exception",
            "trim_traceback", "user_interrupts_kept", "RemoteValue", "MAX_KEPT_CHARS",
-           "dropped_marker", "DEFAULT_MEMORY"]
+           "DEFAULT_MEMORY"]
 
 # Names whose modules load on first use.  The worker process runs as ``python -m
 # rlm_kernel.executors.worker`` and imports this package first: it must not import the

@@ -94,7 +94,7 @@ from typing import Any
 
 from ..repl_types import REPLResult
 from ..termination import FinalOutput
-from .redaction import SECRET_NAME, Redactor
+from .redaction import Redactor, secret_free_environ
 from .sandbox import (
     PACKAGE_ROOT,
     Cgroups,
@@ -109,7 +109,7 @@ from .streams import MAX_KEPT_CHARS, OutputCallback, StreamTee
 from .timeouts import timeout_message
 from .wire import MAX_VALUE_BYTES, Channel, ChannelClosed, ProtocolError, decode_value
 from .worker import ERRORS, SNAPSHOT_BYTES, SNAPSHOT_SECONDS
-from .workfolder import PORTABLE
+from .workfolder import PORTABLE, signal_name
 
 __all__ = ["IsolatedExecutor", "IsolatedNamespace", "RemoteValue", "RemoteFunction",
            "WorkerError", "SandboxUnavailable", "DEFAULT_MEMORY", "DEFAULT_PROCESSES",
@@ -237,11 +237,7 @@ def _exit_reason(code: int | None) -> str:
         return "stopped answering"
     number = -code if code < 0 else code - 128 if code > 128 else 0
     if number:
-        try:
-            name = signal.Signals(number).name
-        except ValueError:
-            name = f"signal {number}"
-        return f"was killed by {name}"
+        return f"was killed by {signal_name(number)}"
     return f"exited with status {code}"
 
 
@@ -383,7 +379,7 @@ def _partial_suffix(data: bytes, marker: bytes) -> int:
 
 def _child_env() -> dict[str, str]:
     """The host's environment without secrets, with this package importable."""
-    env = {k: v for k, v in os.environ.items() if not SECRET_NAME.search(k)}
+    env = secret_free_environ()
     path = env.get("PYTHONPATH")
     env["PYTHONPATH"] = PACKAGE_ROOT + (os.pathsep + path if path else "")
     env.pop("PYTHONSTARTUP", None)

@@ -14,9 +14,9 @@ import ast
 import linecache
 import os
 import time
-from collections.abc import MutableMapping
-from contextlib import redirect_stderr, redirect_stdout
-from typing import Any, Protocol
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from typing import Any, Protocol, TextIO
 
 from ..repl_types import REPLResult
 from ..termination import FinalOutput
@@ -93,9 +93,6 @@ class PlainExecutor:
     def execute(self, code: str, *, timeout: float | None = None,
                 on_output: OutputCallback | None = None) -> REPLResult:
         """Run ``code``; see :meth:`Executor.execute`."""
-        self._cells += 1
-        filename = f"<rlm-step-{self._cells}>"
-        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         redact = Redactor()
         out = StreamTee("stdout", on_output, max_chars=self.max_output_chars, redact=redact)
         err = StreamTee("stderr", on_output, max_chars=self.max_output_chars, redact=redact)
@@ -104,8 +101,7 @@ class PlainExecutor:
         try:
             if self.workdir is not None:  # the step's folder; the step scope keeps it so
                 os.chdir(self.workdir)
-            with redirect_stdout(out), redirect_stderr(err), \
-                    step_scope(out, err, namespace=self.namespace) as scope:
+            with self.step_context(code, out, err) as (filename, scope):
                 final_output, success = self._run_limited(code, filename, timeout, err, scope)
         finally:  # the live view gets what is pending, even on an interrupt
             if home is not None:
@@ -126,9 +122,31 @@ class PlainExecutor:
             final_output=final_output,
         )
 
+    @contextmanager
+    def step_context(self, code: str, out: TextIO, err: TextIO,
+                     ) -> Iterator[tuple[str, StepScope]]:
+        """The frame of the next step, shared by this executor and the isolated
+        executor's worker (which writes to its pipes): ``code`` is registered with
+        :mod:`linecache` as ``<rlm-step-N>`` (tracebacks show its lines), ``out`` and
+        ``err`` are ``sys.stdout`` and ``sys.stderr``, and a :func:`step_scope` puts the
+        process state back after it.  A context manager, not a function that runs the
+        step: model code's stack is as deep as it always was (a step that lowers
+        ``sys.setrecursionlimit`` still gets its error reported).
+
+        Yields:
+            ``(the step's file name, its scope)``; run the step with
+            :meth:`_run_limited` inside, and write ``scope.notes()`` (what the step left
+            behind) after it where the caller wants them.
+        """
+        self._cells += 1
+        filename = f"<rlm-step-{self._cells}>"
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        with redirect_stdout(out), redirect_stderr(err), \
+                step_scope(out, err, namespace=self.namespace) as scope:
+            yield filename, scope
 
     def _run_limited(self, code: str, filename: str, timeout: float | None,
-                     err: StreamTee, scope: StepScope | None = None,
+                     err: TextIO, scope: StepScope | None = None,
                      ) -> tuple[dict[str, Any] | None, bool]:
         """Run the step under its time limit; (FINAL output or None, success).
 
@@ -153,7 +171,7 @@ class PlainExecutor:
             err.write(f"SystemExit({exc.code!r}) ignored: model code may not exit the REPL\n")
         return None, False
 
-    def _run_code(self, code: str, filename: str, err: StreamTee,
+    def _run_code(self, code: str, filename: str, err: TextIO,
                   scope: StepScope | None = None) -> tuple[dict[str, Any] | None, bool]:
         """Compile and run the step; errors in model code are written to ``err``
         (a ``KeyboardInterrupt`` too, unless the user sent it: ``scope.user_interrupt``)."""
@@ -179,7 +197,7 @@ class PlainExecutor:
             return None, False
         return None, True
 
-    def _report_error(self, exc: BaseException, filename: str, err: StreamTee) -> None:
+    def _report_error(self, exc: BaseException, filename: str, err: TextIO) -> None:
         """Write an error of model code to ``err``: its traceback from the step's first
         frame to the model's own line (:mod:`~rlm_kernel.executors.tracebacks`)."""
         err.write(format_model_traceback(exc, filename))

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["Redactor", "SECRET_NAME", "MIN_SECRET_CHARS", "redact_output", "redact_messages",
-           "remember_environment"]
+           "remember_environment", "secret_free_environ"]
 
 SECRET_NAME = re.compile(
     r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)", re.IGNORECASE)
@@ -45,6 +45,13 @@ def _secrets(env: Mapping[str, str]) -> dict[str, str]:
     return {value: name for name, value in list(env.items())
             if SECRET_NAME.search(name) and isinstance(value, str)
             and len(value) >= MIN_SECRET_CHARS}
+
+
+def secret_free_environ() -> dict[str, str]:
+    """A copy of ``os.environ`` without the secret variables (names matching
+    :data:`SECRET_NAME`, whatever their value's length): the environment of every process
+    started for model code (the isolated executor's worker, a working-folder command)."""
+    return {k: v for k, v in os.environ.items() if not SECRET_NAME.search(k)}
 
 
 def remember_environment() -> dict[str, str]:

@@ -3,9 +3,9 @@
 A step may print 200,000 lines or one 100 MB string.  :class:`StreamTee`
 stands in for ``sys.stdout``/``sys.stderr`` during a step and
 
-* keeps at most ``max_chars`` characters for the trajectory (the first three
-  quarters and the last quarter, with a ``[... N characters dropped ...]``
-  marker between: :data:`MAX_KEPT_CHARS` by default);
+* keeps at most ``max_chars`` characters for the trajectory (:data:`MAX_KEPT_CHARS` by
+  default), cut as :func:`rlm_kernel.text.middle_cut` cuts: the head and the tail, with
+  the one marker between (``[... N characters cut: print less ...]``);
 * forwards text to its callback (the live view) coalesced by time, as
   ipykernel's ``OutStream`` does: a chunk :data:`FLUSH_SECONDS` after the
   first write not yet forwarded, plus a final one when the step ends, so one
@@ -21,34 +21,17 @@ import threading
 import time
 from collections.abc import Callable
 
+from ..text import MAX_KEPT_CHARS, head_room, join_cut
 from .redaction import Redactor
 from .thread_output import host_thread, is_quarantined
 
-__all__ = ["StreamTee", "OutputCallback", "MAX_KEPT_CHARS", "FLUSH_SECONDS", "cap_text",
-           "dropped_marker"]
+__all__ = ["StreamTee", "OutputCallback", "MAX_KEPT_CHARS", "FLUSH_SECONDS"]
 
 OutputCallback = Callable[[str, str], None]
 """``callback(stream, text)`` with stream ``"stdout"`` or ``"stderr"``."""
 
-MAX_KEPT_CHARS = 100_000
-"""Characters of one stream of one step kept in the trajectory and shown live."""
 FLUSH_SECONDS = 0.1
 """Seconds between two chunks forwarded live (ipykernel's OutStream uses 0.2 s)."""
-
-
-def dropped_marker(count: int) -> str:
-    """The line that stands for ``count`` characters of output not kept."""
-    return f"\n[... {count:,} characters of output dropped ...]\n"
-
-
-def cap_text(text: str, max_chars: int = MAX_KEPT_CHARS) -> str:
-    """``text`` if it has at most ``max_chars`` characters, else its first three
-    quarters and last quarter of ``max_chars`` with a :func:`dropped_marker` between
-    (as a stream's kept output)."""
-    if len(text) <= max_chars:
-        return text
-    head, tail = max_chars - max_chars // 4, max_chars // 4
-    return text[:head] + dropped_marker(len(text) - head - tail) + text[len(text) - tail:]
 
 
 class StreamTee(io.TextIOBase):
@@ -70,8 +53,8 @@ class StreamTee(io.TextIOBase):
         self.name = name
         self._callback = callback
         self._redact = redact if redact is not None else Redactor()
-        self._head_cap = max_chars - max_chars // 4
-        self._tail_cap = max_chars // 4
+        self._head_cap = head_room(max_chars)
+        self._tail_cap = max_chars - self._head_cap
         # head and tail are kept a secret's length longer than shown, so that a secret
         # across either cut is seen whole and the cut moved off it (see getvalue)
         overlap = self._redact.longest
@@ -189,4 +172,4 @@ class StreamTee(io.TextIOBase):
                 tail = tail[-self._tail_keep:]
                 tail = tail[cut(tail, max(0, len(tail) - self._tail_cap), later=False):]
             dropped = self._written - len(head) - len(tail)
-            return self._redact(head) + dropped_marker(dropped) + self._redact(tail)
+            return join_cut(self._redact(head), dropped, self._redact(tail))

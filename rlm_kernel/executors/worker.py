@@ -13,8 +13,8 @@ The wire is :mod:`~rlm_kernel.executors.wire`: msgpack messages in length-prefix
 frames.  What the host sends may hold pickles (inputs, snapshots, host functions'
 results: the host is trusted here); what this side sends is data only, since model
 code runs in this process and could forge any of it: values cross in their data form
-(:func:`~rlm_kernel.executors.wire.encode_value`) or as a description (type, guarded
-``repr``, why), never as a pickle the host would load.  Snapshots of the namespace are
+(:func:`~rlm_kernel.executors.wire.encode_value`) or as a description (type, the one
+guarded ``repr`` of :func:`~rlm_kernel.executors.guarded.guarded_repr`, why), never as a pickle the host would load.  Snapshots of the namespace are
 pickles the host keeps as opaque bytes and only ever sends back to a new worker.
 
 Host functions (``llm_query``, ``FINAL`` ...) are bound as :class:`HostFunction` stubs;
@@ -37,7 +37,6 @@ import json
 import linecache
 import os
 import pickle
-import reprlib
 import resource
 import signal
 import socket
@@ -46,18 +45,17 @@ import threading
 import time
 import traceback
 import types
-from contextlib import redirect_stderr, redirect_stdout
 from typing import Any
 
 from ..termination import FinalOutput
-from .host_state import step_scope
+from .guarded import guarded_repr
 from .plain import PlainExecutor
 from .thread_output import is_quarantined
 from .timeouts import StepTimeout, time_limit
 from .tracebacks import format_model_traceback, model_traceback
 from .wire import Channel, ChannelClosed, NotData, encode_value
 
-__all__ = ["HostFunction", "Worker", "main", "guarded_repr", "current_namespace",
+__all__ = ["HostFunction", "Worker", "main", "current_namespace",
            "error_report", "RECHECK_BYTES", "ERRORS", "SNAPSHOT_BYTES"]
 
 RECHECK_BYTES = 1 << 20
@@ -132,20 +130,6 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 # -- values ------------------------------------------------------------------------------
-def guarded_repr(value: Any, max_chars: int = 2000, seconds: float = 1.0) -> str:
-    """``repr`` of ``value`` bounded by :mod:`reprlib`, a time limit and ``max_chars``;
-    never raises."""
-    short = reprlib.Repr()
-    short.maxstring = short.maxother = max_chars
-    short.maxlong = 200
-    try:
-        with time_limit(seconds):
-            text = short.repr(value)
-    except BaseException as exc:  # noqa: BLE001 - model objects may raise anything
-        return f"<{type(value).__name__} object: repr failed ({type(exc).__name__})>"
-    return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
-
-
 def _dump(value: Any) -> bytes:
     return pickle.dumps(value, protocol=PICKLE_PROTOCOL)
 
@@ -297,7 +281,6 @@ class Worker:
         self.send_lock = threading.Lock()
         self.in_step = False
         self.nonce = ""
-        self.steps = 0
         self.calls = 0
         self.sigterm_from: float | None = None  # monotonic time after which SIGTERM is the host's
         self.stdout = _FdWriter(1, "<stdout>")
@@ -513,12 +496,9 @@ class Worker:
         """Run one step; output goes to fds 1 and 2, then ``marker`` on each."""
         code, timeout, cpu_seconds = str(m["code"]), m.get("timeout"), m.get("cpu")
         self.plain.last_error = None
-        self.steps += 1
         self.nonce = str(m.get("nonce", ""))
         self.sigterm_from = time.monotonic() + max(timeout - SIGTERM_MARGIN, 0) \
             if timeout and timeout > 0 else None
-        filename = f"<rlm-step-{self.steps}>"
-        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         if cpu_seconds:
             used = resource.getrusage(resource.RUSAGE_SELF)
             spent = used.ru_utime + used.ru_stime
@@ -529,10 +509,9 @@ class Worker:
         interrupted = False
         self.in_step = True
         try:
-            with redirect_stdout(self.stdout), redirect_stderr(self.stderr), \
-                    step_scope(self.stdout, self.stderr, namespace=self.ns) as scope:
+            with self.plain.step_context(code, self.stdout, self.stderr) as (filename, scope):
                 final, success = self.plain._run_limited(
-                    code, filename, timeout, self.stderr, scope)  # type: ignore[arg-type]
+                    code, filename, timeout, self.stderr, scope)
         except KeyboardInterrupt:
             success, interrupted = False, True
             self.stderr.write("KeyboardInterrupt: the step was interrupted\n")

@@ -64,9 +64,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .redaction import SECRET_NAME
+from ..text import PRINT_LESS, HeadTail, middle_cut
+from .redaction import secret_free_environ
 
-__all__ = ["WorkFolder", "CommandResult", "run_command", "clip", "PORTABLE",
+__all__ = ["WorkFolder", "CommandResult", "run_command", "signal_name", "PORTABLE",
            "DEFAULT_TIMEOUT", "DEFAULT_BASH_TIMEOUT", "DEFAULT_OUTPUT_CHARS", "HELPER_NAMES"]
 
 log = logging.getLogger(__name__)
@@ -97,50 +98,6 @@ def _portable(fn: F) -> F:
     return fn
 
 
-# -- output ------------------------------------------------------------------------------
-class _Clip:
-    """Text kept within ``limit`` characters: the head and the tail, with the count of
-    what fell between."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = max(0, limit)
-        self.head_room = self.limit * 2 // 3
-        self.tail_room = self.limit - self.head_room
-        self.head: list[str] = []
-        self.head_len = 0
-        self.tail = ""
-        self.total = 0
-
-    def add(self, text: str) -> None:
-        self.total += len(text)
-        if self.head_len < self.head_room:
-            take = text[: self.head_room - self.head_len]
-            self.head.append(take)
-            self.head_len += len(take)
-            text = text[len(take):]
-        if text and self.tail_room:
-            self.tail = (self.tail + text)[-self.tail_room:]
-
-    @property
-    def cut(self) -> int:
-        return max(0, self.total - self.head_len - len(self.tail))
-
-    def text(self, hint: str = "print less") -> str:
-        head = "".join(self.head)
-        if not self.cut:
-            return head + self.tail
-        return (f"{head}\n[... {self.cut:,} of {self.total:,} characters cut here: {hint} ...]"
-                f"\n{self.tail}")
-
-
-def clip(text: str, limit: int, hint: str = "print less") -> str:
-    """``text`` cut to about ``limit`` characters: its head and tail, and a note in the
-    middle of how many characters were cut (``hint`` says what to do instead)."""
-    kept = _Clip(limit)
-    kept.add(text)
-    return kept.text(hint)
-
-
 # -- processes ---------------------------------------------------------------------------
 @dataclass
 class CommandResult:
@@ -158,11 +115,6 @@ class CommandResult:
     timed_out: bool
     seconds: float
     cut: int
-
-
-def _child_env() -> dict[str, str]:
-    """This process's environment without secret variables (``*_API_KEY`` ...)."""
-    return {k: v for k, v in os.environ.items() if not SECRET_NAME.search(k)}
 
 
 def _exited(pid: int) -> bool:
@@ -183,7 +135,7 @@ def _killpg(pgid: int, sig: int) -> None:
 
 def run_command(argv: list[str], *, cwd: str, timeout: float, max_chars: int,
                 kill_grace: float = DEFAULT_KILL_GRACE,
-                hint: str = "print less") -> CommandResult:
+                hint: str = PRINT_LESS) -> CommandResult:
     """Run ``argv`` in a new session with a hard time limit and bounded output.
 
     The command's process group gets ``SIGTERM`` when ``timeout`` seconds have passed
@@ -196,7 +148,8 @@ def run_command(argv: list[str], *, cwd: str, timeout: float, max_chars: int,
         argv: the program and its arguments (no shell unless ``argv`` names one).
         cwd: its working folder.
         timeout: seconds before it is stopped.
-        max_chars: characters of output kept (head and tail; the rest is counted).
+        max_chars: characters of output kept (head and tail, as
+            :func:`rlm_kernel.text.middle_cut` keeps them; the rest is counted).
         kill_grace: seconds between ``SIGTERM`` and ``SIGKILL``.
         hint: what the truncation note tells the reader to do.
 
@@ -206,11 +159,11 @@ def run_command(argv: list[str], *, cwd: str, timeout: float, max_chars: int,
     start = time.monotonic()
     proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True,
-                            env=_child_env(), close_fds=True)
+                            env=secret_free_environ(), close_fds=True)
     assert proc.stdout is not None
     out = proc.stdout.fileno()
     os.set_blocking(out, False)
-    kept = _Clip(max_chars)
+    kept = HeadTail(max_chars)
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     sel = selectors.DefaultSelector()
     sel.register(out, selectors.EVENT_READ)
@@ -395,7 +348,7 @@ class WorkFolder:
         if count > _LS_MAX_ENTRIES:
             lines.append(f"[... {count - _LS_MAX_ENTRIES:,} more entries not shown]")
         text = "\n".join(lines) if lines else "(empty folder)"
-        return clip(text, self.max_output_chars, "ls() a sub-folder or grep() for names")
+        return middle_cut(text, self.max_output_chars, "ls() a sub-folder or grep() for names")
 
     @staticmethod
     def _entry(entry: os.DirEntry[str]) -> str:
@@ -437,7 +390,7 @@ class WorkFolder:
             raise ValueError(f"{path!r} is not a regular file")
         deadline = self._deadline()
         first, last = start or 1, end
-        kept = _Clip(self.max_output_chars)
+        kept = HeadTail(self.max_output_chars)
         fd = os.open(full, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with open(fd, encoding="utf-8", errors="replace", newline="") as f:
             if "\x00" in f.read(8192):
@@ -521,7 +474,7 @@ class WorkFolder:
         elif result.exit_code:
             code = result.exit_code
             notes.append(f"[exit status {code}]" if code > 0
-                         else f"[killed by {_signal_name(-code)}]")
+                         else f"[killed by {signal_name(-code)}]")
         if notes:
             text = (text if not text or text.endswith("\n") else text + "\n") + "\n".join(notes)
         return text
@@ -599,7 +552,9 @@ class WorkFolder:
         return "Applied: " + "; ".join(summary)
 
 
-def _signal_name(number: int) -> str:
+def signal_name(number: int) -> str:
+    """The name of signal ``number`` (``SIGKILL``), or ``signal N`` for a number that
+    names none here."""
     try:
         return signal.Signals(number).name
     except ValueError:

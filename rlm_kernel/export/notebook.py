@@ -35,6 +35,7 @@ import nbformat
 from nbformat import v4
 
 from ..engine import how_reached, output_digest, step_exchanges, step_source
+from ..text import middle_cut
 from .cells import CellRLM
 
 __all__ = ["CellRLM", "export_run", "cli_setup_cells", "language_info"]
@@ -273,7 +274,8 @@ def _candidates_markdown(candidates: list[dict[str, Any]]) -> str:
     chosen = next((c for c in candidates if c.get("chosen")), candidates[0])
     rows = []
     for c in candidates:
-        answer = "*no answer*" if c.get("answer") is None else _cell_text(c["answer"])[:80]
+        answer = "*no answer*" if c.get("answer") is None \
+            else middle_cut(_cell_text(c["answer"]), 80, "the whole is in result.candidates")
         mark = "**chosen**" if c.get("chosen") else ""
         rows.append(f"| {c.get('index')} | {answer} | {c.get('votes', 0)} | "
                     f"{c.get('steps', 0)} | {c.get('failed_steps', 0)} | "

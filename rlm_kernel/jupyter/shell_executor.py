@@ -24,7 +24,6 @@ from ..executors import (
     Redactor,
     StepTimeout,
     StreamTee,
-    cap_text,
     filter_streams,
     redact_output,
     step_scope,
@@ -35,6 +34,7 @@ from ..executors import (
 )
 from ..repl_types import REPLResult
 from ..termination import FinalOutput
+from ..text import middle_cut
 
 __all__ = ["ShellExecutor", "RichOutputCallback", "output_text"]
 
@@ -105,7 +105,7 @@ class _StepCapture:
     def sink(self, output: dict[str, Any]) -> None:
         """Keep (capped, redacted) and pass on one output; count it past
         :data:`MAX_OUTPUTS`.  The texts of a result, a display or an error are capped
-        as a stream's are (:func:`~rlm_kernel.executors.streams.cap_text`)."""
+        as a stream's are (:func:`~rlm_kernel.text.middle_cut`)."""
         if len(self.outputs) >= MAX_OUTPUTS:
             self.dropped += 1
             return
@@ -259,12 +259,12 @@ def _capped(output: dict[str, Any]) -> dict[str, Any]:
     """``output`` with its long texts (data, error value, traceback) capped."""
     out = dict(output)
     if isinstance(out.get("data"), dict):
-        out["data"] = {k: cap_text(v) if isinstance(v, str) else v
+        out["data"] = {k: middle_cut(v) if isinstance(v, str) else v
                        for k, v in out["data"].items()}
     if isinstance(out.get("evalue"), str):
-        out["evalue"] = cap_text(out["evalue"])
+        out["evalue"] = middle_cut(out["evalue"])
     if isinstance(out.get("traceback"), list):
-        lines = [cap_text(line) if isinstance(line, str) else line for line in out["traceback"]]
+        lines = [middle_cut(line) if isinstance(line, str) else line for line in out["traceback"]]
         out["traceback"] = lines if len(lines) <= 200 else lines[:100] + [
             f"[... {len(lines) - 200:,} traceback lines dropped ...]"] + lines[-100:]
     return out

@@ -177,7 +177,7 @@ def test_output_truncated_for_model_but_kept_in_history():
     res = rlm.run("q", context="x")
     assert len(res.history.entries[0].output) >= 10000
     shown = lm.calls[1][-1]["content"]
-    assert "characters truncated" in shown and len(shown) < 2000
+    assert "characters cut: print less ...]" in shown and len(shown) < 2000
 
 
 def test_only_first_block_runs_and_reply_is_cut():

@@ -9,10 +9,10 @@ import pytest
 
 from rlm_kernel.executors import PlainExecutor, combined_output
 from rlm_kernel.executors.host_state import builtins_note
-from rlm_kernel.executors.streams import dropped_marker
 from rlm_kernel.executors.timeouts import timeout_message
 from rlm_kernel.repl_types import REPLResult
 from rlm_kernel.termination import FINAL, FINAL_VAR
+from rlm_kernel.text import cut_marker
 
 
 def test_the_namespace_persists_between_steps_and_is_the_one_given():
@@ -108,7 +108,7 @@ def test_output_is_streamed_by_name_and_capped_at_max_output_chars():
     ex = PlainExecutor(max_output_chars=100)
     res = ex.execute("import sys\nprint('x' * 400)\nn = sys.stderr.write('oops')",
                      on_output=lambda stream, text: chunks.append((stream, text)))
-    assert res.stdout == "x" * 75 + dropped_marker(301) + "x" * 24 + "\n"
+    assert res.stdout == "x" * 66 + "\n" + cut_marker(301) + "\n" + "x" * 33 + "\n"
     assert ("stderr", "oops") in chunks
     live = "".join(text for stream, text in chunks if stream == "stdout")
     assert live.startswith("x" * 100) and "not shown live" in live

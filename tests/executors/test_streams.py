@@ -9,7 +9,8 @@ import pytest
 
 from rlm_kernel.executors import PlainExecutor
 from rlm_kernel.executors.redaction import Redactor
-from rlm_kernel.executors.streams import MAX_KEPT_CHARS, StreamTee, dropped_marker
+from rlm_kernel.executors.streams import MAX_KEPT_CHARS, StreamTee
+from rlm_kernel.text import cut_marker
 
 NO_SECRETS = Redactor({})
 
@@ -19,8 +20,8 @@ def text(n: int) -> str:
     return "".join(chr(ord("a") + i % 26) for i in range(n))
 
 
-def test_the_dropped_marker_counts_with_separators():
-    assert dropped_marker(1234567) == "\n[... 1,234,567 characters of output dropped ...]\n"
+def test_the_marker_counts_with_separators_and_says_print_less():
+    assert cut_marker(1234567) == "[... 1,234,567 characters cut: print less ...]"
 
 
 def test_output_under_the_cap_is_kept_whole():
@@ -30,11 +31,19 @@ def test_output_under_the_cap_is_kept_whole():
     assert tee.writable()
 
 
-def test_output_over_the_cap_keeps_three_quarters_head_and_a_quarter_tail():
+def test_output_over_the_cap_keeps_two_thirds_head_and_a_third_tail():
     s = text(300)
     tee = StreamTee("stdout", None, max_chars=100, redact=NO_SECRETS)
     tee.write(s)
-    assert tee.getvalue() == s[:75] + dropped_marker(200) + s[-25:]
+    assert tee.getvalue() == s[:66] + " " + cut_marker(200) + " " + s[-34:]
+
+
+def test_output_with_lines_has_the_marker_on_a_line_of_its_own():
+    s = "".join(f"line {i}\n" for i in range(100))
+    tee = StreamTee("stdout", None, max_chars=100, redact=NO_SECRETS)
+    tee.write(s)
+    cut = len(s) - 100
+    assert tee.getvalue() == s[:66] + "\n" + cut_marker(cut) + "\n" + s[-34:]
 
 
 def test_many_small_writes_keep_the_same_head_and_tail_as_one_big_one():
@@ -42,7 +51,7 @@ def test_many_small_writes_keep_the_same_head_and_tail_as_one_big_one():
     tee = StreamTee("stdout", None, max_chars=100, redact=NO_SECRETS)
     for i in range(0, len(s), 7):
         tee.write(s[i:i + 7])
-    assert tee.getvalue() == s[:75] + dropped_marker(900) + s[-25:]
+    assert tee.getvalue() == s[:66] + " " + cut_marker(900) + " " + s[-34:]
 
 
 def test_exactly_at_the_cap_nothing_is_dropped():
@@ -154,7 +163,7 @@ def test_a_print_flood_is_a_handful_of_live_chunks_and_a_capped_record():
     assert len(chunks) < 200, f"{len(chunks)} live chunks for one flood"
     assert sum(map(len, chunks)) <= MAX_KEPT_CHARS + 200
     assert len(res.stdout) <= MAX_KEPT_CHARS + 100
-    assert "characters of output dropped" in res.stdout
+    assert "characters cut: print less ...]" in res.stdout
     assert res.stdout.startswith("0\n1\n2\n") and res.stdout.endswith("199999\n")
 
 
@@ -172,7 +181,7 @@ def test_a_secret_across_a_cut_of_the_kept_output_is_redacted(where, kept_whole)
     kept head (or the start of the kept tail), written in one piece or in many."""
     secret = "sk-test-0123456789abcdefSECRET"
     tee = StreamTee("stdout", None, max_chars=1000, redact=Redactor({"OPENAI_API_KEY": secret}))
-    head, tail = 750, 250
+    head, tail = 666, 334
     extra = 10 if kept_whole else 5000  # past the cap by a little (all kept) or a lot
     if where == "head":
         text = "x" * (head - 15) + secret + "y" * (tail + extra)
@@ -181,12 +190,12 @@ def test_a_secret_across_a_cut_of_the_kept_output_is_redacted(where, kept_whole)
     for i in range(0, len(text), 7):
         tee.write(text[i:i + 7])
     kept = tee.getvalue()
-    assert "dropped" in kept
+    assert "characters cut: print less" in kept
     assert secret[:10] not in kept and secret[-10:] not in kept
     assert "[redacted OPENAI_API_KEY]" in kept
     shown = kept.replace("[redacted OPENAI_API_KEY]", secret)
-    before, marker, after = shown.partition("\n[... ")
+    before, marker, after = shown.partition(" [... ")
     count = int(after.split(" characters")[0].replace(",", ""))
-    after = after.split("dropped ...]\n", 1)[1]
+    after = after.split("print less ...] ", 1)[1]
     assert text.startswith(before) and text.endswith(after)
     assert count == len(text) - len(before) - len(after)

@@ -15,8 +15,9 @@ import pytest
 
 from rlm_kernel import RLM
 from rlm_kernel.executors import PlainExecutor
-from rlm_kernel.executors.workfolder import HELPER_NAMES, WorkFolder, clip
+from rlm_kernel.executors.workfolder import HELPER_NAMES, WorkFolder, signal_name
 from rlm_kernel.models.scripted import ScriptedModel
+from rlm_kernel.text import cut_marker, middle_cut
 from tests.replies import block
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux processes and /proc")
@@ -147,6 +148,7 @@ def test_bash_runs_in_the_folder_with_its_output_and_status(wf, monkeypatch):
     assert wf.bash("ls pkg; exit 3") == "notes.md\n[exit status 3]"
     assert wf.bash("echo ${RLM_TEST_API_KEY:-none}") == "none\n"  # secrets not passed on
     assert wf.bash("kill -9 $$").endswith("[killed by SIGKILL]")
+    assert signal_name(9) == "SIGKILL" and signal_name(200) == "signal 200"
     with pytest.raises(TypeError):
         wf.bash(["ls"])  # type: ignore[arg-type]
 
@@ -201,7 +203,7 @@ def test_long_output_keeps_head_and_tail_and_says_what_was_cut(wf):
     total = len("".join(f"{i}\n" for i in range(1, 200001)))
     assert out.startswith("1\n2\n3\n") and out.endswith("199999\n200000\n")
     cut = total - 300
-    assert f"[... {cut:,} of {total:,} characters cut here" in out
+    assert cut_marker(cut, "print less, or send the output to a file and grep it") in out
     assert len(out) < 300 + 200
     big = "\n".join(f"line {i}" for i in range(5000)) + "\n"
     Path(wf.root, "big.txt").write_text(big)
@@ -209,13 +211,13 @@ def test_long_output_keeps_head_and_tail_and_says_what_was_cut(wf):
     assert text.startswith("line 0\n") and text.endswith("line 4999\n")
     assert "read('big.txt', start, end) a smaller range of lines" in text
     assert small.read("big.txt", 10, 12) == "line 9\nline 10\nline 11\n"
-    assert clip("abcdef", 10) == "abcdef"
+    assert middle_cut("abcdef", 10) == "abcdef"
 
 
 def test_a_flood_of_output_is_not_kept_in_memory(wf):
     out = WorkFolder(wf.root, max_output_chars=1000).bash(
         "head -c 200000000 /dev/zero | tr '\\0' x")
-    assert "[... 199,999,000 of 200,000,000 characters cut here" in out
+    assert "[... 199,999,000 characters cut: print less" in out
 
 
 # -- apply_patch -------------------------------------------------------------------------------

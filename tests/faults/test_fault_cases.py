@@ -25,6 +25,7 @@ from rlm_kernel import RLM
 from rlm_kernel.engine.budget import CHARS_PER_TOKEN
 from rlm_kernel.export import export_rlm_log, export_run
 from rlm_kernel.models.usage import Completion, LLMCall
+from rlm_kernel.text import MAX_KEPT_CHARS, head_room
 from tests.kernel_client import execute, script_model, start, stop, text_of
 from tests.replies import block
 
@@ -275,7 +276,7 @@ def test_rewriting_the_child_runners_depth_cell_does_not_deepen_recursion():
     rlm, _ = scripted_run([block(attack, THOUGHT)] * 8 + [block("FINAL('done')", THOUGHT)] * 3,
                           max_depth=1, child_max_iterations=2, max_iterations=3, events=events)
     rlm.run("q", context="x")
-    depths = {e.data["depth"] for e in events if e.kind == "run_started"}
+    depths = {e.depth for e in events if e.kind == "run_started"}
     assert depths and max(depths) <= 1
 
 
@@ -284,11 +285,13 @@ def test_a_key_across_the_kept_outputs_cut_is_redacted(monkeypatch):
     kept head of a long output.  (Behind the process wall the worker's environment has
     no key; the code then holds it as a literal, which the host redacts the same.)"""
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    head = head_room(MAX_KEPT_CHARS)  # where the kept head ends
+    tail = MAX_KEPT_CHARS - head
     code = (f"import os\nk = os.environ.get('OPENAI_API_KEY') or {SECRET!r}\n"
-            "print('x' * (75000 - 15) + k + 'y' * (25000 - 15 + 1), end='')")
+            f"print('x' * ({head} - 15) + k + 'y' * ({tail} - 15 + 1), end='')")
     res, lm, _ = run(code, "FINAL('done')")
     out = res.history.entries[0].output
-    assert "dropped" in out  # the output was cut
+    assert "characters cut: print less" in out  # the output was cut
     assert SECRET[:15] not in out and SECRET[16:] not in out
     assert SECRET[:15] not in json.dumps(lm.calls, default=str)
 

@@ -56,8 +56,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from ...executors import guarded_repr
 from ..repl_functions import RESERVED_NAMES, SESSION_NAMES
-from .text import value_repr
 
 __all__ = ["MEMBERS", "SCAN_CHARS", "finding", "is_grounded", "is_literal_final"]
 
@@ -107,12 +107,12 @@ def finding(code: str, value: Any, outputs: Sequence[str],
     if missing is _NOTHING:
         return None
     log.debug("a typed FINAL value is not grounded: %s not in %d outputs or %d variables",
-              value_repr(missing, max_chars=80), len(outputs), len(namespace))
-    shown = value_repr(value, max_chars=200)
+              guarded_repr(missing, max_chars=80), len(outputs), len(namespace))
+    shown = guarded_repr(value, max_chars=200)
     where = "does not appear in any output of your code or in any variable."
     if missing is value or (type(value) in _PLAIN_CONTAINERS and len(value) == 1):
         return f"The answer {shown} {where}"
-    return f"The answer {shown} has {value_repr(missing, max_chars=120)}, which {where}"
+    return f"The answer {shown} has {guarded_repr(missing, max_chars=120)}, which {where}"
 
 
 def is_grounded(code: str, value: Any, outputs: Sequence[str],

@@ -2,65 +2,44 @@
 
 The answer is kept as the object (``RLMResult.answer_value``); every text made of it
 (the result's ``answer``, the answer check's prompt, events, cells, JSON, exports) comes
-from :func:`answer_text` or :func:`value_repr`.  Both run the value's own code
-(``__str__``, ``__repr__``, ``__iter__`` ...) under a time limit, catch anything it
-raises (``SystemExit`` and ``KeyboardInterrupt`` included: they come from model code, not
-from the user), fall back to a plainer rendering, and cap the text's length.
+from :func:`answer_text` or the one guarded repr,
+:func:`~rlm_kernel.executors.guarded_repr`.  Both run the value's own code (``__str__``,
+``__repr__``, ``__iter__`` ...) under a time limit, catch anything it raises
+(``SystemExit`` and ``KeyboardInterrupt`` included: they come from model code, not from
+the user), and cap the text's length: :func:`answer_text` falls back to plainer
+renderings and cuts the middle (:func:`rlm_kernel.text.middle_cut`).
 """
 
 from __future__ import annotations
 
 import logging
 import pprint
-import reprlib
-from collections.abc import Callable
 from typing import Any
 
-from ...executors import MAX_KEPT_CHARS, Redactor, dropped_marker, time_limit, user_interrupts_kept
+from ...executors import (
+    MAX_KEPT_CHARS,
+    Redactor,
+    guarded_render,
+    time_limit,
+    type_name,
+    user_interrupts_kept,
+)
 from ...repl_types import REPLVariable
 from ...termination import format_final_answer
+from ...text import middle_cut, short_repr
 
-__all__ = ["ANSWER_CHARS", "RENDER_SECONDS", "answer_text", "describe_variable", "value_repr"]
+__all__ = ["ANSWER_CHARS", "ANSWER_HINT", "RENDER_SECONDS", "answer_text", "describe_variable"]
 
 log = logging.getLogger(__name__)
 
 ANSWER_CHARS = MAX_KEPT_CHARS
-"""Characters of an answer's text kept (head and tail, with a marker), as for a step's
-output in the trajectory (100,000)."""
+"""Characters of an answer's text kept (head and tail, with the one marker of
+:func:`rlm_kernel.text.middle_cut`), as for a step's output in the trajectory (100,000)."""
+ANSWER_HINT = "the answer's value is kept whole"
+"""What the marker of a cut answer text says: the text is cut, the value is not
+(``RLMResult.answer_value``, ``rlm_answer`` in a notebook)."""
 RENDER_SECONDS = 2.0
-"""Seconds one rendering of a value may take before the next, plainer one is tried."""
-
-
-def _attempt(render: Callable[[Any], str], value: Any, seconds: float) -> str | None:
-    """``render(value)`` under a time limit; None when it raised anything or timed out
-    (the user's own interrupt is raised again: :func:`user_interrupts_kept`)."""
-    with user_interrupts_kept():
-        try:
-            with time_limit(seconds):
-                text = render(value)
-            return text if isinstance(text, str) else None
-        except BaseException as exc:  # noqa: BLE001 - the value's code is model code
-            try:
-                log.debug("rendering a %s with %s failed: %s", type(value).__name__,
-                          getattr(render, "__name__", render), type(exc).__name__)
-            except BaseException:  # noqa: BLE001 - even its type name is the model's
-                pass
-    return None
-
-
-def _cap(text: str, max_chars: int) -> str:
-    if len(text) <= max_chars:
-        return text
-    head = max_chars * 4 // 5
-    tail = max_chars - head
-    return text[:head] + dropped_marker(len(text) - head - tail) + text[len(text) - tail:]
-
-
-def _type_name(value: Any) -> str:
-    try:
-        return str(type(value).__name__)
-    except BaseException:  # noqa: BLE001 - a metaclass can make even this fail
-        return "object"
+"""Seconds one rendering of an answer may take before the next, plainer one is tried."""
 
 
 def _pretty(value: Any) -> str:
@@ -68,51 +47,33 @@ def _pretty(value: Any) -> str:
     return pprint.pformat(value, sort_dicts=False)
 
 
-def _short_repr(value: Any) -> str:
-    """A bounded repr (``reprlib``: long strings, deep and long containers shortened)."""
-    short = reprlib.Repr()  # Python 3.11's Repr takes no keyword arguments
-    short.maxstring = short.maxother = 2000
-    short.maxlevel = 4
-    short.maxlist = short.maxtuple = short.maxset = short.maxfrozenset = 100
-    short.maxdict = short.maxdeque = short.maxarray = 100
-    return short.repr(value)
-
-
 def answer_text(value: Any, *, max_chars: int = ANSWER_CHARS,
                 seconds: float = RENDER_SECONDS) -> str:
     """The text of an answer of any value.
 
-    Tries, each under ``seconds``: :func:`~rlm_kernel.termination.format_final_answer`
-    (a ``str`` as is, a dict as JSON, a list line by line, else ``str``), then
-    :func:`pprint.pformat` (dicts with tuple keys, values that contain themselves), then
-    a bounded :mod:`reprlib` repr; if all fail, ``<TYPE object: no text>``.
+    Tries, each under ``seconds`` (:func:`~rlm_kernel.executors.guarded_render`):
+    :func:`~rlm_kernel.termination.format_final_answer` (a ``str`` as is, a dict as
+    JSON, a list line by line, else ``str``), then :func:`pprint.pformat` (dicts with
+    tuple keys, values that contain themselves), then the bounded repr of
+    :func:`rlm_kernel.text.short_repr`; if all fail, ``<TYPE object>`` (as
+    :func:`~rlm_kernel.executors.guarded_repr` says of a value it cannot show).
 
     Args:
         value: what ``FINAL`` got (or the variable ``FINAL_VAR`` named).
-        max_chars: characters kept (the first four fifths and the last fifth, with a
-            ``[... N characters of output dropped ...]`` marker between).
+        max_chars: characters kept (head and tail, with the one marker of
+            :func:`rlm_kernel.text.middle_cut` between, hint :data:`ANSWER_HINT`).
         seconds: time limit of each attempt.
 
     Returns:
         The text (raises only the user's own ``KeyboardInterrupt``).
     """
     if type(value) is str:  # the common answer: no code of the value's own to guard
-        return _cap(value, max_chars)
-    for render in (format_final_answer, _pretty, _short_repr):
-        text = _attempt(render, value, seconds)
+        return middle_cut(value, max_chars, ANSWER_HINT)
+    for render in (format_final_answer, _pretty, short_repr):
+        text = guarded_render(render, value, seconds)
         if text is not None:
-            return _cap(text, max_chars)
-    return f"<{_type_name(value)} object: no text>"
-
-
-def value_repr(value: Any, *, max_chars: int = 300, seconds: float = RENDER_SECONDS) -> str:
-    """A short, guarded ``repr`` of ``value`` for a prompt (bounded with :mod:`reprlib`,
-    then cut to ``max_chars`` characters with ``...``); raises only the user's own
-    ``KeyboardInterrupt``."""
-    text = _attempt(_short_repr, value, seconds)
-    if text is None:
-        return f"<{_type_name(value)} object>"
-    return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
+            return middle_cut(text, max_chars, ANSWER_HINT)
+    return f"<{type_name(value)} object>"
 
 
 _PLAIN = (str, bytes, int, float, bool, type(None))  # previewed without code of the value's own
@@ -151,7 +112,7 @@ def describe_variable(name: str, value: Any, *, preview_length: int = REPLVariab
             except BaseException:  # noqa: BLE001 - the value's code is model code
                 pass
         if var is None:
-            var = REPLVariable(name, _type_name(value), preview=f"<{_type_name(value)} object>")
+            var = REPLVariable(name, type_name(value), preview=f"<{type_name(value)} object>")
     redact = redact if redact is not None else Redactor()
     if redact:
         var.preview = redact(var.preview)

@@ -216,9 +216,9 @@ def _errors(exc: Exception) -> str:
 
 
 def _short(value: Any) -> str:
-    from .text import value_repr
+    from ...executors import guarded_repr
 
-    return value_repr(value, max_chars=60)
+    return guarded_repr(value, max_chars=60)
 
 
 def _has_fields(schema: Mapping[str, Any]) -> bool:

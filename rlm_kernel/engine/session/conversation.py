@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ...repl_types import REPLVariable
+from ...text import middle_cut
 from ..step import TRACEBACK_LINE
 
 __all__ = ["HISTORY_NAME", "Conversation", "TaskRecord"]
@@ -54,6 +55,9 @@ ANSWER_CHARS = 300
 """Characters of a task's answer told to the model in full form (one-line form: 120)."""
 PREVIEW_CHARS = 80
 """Characters of a left variable's preview in the section."""
+CUT_HINT = f"the whole is in {HISTORY_NAME}"
+"""What the marker of a question or answer cut short in the section says
+(:func:`rlm_kernel.text.middle_cut`)."""
 
 
 @dataclass
@@ -242,9 +246,9 @@ def _size(head: str, blocks: list[str]) -> int:
     return len(head) + sum(len(b) + 1 for b in blocks)
 
 
-def _cut(text: str, limit: int) -> str:
-    text = " ".join(text.split()) if "\n" not in text.strip() else text.strip()
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _flat(text: str) -> str:
+    """``text`` stripped, and its runs of spaces made one when it is one line."""
+    return " ".join(text.split()) if "\n" not in text.strip() else text.strip()
 
 
 def _answer(task: TaskRecord, limit: int) -> str:
@@ -252,18 +256,18 @@ def _answer(task: TaskRecord, limit: int) -> str:
         return f"(no answer: the run stopped by {task.stopped_by})"
     made = " (made without any data of the user's)" if task.answer_source == "no_input" \
         else ""
-    return _cut(task.answer, limit) + made
+    return middle_cut(_flat(task.answer), limit, CUT_HINT) + made
 
 
 def _line(index: int, task: TaskRecord) -> str:
     """A task in one line: question and answer."""
-    return f"{index}. Task: {_cut(task.question, 150)} -> Answer: {_answer(task, 120)}"
+    return f"{index}. Task: {middle_cut(_flat(task.question), 150, CUT_HINT)} -> Answer: {_answer(task, 120)}"
 
 
 def _full(index: int, task: TaskRecord, with_code: bool = True) -> str:
     """A task in full: question, answer, the variables it left and (``with_code``) the
     end of its code."""
-    lines = [f"{index}. Task: {_cut(task.question, 400)}",
+    lines = [f"{index}. Task: {middle_cut(_flat(task.question), 400, CUT_HINT)}",
              f"   Answer: {_answer(task, ANSWER_CHARS)}"]
     if task.variables:
         shown = "; ".join(_variable(v) for v in task.variables[:8])
