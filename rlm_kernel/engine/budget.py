@@ -12,11 +12,10 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..executors import Redactor, is_quarantined, redact_messages
-from ..models import ClientWrapper, Completion, LanguageModel, UsageLedger, tracing
-from .replay.recording import Recorder
+from ..executors import is_quarantined
+from ..models import ClientWrapper, Completion, LanguageModel, UsageLedger
 
-__all__ = ["Budget", "BudgetExceeded", "BudgetGuard", "GuardedClient", "CHARS_PER_TOKEN",
+__all__ = ["Budget", "BudgetExceeded", "BudgetGuard", "BudgetedClient", "CHARS_PER_TOKEN",
            "prompt_tokens"]
 
 CHARS_PER_TOKEN = 4
@@ -72,7 +71,6 @@ class BudgetGuard:
         self.started = started
         self.exceeded: str | None = None
         self.closed = False  # the run is over: no more calls (see close)
-        self.recorder = Recorder()  # every exchange of the run tree, in call order
         self._in_flight = 0
         self._lock = threading.Lock()
 
@@ -170,17 +168,16 @@ class BudgetGuard:
             self._in_flight -= 1
 
 
-class GuardedClient(ClientWrapper):
+class BudgetedClient(ClientWrapper):
     """A :class:`~rlm_kernel.models.LanguageModel` whose every call asks a
     :class:`BudgetGuard` first: the budget holds for model code that reaches the
     client itself (``llm_query.__self__.sub_client.complete(...)``), not only for
-    the namespace functions.  Every model call of a run passes here, so here every
-    message is redacted (:class:`~rlm_kernel.executors.redaction.Redactor`) before it
-    is sent or recorded: a task message, a variable's preview, an ``rlm_query``
-    prompt, the answer check's message.
+    the namespace functions.  Budgets only: a run's clients are this wrapper composed
+    with redaction, recording and tracing
+    (:func:`~rlm_kernel.engine.services.compose_client`).
 
     Args:
-        client: the model client to guard.
+        client: the model client to hold to the budget.
         guard: the run's budget guard.
     """
 
@@ -191,28 +188,18 @@ class GuardedClient(ClientWrapper):
     def complete(self, messages: list[dict[str, str]], *, role: str = "root",
                  stop: list[str] | None = None, max_tokens: int | None = None,
                  temperature: float | None = None, seed: int | None = None) -> Completion:
-        """One call, counted and capped by the guard, in the run's one ``chat`` span
-        (:func:`~rlm_kernel.models.tracing.chat_span`: every model call of a run passes
-        here); see ``LanguageModel.complete``.
+        """One call, reserved before it is sent and released after
+        (:meth:`BudgetGuard.begin_call`: counted, its prompt weighed, its completion
+        capped at the tokens left); see ``LanguageModel.complete``.
 
         Raises:
             BudgetExceeded: the budget is used up (no call is made).
             LLMError: the call failed.
         """
-        messages = redact_messages(messages, Redactor())
         cap = self._guard.begin_call(max_tokens if max_tokens is not None
                                      else self.max_tokens, prompt_tokens(messages))
-        depth = self._client.depth or 0
         try:
-            with tracing.chat_span(self.model, role, depth) as sp:
-                completion = super().complete(messages, role=role, stop=stop,
-                                              max_tokens=cap, temperature=temperature,
-                                              seed=seed)
-                if sp is not None:
-                    sp.set_attributes(tracing.call_attributes(completion.call))
+            return super().complete(messages, role=role, stop=stop, max_tokens=cap,
+                                    temperature=temperature, seed=seed)
         finally:
             self._guard.end_call()
-        text = getattr(completion, "text", None)
-        if isinstance(text, str):
-            self._guard.recorder.record(role, messages, text, depth)
-        return completion

@@ -20,10 +20,12 @@ from ..executors import Redactor, host_thread, is_quarantined
 from ..models import LanguageModel, LLMError, UsageLedger, make_client
 from ..termination import FINAL, FINAL_VAR, FinalOutput
 from .answer.text import describe_variable
-from .budget import Budget, BudgetGuard, GuardedClient
+from .budget import Budget, BudgetGuard
 from .prompts import SUB_CALL_SYSTEM_PROMPT
+from .replay.recording import Recorder
+from .services import compose_client
 
-__all__ = ["RunTools", "RESERVED_NAMES", "SESSION_NAMES", "session_tools", "user_variables"]
+__all__ = ["REPLFunctions", "RESERVED_NAMES", "SESSION_NAMES", "session_tools", "user_variables"]
 
 RESERVED_NAMES = ("llm_query", "llm_query_batched", "rlm_query", "FINAL", "FINAL_VAR",
                   "SHOW_VARS", "search", "split_documents", "parse_records", "code_outline")
@@ -60,7 +62,7 @@ def user_variables(namespace: Mapping[str, Any],
             and not isinstance(value, types.ModuleType) and not callable(value)}
 
 
-class RunTools:
+class REPLFunctions:
     """The namespace functions of one run, bound to its clients and limits.
 
     Args:
@@ -75,6 +77,10 @@ class RunTools:
         client_kwargs: arguments for clients built for ``llm_query(model=...)``.
         data_name: the variable ``search`` and ``split_documents`` read when no
             data is passed (the run's first input variable, usually ``context``).
+        compose: wraps a client built for ``llm_query(model=...)`` as the run's own
+            are (:meth:`~rlm_kernel.engine.services.RunServices.compose`); None:
+            :func:`~rlm_kernel.engine.services.compose_client` over ``guard`` and a
+            recorder of its own.
     """
 
     def __init__(self, sub_client: LanguageModel, guard: BudgetGuard,
@@ -82,7 +88,8 @@ class RunTools:
                  max_concurrency: int,
                  child_runner: Callable[[str, Any], str | None] | None = None,
                  client_kwargs: dict[str, Any] | None = None,
-                 data_name: str = "context") -> None:
+                 data_name: str = "context",
+                 compose: Callable[[LanguageModel], LanguageModel] | None = None) -> None:
         self.data_name = data_name
         self.sub_client = sub_client
         self.guard = guard
@@ -91,6 +98,7 @@ class RunTools:
         self.max_concurrency = max(1, max_concurrency)
         self.child_runner = child_runner
         self.client_kwargs = dict(client_kwargs or {})
+        self.compose = compose or (lambda client: compose_client(client, guard, Recorder()))
         self.step_calls: list[dict[str, Any]] = []
         self.final_output: dict[str, Any] | None = None  # first FINAL of the step
         self.redact = Redactor()  # secrets out of sub-call records and answers
@@ -158,7 +166,7 @@ class RunTools:
             if model not in self._clients:
                 client = make_client(model, **self.client_kwargs)
                 client.check()
-                client = GuardedClient(client, self.guard)
+                client = self.compose(client)
                 client.ledger = self.sub_client.ledger
                 client.depth = self.depth
                 self._clients[model] = client
@@ -270,7 +278,7 @@ def show_vars() -> None:
 
 def session_tools(sub_model: str | None, namespace: MutableMapping[str, Any],
                   max_concurrency: int = 16,
-                  recorded: list[dict[str, Any]] | None = None) -> RunTools:
+                  recorded: list[dict[str, Any]] | None = None) -> REPLFunctions:
     """The REPL tools for use outside any run (a re-run exported notebook, a cell of
     the user's): ``llm_query`` & co. on ``sub_model`` (a litellm model string; None =
     the embedded model), with a fresh usage ledger and no budget.  With ``recorded``
@@ -287,4 +295,4 @@ def session_tools(sub_model: str | None, namespace: MutableMapping[str, Any],
         else make_client(sub_model)
     sub.ledger = ledger
     guard = BudgetGuard(Budget(), ledger, time.monotonic())
-    return RunTools(sub, guard, namespace, depth=0, max_concurrency=max_concurrency)
+    return REPLFunctions(sub, guard, namespace, depth=0, max_concurrency=max_concurrency)

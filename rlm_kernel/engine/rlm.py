@@ -10,20 +10,21 @@ per step, at most ``max_iterations`` steps, then one last "answer now" call.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..executors import Executor, WorkFolder, close_executor, executor_kind, new_executor
-from ..models import LanguageModel, UsageLedger, configure_cache, is_embedded, make_client, tracing
+from ..models import LanguageModel, configure_cache, is_embedded, make_client, tracing
 from .answer.types import as_answer_type
-from .budget import Budget, BudgetGuard
+from .budget import Budget
 from .config import RLMConfig
 from .events import Observer
 from .replay.recording import ReplayModel, load_recording
 from .replay.resume import Continuation
 from .result import RLMResult
 from .run import Run
+from .services import RunServices
 from .session.conversation import Conversation
 from .session.task import TaskSpec, check_tools
 from .strategies.candidates import CandidateRuns
@@ -154,10 +155,8 @@ class RLM:
         root.check()
         if sub is not root:
             sub.check()
-        ledger = UsageLedger()
-        root.ledger = sub.ledger = ledger
-        started = time.monotonic()
-        guard = BudgetGuard(self._budget(), ledger, started)
+        services = RunServices.start(self.config, root, sub, self._budget(),
+                                     observer=self.observer, replay=self.replay)
         own = executor is None
         if executor is None:
             kind = self.config.executor or "isolated"
@@ -167,10 +166,9 @@ class RLM:
                 options["memory_limit"] = self.config.memory_limit
             executor = new_executor(kind, **options)
         try:
-            return self._run(question, variables, executor, root, sub, ledger, guard,
-                             continuation, task)
+            return self._run(question, variables, executor, services, continuation, task)
         finally:
-            guard.close()  # nothing spends the run's budget once it has returned
+            services.guard.close()  # nothing spends the run's budget once it has returned
             if own:
                 close_executor(executor)
 
@@ -215,22 +213,17 @@ class RLM:
                       c.time_budget(embedded=is_embedded(self.model)))
 
     def _run(self, question: str, variables: dict[str, Any], executor: Executor,
-             root: LanguageModel, sub: LanguageModel, ledger: UsageLedger,
-             guard: BudgetGuard, continuation: Continuation | None,
+             services: RunServices, continuation: Continuation | None,
              task: TaskSpec) -> RLMResult:
-        """The top-level :class:`Run` on ready clients (see :meth:`run`), or the
+        """The top-level :class:`Run` on ready services (see :meth:`run`), or the
         candidates and their vote (``config.candidates`` > 1, not a replay)."""
-        cfg = self.config
+        cfg = services.config
         if cfg.executor is None:  # rlm_query's child runs take the top-level run's kind
-            cfg = cfg.replace(executor=executor_kind(executor))
+            services = replace(services, config=cfg.replace(executor=executor_kind(executor)))
         if cfg.candidates > 1 and self.replay is None:
-            runs = CandidateRuns(question, variables, config=cfg, executor=executor,
-                                 root=root, sub=sub, ledger=ledger, guard=guard,
-                                 observer=self.observer, task=task)
+            runs = CandidateRuns(question, variables, services, executor=executor, task=task)
             return runs.execute(continuation)
-        run = Run(question, variables, config=cfg, executor=executor, root=root, sub=sub,
-                  ledger=ledger, guard=guard, depth=0, observer=self.observer,
-                  replay=self.replay,
-                  child_runner=child_runner(cfg, self.observer, root, sub, ledger, guard, 0),
-                  task=task, earlier_code=task.history.earlier_code() if task.history else ())
+        run = Run(question, variables, services, executor=executor, depth=0,
+                  child_runner=child_runner(services, 0), task=task,
+                  earlier_code=task.history.earlier_code() if task.history else ())
         return run.execute(continuation)

@@ -28,7 +28,7 @@ record it is checked against.  A step reads in order::
                                     (_stop_stuck): one last call for FINAL
 
 The answer has one path: ``FINAL``/``FINAL_VAR`` record it host-side in
-:class:`~rlm_kernel.engine.repl_functions.RunTools` when called (model code catching the
+:class:`~rlm_kernel.engine.repl_functions.REPLFunctions` when called (model code catching the
 exception does not lose it); :meth:`Run._run_code` takes that record, resolves it to
 the value, and renders its text once (:func:`~rlm_kernel.engine.answer.text.answer_text`).
 The policy decides *whether* to stop, never what a FINAL's answer is.
@@ -51,7 +51,7 @@ from collections.abc import Callable, Collection, MutableMapping
 from typing import Any
 
 from ..executors import MIN_SECONDS, Executor, combined_output, executor_kind
-from ..models import LanguageModel, LLMError, UsageLedger, tracing
+from ..models import LanguageModel, LLMError, tracing
 from ..policies import ActionResult, PolicyContext, PolicyRegistry
 from ..repl_types import REPLResult, REPLVariable
 from ..termination import detect_final_in_code, resolve_final_var
@@ -59,9 +59,9 @@ from .answer.grounding import finding, is_grounded
 from .answer.sources import answer_source, any_input_read
 from .answer.text import answer_text, describe_variable
 from .answer.types import AnswerTypeError
-from .budget import BudgetExceeded, BudgetGuard, GuardedClient
+from .budget import BudgetExceeded
 from .config import RLMConfig
-from .events import Event, Observer, emit
+from .events import Event, emit
 from .prompts import (
     answer_now_message,
     build_messages,
@@ -73,10 +73,10 @@ from .prompts import (
     task_message,
 )
 from .repetition import Repetition, RepetitionDetector, signature
-from .repl_functions import RESERVED_NAMES, RunTools, user_variables
-from .replay.recording import Recording
+from .repl_functions import RESERVED_NAMES, REPLFunctions, user_variables
 from .replay.resume import Continuation, recorded_reply
 from .result import RLMResult
+from .services import RunServices
 from .session.conversation import HISTORY_NAME
 from .session.task import TaskSpec, describe_tool
 from .session.user_tools import LentTools
@@ -122,15 +122,12 @@ class Run:
         question: the task, in natural language.
         variables: the REPL variables the model is told about, by name (bound into
             ``executor.namespace``).
-        config: the run's settings.
+        services: what the run shares with its children and candidates
+            (:class:`~rlm_kernel.engine.services.RunServices`): settings, the clients
+            (called through ``root_client``/``sub_client``), ledger, budget guard,
+            recorder, observer, replay record.
         executor: where the model's code runs.
-        root / sub: the root model and ``llm_query``'s model; wrapped in a
-            :class:`GuardedClient` over ``guard`` unless they already are.
-        ledger: the usage ledger of the run tree (children share it).
-        guard: the budget guard of the run tree (children share it).
         depth: 0 for a top-level run, n for an ``rlm_query`` child n levels down.
-        observer: ``callable(Event)`` told about each step as it happens, or None.
-        replay: the record a replay is checked against (``diverged_at``), or None.
         child_runner: what ``rlm_query`` calls: ``callable(prompt, context) -> str |
             None`` (None beyond the host's depth limit).
         task: the task's terms (:class:`~rlm_kernel.engine.session.task.TaskSpec`): the
@@ -141,22 +138,20 @@ class Run:
             a step that does the same counts as a repetition (``repeat_limit``).
     """
 
-    def __init__(self, question: str, variables: dict[str, Any], *, config: RLMConfig,
-                 executor: Executor, root: LanguageModel, sub: LanguageModel,
-                 ledger: UsageLedger, guard: BudgetGuard, depth: int,
-                 observer: Observer | None, replay: Recording | None,
+    def __init__(self, question: str, variables: dict[str, Any], services: RunServices, *,
+                 executor: Executor, depth: int,
                  child_runner: Callable[[str, Any], str | None] | None,
                  task: TaskSpec | None = None, earlier_code: Collection[str] = ()) -> None:
-        cfg = self.config = config
+        self.services = services
+        cfg = self.config = services.config
         self.task = task = task or TaskSpec()
         self.start = time.perf_counter()
-        if not isinstance(root, GuardedClient):  # every call asks the guard, whoever makes it
-            guarded = GuardedClient(root, guard)
-            sub = guarded if sub is root else GuardedClient(sub, guard)
-            root = guarded
+        # every call goes through the services' wrappers (redaction, record, budget, span)
+        root, sub = services.root_client, services.sub_client
         self.question, self.executor, self.root = question, executor, root
-        self.ledger, self.guard, self.depth = ledger, guard, depth
-        self.observer, self.replay = observer, replay
+        self.ledger, self.guard, self.depth = services.ledger, services.guard, depth
+        self.recorder = services.recorder
+        self.observer, self.replay = services.observer, services.replay
         self.ns: MutableMapping[str, Any] = executor.namespace
         self.ns.update(variables)
         # the user's tools (in-process: copies, tool_guard), the folder's, the earlier
@@ -171,13 +166,15 @@ class Run:
         self.ns.update(bound)
         metas = [describe_variable(n, v, preview_length=cfg.preview_chars)
                  for n, v in variables.items()]
-        self.tools = RunTools(sub, guard, self.ns, depth=depth,
-                              max_concurrency=cfg.max_concurrency, child_runner=child_runner,
-                              client_kwargs={"temperature": cfg.temperature,
-                                             "max_tokens": cfg.max_sub_tokens,
-                                             "cache": cfg.cache is not None},
-                              data_name="context" if "context" in variables
-                              else next(iter(variables), "context"))
+        self.tools = REPLFunctions(sub, self.guard, self.ns, depth=depth,
+                                   max_concurrency=cfg.max_concurrency,
+                                   child_runner=child_runner,
+                                   client_kwargs={"temperature": cfg.temperature,
+                                                  "max_tokens": cfg.max_sub_tokens,
+                                                  "cache": cfg.cache is not None},
+                                   data_name="context" if "context" in variables
+                                   else next(iter(variables), "context"),
+                                   compose=services.compose)
         self.tools.notify = self.notify
         self.reserved = self.tools.functions()
         protected = task.protected
@@ -263,8 +260,8 @@ class Run:
                 self._restore_names(None)
                 result.new_variables = self._new_variables()
                 result.calls = list(self.ledger.calls)
-                result.exchanges = list(self.guard.recorder.exchanges)
-                result.root_prompts = list(self.guard.recorder.root_prompts)
+                result.exchanges = list(self.recorder.exchanges)
+                result.root_prompts = list(self.recorder.root_prompts)
                 result.seconds = time.perf_counter() - self.start
                 if result.answer is None:
                     result.answer_source = None
@@ -320,7 +317,7 @@ class Run:
         cfg = self.config
         self.guard.check()
         if self.depth == 0:
-            self.guard.recorder.step = step
+            self.recorder.step = step
         self.notify("model_call", {"step": step})
         if self.forced_reply is not None:
             reply, self.forced_reply = self.forced_reply, None
@@ -565,7 +562,7 @@ class Run:
                     and self.replay.diverges(len(result.history) - 1, outcome.output))
         if diverged and result.diverged_at is None:
             result.diverged_at = step
-        exchanges = [e for e in self.guard.recorder.exchanges if e["step"] == step] \
+        exchanges = [e for e in self.recorder.exchanges if e["step"] == step] \
             if self.depth == 0 else []
         self.notify("step_finished", {"step": step, "outcome": outcome, "diverged": diverged,
                                       "exchanges": exchanges,
@@ -767,7 +764,7 @@ class Run:
         last = cfg.max_iterations + 1 if step is None else step
         self.guard.check()
         if self.depth == 0:
-            self.guard.recorder.step = last
+            self.recorder.step = last
         messages = build_messages(self.first, self.turns, cfg.history_window,
                                   self.prompt_chars)
         messages.append({"role": "user",

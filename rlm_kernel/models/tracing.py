@@ -14,8 +14,9 @@ attribute); ``rlm.cost_usd`` (USD, litellm's price map), ``rlm.cached``, ``rlm.s
 ``rlm.role``, ``rlm.depth``, ``rlm.question`` (its first 500 characters) are ours.
 
 The engine opens the spans: the run and step spans (:func:`run_span`, :func:`step_span`)
-and each call's ``chat`` span (:func:`chat_span`, in the engine's budget wrapper, which
-every model call of a run passes through: one call, one span, whatever the backend).
+and each call's ``chat`` span (:func:`chat_span`, opened by :class:`TracedClient`, the
+innermost of the wrappers every model call of a run passes through: one call, one span,
+whatever the backend).
 Span kinds: ``chat`` is ``CLIENT`` (a
 request to a model server), the run and step spans ``INTERNAL`` (in-process).
 
@@ -36,8 +37,11 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["call_attributes", "chat_span", "disable", "enable", "enabled", "run_span", "span",
-           "step_span", "usage_attributes"]
+from .base import ClientWrapper, Message
+from .usage import Completion
+
+__all__ = ["TracedClient", "call_attributes", "chat_span", "disable", "enable", "enabled",
+           "run_span", "span", "step_span", "usage_attributes"]
 
 _state: dict[str, Any] = {"on": False, "tracer": None, "provider": None}
 QUESTION_CHARS = 500  # of the question kept on a run span
@@ -148,7 +152,7 @@ def step_span(step: int, depth: int = 0) -> contextlib.AbstractContextManager[An
 def chat_span(model: str, role: str = "root", depth: int = 0
               ) -> contextlib.AbstractContextManager[Any]:
     """The ``chat {model}`` span of one model call (kind ``CLIENT``), child of the current
-    span.  The engine's budget wrapper opens it around every call of a run and, after the
+    span.  :class:`TracedClient` opens it around every call of a run and, after the
     reply, adds :func:`call_attributes`.
 
     Attributes set: ``gen_ai.operation.name = "chat"``, ``gen_ai.request.model``,
@@ -156,6 +160,34 @@ def chat_span(model: str, role: str = "root", depth: int = 0
     """
     return span("chat", model, {"gen_ai.request.model": model, "rlm.role": role,
                                 "rlm.depth": depth})
+
+
+class TracedClient(ClientWrapper):
+    """A :class:`~rlm_kernel.models.LanguageModel` whose every call is one ``chat`` span
+    (:func:`chat_span`, then :func:`call_attributes` once the reply is in); tracing only:
+    with tracing off a call costs one boolean test more.
+
+    Args:
+        client: the model client to trace.
+    """
+
+    def complete(self, messages: list[Message], *, role: str = "root",
+                 stop: list[str] | None = None, max_tokens: int | None = None,
+                 temperature: float | None = None, seed: int | None = None) -> Completion:
+        """The wrapped client's call inside a ``chat {model}`` span (attributes: the
+        model, ``role``, the client's ``depth``; after the reply its tokens, USD, cache
+        hit and provider); see ``LanguageModel.complete``.
+
+        Raises:
+            LLMError: the call failed (the span is marked as an error).
+        """
+        with chat_span(self.model, role, self.depth or 0) as sp:
+            completion = super().complete(messages, role=role, stop=stop,
+                                          max_tokens=max_tokens, temperature=temperature,
+                                          seed=seed)
+            if sp is not None:
+                sp.set_attributes(call_attributes(completion.call))
+        return completion
 
 
 def call_attributes(call: Any) -> dict[str, Any]:

@@ -201,20 +201,17 @@ def test_the_walks_loops_end_within_three_steps_of_the_first_repetition():
 
 
 def test_an_earlier_tasks_step_copied_is_a_repetition():
-    from rlm_kernel.engine.budget import Budget, BudgetGuard
+    from rlm_kernel.engine.budget import Budget
     from rlm_kernel.engine.run import Run
-    from rlm_kernel.models import UsageLedger
+    from rlm_kernel.engine.services import RunServices
 
     copied = block('hits = search("def f")\nprint(hits)')
     lm = ScriptedModel([copied, block("print(len(context))"), block("FINAL(1)")])
-    ledger = UsageLedger()
-    lm.ledger = ledger
     events: list[Event] = []
-    run = Run("How many?", {"context": "def f():\n  pass\n"},
-              config=RLMConfig(verify_answer=False, ground_answer=False),
-              executor=PlainExecutor(), root=lm,
-              sub=lm, ledger=ledger, guard=BudgetGuard(Budget(), ledger, 0.0), depth=0,
-              observer=events.append, replay=None, child_runner=None,
+    services = RunServices.start(RLMConfig(verify_answer=False, ground_answer=False), lm, lm,
+                                 Budget(), observer=events.append)
+    run = Run("How many?", {"context": "def f():\n  pass\n"}, services,
+              executor=PlainExecutor(), depth=0, child_runner=None,
               earlier_code=['found = search("def f")\nprint(found)'])
     res = run.execute()
     assert [e.code for e in res.history] == ["print(len(context))", "FINAL(1)"]

@@ -14,7 +14,7 @@ import pytest
 import rlm_kernel.engine.rlm
 from rlm_kernel.cli import main
 from rlm_kernel.engine.budget import Budget, BudgetGuard
-from rlm_kernel.engine.repl_functions import RunTools
+from rlm_kernel.engine.repl_functions import REPLFunctions
 from rlm_kernel.export import cli_setup_cells, export_run
 from rlm_kernel.export.notebook import language_info
 from rlm_kernel.models import UsageLedger
@@ -162,7 +162,7 @@ def _tools_namespace(sub: ScriptedModel) -> dict:
     ledger = UsageLedger()
     sub.ledger = ledger
     guard = BudgetGuard(Budget(None, None, None, None), ledger, time.monotonic())
-    tools = RunTools(sub, guard, ns, depth=0, max_concurrency=2)
+    tools = REPLFunctions(sub, guard, ns, depth=0, max_concurrency=2)
     ns.update(tools.functions())
     return ns
 

@@ -137,7 +137,9 @@ def test_calls_made_around_the_guard_end_the_run(executor_kind):
     the process wall no client is in the child (``llm_query`` is a stub with no
     ``__self__``): no call can be made around the guard, so the model saw only the
     calls the run recorded."""
-    attack = ("c = llm_query.__self__.sub_client._client\nfor i in range(10):\n"
+    attack = ("c = llm_query.__self__.sub_client\nwhile hasattr(c, '_client'):\n"
+              "    c = c._client  # the wrappers' innermost: the model client itself\n"
+              "for i in range(10):\n"
               "    c.complete([{'role': 'user', 'content': 'hi'}], role='sub')\nFINAL('x')")
     rlm, lm = scripted_run([block(attack, THOUGHT)], max_llm_calls=3)
     res = rlm.run("q", context="x")

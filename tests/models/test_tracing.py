@@ -9,8 +9,10 @@ import sys
 
 import pytest
 
-from rlm_kernel.engine.budget import Budget, BudgetGuard, GuardedClient
-from rlm_kernel.models import LiteLLMClient, UsageLedger, tracing
+from rlm_kernel.engine.budget import Budget, BudgetGuard
+from rlm_kernel.engine.replay.recording import Recorder
+from rlm_kernel.engine.services import compose_client
+from rlm_kernel.models import LanguageModel, LiteLLMClient, UsageLedger, tracing
 from tests.fake_provider import fake_provider
 
 HI = [{"role": "user", "content": "hi"}]
@@ -23,12 +25,13 @@ def server():
         yield api_base
 
 
-def _guarded(client: LiteLLMClient) -> GuardedClient:
-    """The client as a run calls it: behind the budget guard, which opens the chat span."""
-    return GuardedClient(client, BudgetGuard(Budget(), UsageLedger(), 0.0))
+def _guarded(client: LiteLLMClient) -> LanguageModel:
+    """The client as a run calls it: behind the run's wrappers, whose innermost
+    (``tracing.TracedClient``) opens the chat span."""
+    return compose_client(client, BudgetGuard(Budget(), UsageLedger(), 0.0), Recorder())
 
 
-def _client(api_base: str) -> GuardedClient:
+def _client(api_base: str) -> LanguageModel:
     # A priced model name, so the chat span carries a real USD cost from litellm's map.
     return _guarded(LiteLLMClient("openai/gpt-4o-mini", api_base=api_base, api_key="k",
                                   num_retries=0))

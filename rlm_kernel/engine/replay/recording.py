@@ -1,8 +1,9 @@
 """A run's model exchanges, recorded as they happen, and replayed without a model.
 
 Every call a run makes (root steps, resamples, the last "answer now" call, ``llm_query``
-sub-calls, child runs) passes the run's :class:`~rlm_kernel.engine.budget.GuardedClient`,
-which appends one *exchange* to the run's :class:`Recorder`, in call order::
+sub-calls, child runs) passes a :class:`RecordedClient` (one of the wrappers of a run's
+clients, :func:`~rlm_kernel.engine.services.compose_client`), which appends one
+*exchange* to the run's :class:`Recorder`, in call order::
 
     {"step": 3, "role": "root" | "final" | "sub", "depth": 0,
      "response": "<the reply text>", "prompt": "<sub-calls only: the request>"}
@@ -28,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from ...executors import Redactor
-from ...models import Completion, LLMCall, LLMError, UsageLedger
+from ...models import ClientWrapper, Completion, LanguageModel, LLMCall, LLMError, UsageLedger
 
-__all__ = ["PROMPT_CHARS", "RESPONSE_CHARS", "RecordedFirst", "Recorder", "Recording",
-           "ReplayModel", "load_recording", "output_digest", "step_exchanges"]
+__all__ = ["PROMPT_CHARS", "RESPONSE_CHARS", "RecordedClient", "RecordedFirst", "Recorder",
+           "Recording", "ReplayModel", "load_recording", "output_digest", "step_exchanges"]
 
 RESPONSE_CHARS = 50_000  # characters of a recorded reply
 PROMPT_CHARS = 10_000  # characters of a recorded sub-call prompt
@@ -52,7 +53,16 @@ def _request_text(messages: list[dict[str, str]]) -> str:
 
 
 class Recorder:
-    """The exchanges of one run tree (children share their parent's recorder)."""
+    """The exchanges of one run tree (children share their parent's recorder; each
+    candidate of a candidates run has its own).
+
+    Attributes:
+        exchanges: the exchanges in call order (see the module docstring).
+        root_prompts: the messages of each top-level root-model call (``root`` and
+            ``final`` roles at depth 0), in call order.
+        step: the top-level step in progress, from 1 (set by the loop); recorded on
+            every exchange.
+    """
 
     def __init__(self) -> None:
         self.exchanges: list[dict[str, Any]] = []
@@ -72,6 +82,38 @@ class Recorder:
             self.exchanges.append(entry)
             if role in _ROOT_ROLES and depth == 0:
                 self.root_prompts.append(list(messages))
+
+
+class RecordedClient(ClientWrapper):
+    """A :class:`~rlm_kernel.models.LanguageModel` whose every answered call is appended
+    to a :class:`Recorder` (its role, the messages as sent, the reply text, the client's
+    ``depth``); recording only.  A call that fails, or whose reply has no text, is not
+    recorded.
+
+    Args:
+        client: the model client to record.
+        recorder: where the exchanges go.
+    """
+
+    def __init__(self, client: LanguageModel, recorder: Recorder) -> None:
+        super().__init__(client)
+        self.recorder = recorder
+
+    def complete(self, messages: list[dict[str, str]], *, role: str = "root",
+                 stop: list[str] | None = None, max_tokens: int | None = None,
+                 temperature: float | None = None, seed: int | None = None) -> Completion:
+        """The wrapped client's call, then its exchange recorded; see
+        ``LanguageModel.complete``.
+
+        Raises:
+            LLMError: the call failed (nothing is recorded).
+        """
+        completion = super().complete(messages, role=role, stop=stop, max_tokens=max_tokens,
+                                      temperature=temperature, seed=seed)
+        text = getattr(completion, "text", None)
+        if isinstance(text, str):
+            self.recorder.record(role, messages, text, self.depth or 0)
+        return completion
 
 
 @dataclass

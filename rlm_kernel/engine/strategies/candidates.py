@@ -52,20 +52,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Hashable, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...executors import Executor
-from ...models import ClientWrapper, Completion, LanguageModel, UsageLedger
+from ...models import ClientWrapper, Completion, LanguageModel
 from ..answer.sources import voted_source
 from ..answer.vote import Ballot, Tally, answer_key, tally
-from ..budget import BudgetGuard
-from ..config import RLMConfig
 from ..events import Event, Observer, emit
 from ..replay.recording import Recorder
 from ..replay.resume import Continuation
 from ..result import RLMResult
 from ..run import Run
+from ..services import RunServices
 from ..session.task import TaskSpec
 from .children import child_runner
 
@@ -146,23 +145,25 @@ class CandidateRuns:
     Args:
         question: the task, in natural language.
         variables: the REPL variables the model is told about, by name.
-        config: the settings (``candidates`` > 1; ``candidate_temperature``).
+        services: the run's services (:class:`~rlm_kernel.engine.services.RunServices`;
+            ``config.candidates`` > 1, ``config.candidate_temperature``); the usage
+            ledger and budget guard are shared by all candidates (and their child runs);
+            each candidate runs on services of its own derived from these (its sampled
+            root client, its own recorder, an observer that tags its events); the
+            observer is told about every event (see :mod:`rlm_kernel.engine.events`).
         executor: where every candidate's code runs (its namespace is shared and
             restored between candidates).
-        root / sub: the clients as :class:`~rlm_kernel.engine.rlm.RLM` built them.
-        ledger / guard: the run's usage ledger and budget guard, shared by all
-            candidates (and their child runs).
-        observer: told about every event (see :mod:`rlm_kernel.engine.events`), or None.
+        task: the task's terms, as for :class:`~rlm_kernel.engine.run.Run`.
     """
 
-    def __init__(self, question: str, variables: dict[str, Any], *, config: RLMConfig,
-                 executor: Executor, root: LanguageModel, sub: LanguageModel,
-                 ledger: UsageLedger, guard: BudgetGuard,
-                 observer: Observer | None, task: TaskSpec | None = None) -> None:
-        self.question, self.variables, self.config = question, variables, config
+    def __init__(self, question: str, variables: dict[str, Any], services: RunServices, *,
+                 executor: Executor, task: TaskSpec | None = None) -> None:
+        self.question, self.variables, self.services = question, variables, services
+        self.config = config = services.config
         self.task = task
-        self.executor, self.root, self.sub = executor, root, sub
-        self.ledger, self.guard, self.observer = ledger, guard, observer
+        self.executor = executor
+        self.ledger, self.guard, self.observer = services.ledger, services.guard, \
+            services.observer
         self.total = config.candidates
         self.done: list[_Candidate] = []
         self.start = time.perf_counter()
@@ -206,21 +207,18 @@ class CandidateRuns:
         """Candidate ``index`` from start to end; its bindings are kept and the
         namespace is put back to ``snapshot``."""
         cand = _Candidate(index, first_call=len(self.ledger.calls))
-        self.guard.recorder = cand.recorder  # its own record: steps restart at 1
-        root, sub = self.root, self.sub
+        root, sub = self.services.root, self.services.sub
         temperature, seed = None, candidate_seed(index)
         if index > 1:
             temperature = self.config.candidate_temperature
             sampled = SampledClient(root, temperature, seed)
             sub = sampled if sub is root else sub
             root = sampled
-        observer = self._observer(cand, temperature, seed)
-        cfg = self.config
-        run = Run(self.question, self.variables, config=cfg, executor=self.executor,
-                  root=root, sub=sub, ledger=self.ledger, guard=self.guard, depth=0,
-                  observer=observer, replay=None,
-                  child_runner=child_runner(cfg, observer, root, sub, self.ledger,
-                                            self.guard, 0), task=self.task,
+        # its own services: its record (steps restart at 1), its clients, its observer
+        services = replace(self.services, root=root, sub=sub, recorder=cand.recorder,
+                           observer=self._observer(cand, temperature, seed), replay=None)
+        run = Run(self.question, self.variables, services, executor=self.executor, depth=0,
+                  child_runner=child_runner(services, 0), task=self.task,
                   earlier_code=self._earlier_code())
         self.done.append(cand)
         try:
@@ -243,7 +241,6 @@ class CandidateRuns:
         for name in chosen.deleted:
             ns.pop(name, None)
         ns.update(chosen.changed)
-        self.guard.recorder = chosen.recorder
         result = chosen.result
         assert result is not None  # every candidate in self.done ran
         result.candidates = [self._summary(c, votes, c is chosen) for c in self.done]

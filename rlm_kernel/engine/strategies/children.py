@@ -1,28 +1,35 @@
-"""Child runs: what ``rlm_query`` starts, one level deeper, on the parent's clients,
-ledger and budget guard."""
+"""Child runs: what ``rlm_query`` starts, one level deeper, on the parent's services
+(clients, ledger, budget guard, recorder, observer)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ...executors import close_executor, new_executor
-from ...models import LanguageModel, UsageLedger
-from ..budget import BudgetExceeded, BudgetGuard
-from ..config import RLMConfig
-from ..events import Observer
+from ..budget import BudgetExceeded
 from ..run import Run
+from ..services import RunServices
 
 __all__ = ["child_runner"]
 
 
-def child_runner(config: RLMConfig, observer: Observer | None, root: LanguageModel,
-                 sub: LanguageModel, ledger: UsageLedger, guard: BudgetGuard,
-                 depth: int) -> Callable[[str, Any], str | None]:
-    """``run_child(prompt, context)`` for a run at ``depth``: a child :class:`Run` one
-    level deeper (its own executor of ``config.executor``'s kind, in
-    ``config.workdir`` when one is set, closed when it ends; at most ``child_max_iterations`` steps), or None when that is deeper than ``config.max_depth``.  The depth comes
-    from the host (this closure and the frozen config), never from the caller.
+def child_runner(services: RunServices, depth: int) -> Callable[[str, Any], str | None]:
+    """``run_child(prompt, context)`` for a run at ``depth`` on ``services``: a child
+    :class:`Run` one level deeper (its own executor of ``config.executor``'s kind, in
+    ``config.workdir`` when one is set, closed when it ends; at most
+    ``child_max_iterations`` steps), or None when that is deeper than
+    ``config.max_depth``.  The depth comes from the host (this closure and the frozen
+    config), never from the caller.
+
+    The child's services are the parent's (:func:`dataclasses.replace`): the same clients,
+    ledger, budget guard, recorder and observer, its own settings (``max_iterations`` =
+    ``child_max_iterations``) and no replay record.
+
+    Args:
+        services: the parent run's services.
+        depth: the parent run's depth (0 = top level).
 
     The returned function returns the child's answer text, or ``"Error: ..."`` when the
     child ended without one.
@@ -30,7 +37,9 @@ def child_runner(config: RLMConfig, observer: Observer | None, root: LanguageMod
     Raises (from the returned function):
         BudgetExceeded: the child ran out of the shared budget: the parent stops too.
     """
-    child_config = config.replace(max_iterations=config.child_max_iterations)
+    config = services.config
+    child = replace(services, config=config.replace(max_iterations=config.child_max_iterations),
+                    replay=None)
     depth += 1
 
     def run_child(prompt: str, context: Any) -> str | None:
@@ -43,11 +52,8 @@ def child_runner(config: RLMConfig, observer: Observer | None, root: LanguageMod
             options["memory_limit"] = config.memory_limit
         executor = new_executor(kind, **options)
         try:
-            run = Run(prompt, variables, config=child_config, executor=executor,
-                      root=root, sub=sub, ledger=ledger, guard=guard, depth=depth,
-                      observer=observer, replay=None,
-                      child_runner=child_runner(child_config, observer, root, sub, ledger,
-                                                guard, depth))
+            run = Run(prompt, variables, child, executor=executor, depth=depth,
+                      child_runner=child_runner(child, depth))
             res = run.execute()
         finally:
             close_executor(executor)
