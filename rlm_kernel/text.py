@@ -48,8 +48,10 @@ never shown longer than a step's output is."""
 HEAD_SHARE = (2, 3)
 """The head's share of a cut text (numerator, denominator): two thirds.  The start of an
 output says what it is (a header, the first hits, the first lines of a file); its end
-holds the last lines printed and an error's traceback, which a third keeps.  Agent
-harnesses cut tool output the same way (head and tail, the head the larger part)."""
+holds the last lines printed and an error's traceback, which a third keeps.  It is the
+share the model's view of a step and the working-folder helpers already used before
+this module made one cut of the four (the stream kept three quarters, the answer four
+fifths)."""
 
 
 def cut_marker(cut: int, hint: str = PRINT_LESS) -> str:

@@ -176,3 +176,26 @@ def test_the_export_keeps_the_cut_output_with_the_marker(tmp_path):
     text = "".join(out["text"] for out in streams)
     assert cut_of(text) == (MAX_KEPT_CHARS + 1, PRINT_LESS)
     assert (tmp_path / "run.ipynb").stat().st_size < 3 * MAX_KEPT_CHARS
+
+
+def test_a_notebook_step_that_prints_too_much_reaches_the_model_with_the_marker():
+    """A real ``rlm`` kernel started by jupyter_client, ``%rlm`` over a scripted model: the
+    model's next prompt shows the step's output cut with the one marker.  (The task cell
+    shows the output live as it is printed, its first 100,000 characters and a note that
+    the rest is not shown live, and the kernel's executor keeps that live text as the
+    step's record: the model's cut is of those 100,000 characters.)"""
+    from tests.kernel_client import execute, script_model, start, stop, text_of
+
+    km, kc = start("rlm")
+    try:
+        script_model(kc, [block("for i in range(30000):\n    print(i)"), block("FINAL('ok')")],
+                     max_output_chars=500)
+        reply, messages = execute(kc, "%rlm Count", timeout=120)
+        assert reply["content"]["status"] == "ok"
+        _, prompt = execute(kc, "print(_lm.calls[1][-1]['content'])", timeout=30)
+        shown = text_of(prompt)
+        cut, hint = cut_of(shown)
+        assert hint == PRINT_LESS and cut > MAX_KEPT_CHARS - 1000
+        assert shown.startswith("Output:\n```\n0\n1\n2\n")
+    finally:
+        stop(km, kc)
