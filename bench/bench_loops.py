@@ -78,8 +78,8 @@ def run_scenario(name: str, config: RLMConfig) -> dict[str, Any]:
     notices: list[tuple[int, str]] = []
 
     def observe(event: Any) -> None:
-        if event.kind == "step_notice" and event.data.get("depth") == 0:
-            notices.append((event.data["step"], event.data["reason"]))
+        if event.kind == "step_notice" and event.depth == 0:
+            notices.append((event.step, event.reason))
 
     executor = new_executor(spec["executor"])
     context = spec["context"]() if spec["context"] else None

@@ -16,7 +16,23 @@ import time
 from typing import Any
 
 from ..context import ContextError, load_contexts
-from ..engine import add_setting_options, config_overrides, non_empty
+from ..engine import (
+    AnswerCheck,
+    CandidateFinished,
+    CandidateStarted,
+    Event,
+    ModelCall,
+    RunFinished,
+    RunObserver,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    add_setting_options,
+    config_overrides,
+    non_empty,
+    short_answer,
+    vote_line,
+)
 from ..executors import WorkerError, filter_streams
 
 __all__ = ["main", "build_parser", "json_text"]
@@ -391,78 +407,99 @@ def _print_answer(result: Any) -> None:
           f"${result.cost_usd:.4f}, {result.seconds:.1f} s, stopped by {result.stopped_by})")
 
 
-class StepPrinter:
-    """Prints each step as it happens: the code, then a short output."""
+class StepPrinter(RunObserver):
+    """Prints each step as it happens: the code, then a short output (a child run's
+    steps indented by its depth); in a candidates run, a line when each candidate
+    starts and ends, and the vote at the end.
+
+    Args:
+        stream: where to print (default ``sys.stdout``); the "waiting for the model"
+            lines go to ``sys.stderr``.
+    """
 
     OUTPUT_LINES = 12
 
-    def __init__(self, stream=None) -> None:
+    def __init__(self, stream: Any = None) -> None:
         self.stream = stream or sys.stdout
         self._t0 = time.monotonic()
 
-    def __call__(self, event: Any) -> None:
-        d, out = event.data, self.stream
-        indent = "  " * d.get("depth", 0)
-        if event.kind == "run_started" and d["depth"] == 0:
-            names = ", ".join(f"{v.name} ({v.type_name})" for v in d["variables"]) or "none"
-            print(f"Model: {d['model']}   variables: {names}", file=out, flush=True)
-            if d.get("no_data"):
-                print("No data: the model is told there is none and must answer from its "
-                      "own knowledge or computation (give files with --context PATH).",
-                      file=out, flush=True)
-        elif event.kind == "run_started":
-            print(f"{indent}↳ sub-run: {d['question'][:80]}", file=out, flush=True)
-        elif event.kind == "model_call":
-            print(f"{indent}[{time.monotonic() - self._t0:6.1f}s] step {d['step']}: "
-                  "waiting for the model...", file=sys.stderr, flush=True)
-        elif event.kind == "step_started":
-            print(f"{indent}── step {d['step']} ──", file=out)
-            if d["reasoning"]:
-                print(f"{indent}# {d['reasoning'].splitlines()[0][:160]}", file=out)
-            for line in d["code"].splitlines():
-                print(f"{indent}  {line}", file=out)
-            out.flush()
-        elif event.kind == "step_finished":
-            text = d["outcome"].output.rstrip("\n")
-            lines = text.splitlines()
-            shown = lines[: self.OUTPUT_LINES]
-            for line in shown:
-                print(f"{indent}  │ {line[:200]}", file=out)
-            if len(lines) > len(shown):
-                print(f"{indent}  │ ... ({len(lines) - len(shown)} more lines)", file=out)
-            out.flush()
-        elif event.kind == "answer_check":
-            why = ("no output or variable holds it; the model is sent back to find it "
-                   "with code" if d["reason"] == "grounding"
-                   else "the model checks it against the question")
-            print(f"{indent}(FINAL {d['answer']!r:.80}: {why})", file=out, flush=True)
-        elif event.kind in ("candidate_started", "candidate_finished", "run_finished"):
-            self._candidates(event.kind, d)
+    @staticmethod
+    def _indent(event: Event) -> str:
+        return "  " * event.depth
 
-    def _candidates(self, kind: str, d: dict[str, Any]) -> None:
-        """A candidates run: a line when each candidate starts and ends, and the vote
-        at the end."""
-        from ..engine import short_answer, vote_line
-
+    def on_run_started(self, event: RunStarted) -> None:
+        """The model and the variables (a child run: its question)."""
         out = self.stream
-        if kind == "candidate_started":
-            how = (f" (temperature {d['temperature']:g}, seed {d['seed']})"
-                   if d.get("temperature") is not None else "")
-            print(f"── candidate {d['candidate']}/{d['candidates']} ──{how}", file=out,
+        if event.depth > 0:
+            print(f"{self._indent(event)}↳ sub-run: {event.question[:80]}", file=out,
                   flush=True)
-        elif kind == "candidate_finished":
-            votes = d["votes"]
-            got = (f"answer {short_answer(d['answer'])} ({votes} vote{'s' * (votes != 1)} "
-                   "so far)" if d["answer"] is not None else "no answer")
-            lead = (f"; a majority is certain: {short_answer(d['leading'])}"
-                    if d["decided"] else "")
-            steps = f"{d['steps']} step{'s' * (d['steps'] != 1)}"
-            print(f"   candidate {d['candidate']}/{d['candidates']}: {got}, stopped by "
-                  f"{d['stopped_by']} after {steps}{lead}", file=out, flush=True)
-        elif d.get("depth", 0) == 0 and getattr(d.get("result"), "candidates", None):
-            ran = d["result"].candidates
-            print(f"Vote ({len(ran)} of {d.get('candidates', len(ran))} candidates ran): "
-                  f"{vote_line(ran)}", file=out, flush=True)
+            return
+        names = ", ".join(f"{v.name} ({v.type_name})" for v in event.variables) or "none"
+        print(f"Model: {event.model}   variables: {names}", file=out, flush=True)
+        if event.no_data:
+            print("No data: the model is told there is none and must answer from its "
+                  "own knowledge or computation (give files with --context PATH).",
+                  file=out, flush=True)
+
+    def on_model_call(self, event: ModelCall) -> None:
+        """A timed "waiting for the model" line, on stderr."""
+        print(f"{self._indent(event)}[{time.monotonic() - self._t0:6.1f}s] step "
+              f"{event.step}: waiting for the model...", file=sys.stderr, flush=True)
+
+    def on_step_started(self, event: StepStarted) -> None:
+        """The step's first line of reasoning and its code."""
+        indent, out = self._indent(event), self.stream
+        print(f"{indent}── step {event.step} ──", file=out)
+        if event.reasoning:
+            print(f"{indent}# {event.reasoning.splitlines()[0][:160]}", file=out)
+        for line in event.code.splitlines():
+            print(f"{indent}  {line}", file=out)
+        out.flush()
+
+    def on_step_finished(self, event: StepFinished) -> None:
+        """The step's output, its first :attr:`OUTPUT_LINES` lines."""
+        indent, out = self._indent(event), self.stream
+        lines = event.outcome.output.rstrip("\n").splitlines()
+        shown = lines[: self.OUTPUT_LINES]
+        for line in shown:
+            print(f"{indent}  │ {line[:200]}", file=out)
+        if len(lines) > len(shown):
+            print(f"{indent}  │ ... ({len(lines) - len(shown)} more lines)", file=out)
+        out.flush()
+
+    def on_answer_check(self, event: AnswerCheck) -> None:
+        """A held FINAL and why it is held."""
+        why = ("no output or variable holds it; the model is sent back to find it "
+               "with code" if event.reason == "grounding"
+               else "the model checks it against the question")
+        print(f"{self._indent(event)}(FINAL {event.answer!r:.80}: {why})", file=self.stream,
+              flush=True)
+
+    def on_candidate_started(self, event: CandidateStarted) -> None:
+        """``── candidate 2/3 ── (temperature 0.7, seed 2)``."""
+        how = (f" (temperature {event.temperature:g}, seed {event.seed})"
+               if event.temperature is not None else "")
+        print(f"── candidate {event.candidate}/{event.candidates} ──{how}", file=self.stream,
+              flush=True)
+
+    def on_candidate_finished(self, event: CandidateFinished) -> None:
+        """The candidate's answer, its votes so far, and whether the vote is decided."""
+        votes = event.votes
+        got = (f"answer {short_answer(event.answer)} ({votes} vote{'s' * (votes != 1)} "
+               "so far)" if event.answer is not None else "no answer")
+        lead = (f"; a majority is certain: {short_answer(event.leading)}"
+                if event.decided else "")
+        steps = f"{event.steps} step{'s' * (event.steps != 1)}"
+        print(f"   candidate {event.candidate}/{event.candidates}: {got}, stopped by "
+              f"{event.stopped_by} after {steps}{lead}", file=self.stream, flush=True)
+
+    def on_run_finished(self, event: RunFinished) -> None:
+        """A candidates run's vote, in one line."""
+        ran = getattr(event.result, "candidates", None)
+        if event.depth == 0 and ran:
+            asked = event.candidates if event.candidates is not None else len(ran)
+            print(f"Vote ({len(ran)} of {asked} candidates ran): {vote_line(ran)}",
+                  file=self.stream, flush=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

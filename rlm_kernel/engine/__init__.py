@@ -28,7 +28,23 @@ from .answer.sources import how_reached
 from .answer.text import answer_text, describe_variable
 from .answer.types import parse_type
 from .config import RLMConfig, Setting, settings
-from .events import Event, Observer, Totals
+from .events import (
+    AnswerCheck,
+    CandidateFinished,
+    CandidateStarted,
+    Event,
+    ModelCall,
+    Observer,
+    RunFinished,
+    RunObserver,
+    RunStarted,
+    StepFinished,
+    StepNotice,
+    StepOutput,
+    StepStarted,
+    SubCall,
+    Totals,
+)
 from .options import add_setting_options, config_overrides, non_empty, positive_int
 from .repetition import without_comments
 from .repl_functions import RESERVED_NAMES, session_tools, user_variables
@@ -49,7 +65,9 @@ __all__ = [
     "Setting", "settings", "add_setting_options", "config_overrides", "non_empty",
     "positive_int",
     # what observers see
-    "Event", "Observer", "Totals",
+    "Event", "Observer", "RunObserver", "Totals", "RunStarted", "ModelCall", "StepStarted",
+    "StepOutput", "SubCall", "StepNotice", "StepFinished", "AnswerCheck", "RunFinished",
+    "CandidateStarted", "CandidateFinished",
     # answers
     "ANSWER_SOURCES", "answer_text", "describe_variable", "how_reached", "parse_type",
     "short_answer", "vote_line",

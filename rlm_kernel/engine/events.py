@@ -1,30 +1,31 @@
 """Events a run reports while it goes: for the command line, the kernel, tests.
 
-Kinds, in order: ``run_started``, then per step ``model_call``, ``step_started``,
-``step_output`` (zero or more, streamed while the code runs), ``sub_call`` (after
-each ``llm_query`` of the step: ``done`` calls so far, ``active`` in flight),
-``step_notice`` (the host's note on the step: an input put back, an answer of the
-wrong type refused, a repetition), ``step_finished``, and ``answer_check`` after a step whose
-``FINAL`` is held for one look back (``answer``: the held answer as text; ``reason``: ``"grounding"``, no
-output or variable holds it, or ``"verify"``); finally ``run_finished``.  Every
-event's data carries ``depth`` (0 = top run) and ``elapsed`` (seconds since the run
-started); all but
-``step_output`` carry ``totals`` (``llm_calls``, ``prompt_tokens``,
-``completion_tokens``, ``cost_usd`` so far).
+One frozen dataclass per kind; :attr:`Event.kind` names it (the same strings in logs and
+in tests).  In order: :class:`RunStarted`, then per step :class:`ModelCall`,
+:class:`StepStarted`, :class:`StepOutput` (zero or more, streamed while the code runs),
+:class:`SubCall` (after each ``llm_query`` of the step), :class:`StepNotice` (the host's
+note on the step: an input put back, an answer of the wrong type refused, a repetition),
+:class:`StepFinished`, and :class:`AnswerCheck` after a step whose ``FINAL`` is held
+for one look back; finally :class:`RunFinished`.
+
+Every event carries the fields of :class:`Event`: ``depth`` (0 = top run), ``elapsed``
+(seconds since the run started), ``totals`` (the usage so far; None on the frequent
+``step_output``) and, in a candidates run only, ``candidate``/``candidates``.  The code
+that reports an event builds its dataclass with the kind's own fields (a wrong or
+missing field is a type error) and the run fills in the common ones
+(:meth:`rlm_kernel.engine.run.Run.notify`).
 
 In a candidates run (``RLMConfig.candidates`` > 1, :mod:`~rlm_kernel.engine.strategies.candidates`)
 every event also carries ``candidate`` (1-based) and ``candidates`` (how many were asked
-for); ``candidate_started`` comes before each candidate's steps and
-``candidate_finished`` (its answer and the vote so far) after them; there is one
+for); :class:`CandidateStarted` comes before each candidate's steps and
+:class:`CandidateFinished` (its answer and the vote so far) after them; there is one
 ``run_started`` (the first candidate's) and one ``run_finished`` (the chosen
 candidate's result, with ``result.candidates``), and ``elapsed`` counts from the start
 of the first candidate.
 
-Each kind's data has the keys of one ``TypedDict`` here (:data:`EVENT_DATA` maps kind
-to type): :class:`RunStartedData`, :class:`ModelCallData`, :class:`StepStartedData`,
-:class:`StepOutputData`, :class:`SubCallData`, :class:`StepFinishedData`,
-:class:`AnswerCheckData`, :class:`StepNoticeData`, :class:`RunFinishedData`, :class:`CandidateStartedData`,
-:class:`CandidateFinishedData`.
+Who watches a run is an :data:`Observer`: any ``callable(event)`` (it gets every event),
+or a :class:`RunObserver` subclass, which gets each kind in its own method
+(``on_step_finished(event)``, ...; the others are no-ops).
 """
 
 from __future__ import annotations
@@ -32,20 +33,20 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypedDict
 
-from ..repl_types import REPLEntry, REPLVariable
+from ..models import UsageLedger
+from ..repl_types import REPLVariable
 from .result import RLMResult
 from .step import StepOutcome
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AnswerCheckData", "CANDIDATE_EVENTS", "CandidateFinishedData",
-           "CandidateStartedData", "EVENT_DATA", "Event", "EventData", "ModelCallData",
-           "Observer", "RunFinishedData", "RunStartedData", "StepFinishedData",
-           "StepNoticeData", "StepOutputData", "StepStartedData", "SubCallData", "Totals",
-           "emit"]
+__all__ = ["AnswerCheck", "CANDIDATE_EVENTS", "CandidateFinished", "CandidateStarted",
+           "EVENT_TYPES", "Event", "ModelCall", "Observer", "RunFinished", "RunObserver",
+           "RunStarted", "StepFinished", "StepNotice", "StepOutput", "StepStarted", "SubCall",
+           "Totals", "emit", "usage_totals"]
 
 
 class Totals(TypedDict):
@@ -57,127 +58,229 @@ class Totals(TypedDict):
     cost_usd: float  # US dollars
 
 
-class _CandidateKeys(TypedDict, total=False):
-    """Present in every event of a candidates run only."""
-
-    candidate: int  # which candidate, from 1
-    candidates: int  # how many candidates the run was asked for
-
-
-class _Base(_CandidateKeys):
-    depth: int  # 0 = the top run, >0 = rlm_query children
-    elapsed: float  # seconds since the run started
+def usage_totals(ledger: UsageLedger) -> Totals:
+    """``ledger``'s sums so far (:meth:`~rlm_kernel.models.UsageLedger.totals`) as
+    :class:`Totals`."""
+    sums = ledger.totals()
+    return Totals(llm_calls=int(sums["llm_calls"]), prompt_tokens=int(sums["prompt_tokens"]),
+                  completion_tokens=int(sums["completion_tokens"]),
+                  cost_usd=float(sums["cost_usd"]))
 
 
-class _Counted(_Base):
-    totals: Totals
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """What every event carries; a kind's own fields are on its subclass.
+
+    Attributes:
+        kind: the kind's name (class attribute: ``"run_started"``, ``"step_finished"``, ...).
+        depth: 0 for the top run, n for an ``rlm_query`` child n levels down.
+        elapsed: seconds since the run started (a candidates run: since the first
+            candidate started).
+        totals: the usage of the run tree so far; None on ``step_output`` (frequent;
+            totals cost O(calls)).
+        candidate / candidates: in a candidates run, which candidate (from 1) and how
+            many were asked for; None otherwise.
+    """
+
+    kind: ClassVar[str] = ""
+    depth: int = 0
+    elapsed: float = 0.0
+    totals: Totals | None = None
+    candidate: int | None = None
+    candidates: int | None = None
+
+    def deliver(self, observer: RunObserver) -> None:
+        """Call ``observer``'s method for this kind (``on_<kind>(self)``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no observer method")
 
 
-class RunStartedData(_Counted):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(Event):
     """``run_started``: the task and the variables' metadata the model is shown, told
-    before the first model call.  ``inputs``: the names of the user's inputs (the
-    variables given, but those an earlier task's code left, and the user's tools),
-    sorted; ``no_data``: the run has no variable, tool or working folder at all, and
-    the model is told so (there is no data; it must invent none): its answer will be
-    ``answer_source`` ``no_input``."""
+    before the first model call.
 
+    Attributes:
+        question: the task.
+        variables: the metadata of the variables the model is told about.
+        max_iterations: the step budget.
+        model: the root model's litellm string.
+        inputs: the names of the user's inputs (the variables given, but those an
+            earlier task's code left, and the user's tools), sorted.
+        no_data: the run has no variable, tool or working folder at all, and the model
+            is told so (there is no data; it must invent none): its answer will be
+            ``answer_source`` ``no_input``.
+    """
+
+    kind: ClassVar[str] = "run_started"
     question: str
     variables: list[REPLVariable]
     max_iterations: int
-    model: str  # the root model's litellm string
+    model: str
     inputs: list[str]
     no_data: bool
 
+    def deliver(self, observer: RunObserver) -> None:
+        """Call ``observer.on_run_started(self)``."""
+        observer.on_run_started(self)
 
-class ModelCallData(_Counted):
-    """``model_call``: the root model is asked for ``step``'s reply."""
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCall(Event):
+    """``model_call``: the root model is asked for ``step``'s reply (from 1)."""
+
+    kind: ClassVar[str] = "model_call"
     step: int
 
+    def deliver(self, observer: RunObserver) -> None:
+        """Call ``observer.on_model_call(self)``."""
+        observer.on_model_call(self)
 
-class StepStartedData(_Counted):
-    """``step_started``: ``step``'s code is about to run."""
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepStarted(Event):
+    """``step_started``: ``step``'s ``code`` is about to run; ``reasoning``: the
+    model's prose before it."""
+
+    kind: ClassVar[str] = "step_started"
     step: int
     code: str
     reasoning: str
 
+    def deliver(self, observer: RunObserver) -> None:
+        """Call ``observer.on_step_started(self)``."""
+        observer.on_step_started(self)
 
-class StepOutputData(_Base):
-    """``step_output``: a chunk of the running code's ``stdout``/``stderr``."""
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepOutput(Event):
+    """``step_output``: a chunk ``text`` of the running code's ``stream``
+    (``"stdout"`` or ``"stderr"``)."""
+
+    kind: ClassVar[str] = "step_output"
     step: int
-    stream: str  # "stdout" or "stderr"
+    stream: str
     text: str
 
-
-class SubCallData(_Counted):
-    """``sub_call``: an ``llm_query`` of the running step returned."""
-
-    done: int  # sub-calls of this step returned so far
-    active: int  # sub-calls in flight
+    def deliver(self, observer: RunObserver) -> None:
+        """Call ``observer.on_step_output(self)``."""
+        observer.on_step_output(self)
 
 
-class StepFinishedData(_Counted):
-    """``step_finished``: the step's outcome and its history entry; ``diverged``: in a
-    replay, this step's output differs from the record's; ``exchanges``: the model
-    exchanges made during this step (top-level runs; see ``engine.recording``)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubCall(Event):
+    """``sub_call``: an ``llm_query`` of the running step returned; ``done``: the
+    step's sub-calls returned so far, ``active``: those in flight."""
 
-    step: int
-    outcome: StepOutcome
-    entry: REPLEntry
-    diverged: bool
-    exchanges: list[dict[str, Any]]
+    kind: ClassVar[str] = "sub_call"
+    done: int
+    active: int
 
-
-class AnswerCheckData(_Counted):
-    """``answer_check``: ``step``'s ``FINAL`` is held for one look back: ``reason``
-    ``"grounding"`` (the value is typed, and no output or variable holds it:
-    ``finding`` says so, as the model is told) or ``"verify"`` (``verify_answer``: the
-    model checks it against the question; ``finding`` None)."""
-
-    step: int
-    answer: str | None  # the held answer as text
-    reason: str  # "grounding" or "verify"
-    finding: str | None  # the grounding check's finding
+    def deliver(self, observer: RunObserver) -> None:
+        """Call ``observer.on_sub_call(self)``."""
+        observer.on_sub_call(self)
 
 
-class StepNoticeData(_Counted):
-    """``step_notice``: the host's note about ``step``, shown in its cell and, for
-    ``"restored"`` and ``"answer_type"``, appended to its output (the model reads it):
-    ``reason`` ``"restored"`` (model code rebound or deleted a reserved name, a
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepNotice(Event):
+    """``step_notice``: the host's note ``text`` about ``step``, shown in its cell and,
+    for ``"restored"`` and ``"answer_type"``, appended to its output (the model reads it).
+
+    ``reason``: ``"restored"`` (model code rebound or deleted a reserved name, a
     protected input or a tool, and it was put back), ``"answer_type"`` (its ``FINAL``
     value was not of the asked type), ``"repeated"`` (the step, or the model's first
     reply for it, repeats an earlier step: the model is told so in the next message
     and sampled differently; :mod:`~rlm_kernel.engine.repetition`) or ``"stuck"`` (a
-    repetition after that: the run ends with ``stopped_by`` ``"stuck"``)."""
+    repetition after that: the run ends with ``stopped_by`` ``"stuck"``).
+    """
 
+    kind: ClassVar[str] = "step_notice"
     step: int
     text: str
     reason: str
 
+    def deliver(self, observer: RunObserver) -> None:
+        """Call ``observer.on_step_notice(self)``."""
+        observer.on_step_notice(self)
 
-class RunFinishedData(_Counted):
-    """``run_finished``: the run's result (also for errors and budget stops), and how
-    its answer was reached: ``answer_source`` (a key of
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepFinished(Event):
+    """``step_finished``: the step's record.
+
+    Attributes:
+        step: the step's number (from 1).
+        outcome: what the step did (:class:`~rlm_kernel.engine.step.StepOutcome`: its
+            code, output, success, seconds, sub-calls, answer); the trajectory's
+            entry for the step is made from it.
+        diverged: in a replay, this step's output differs from the record's.
+        exchanges: the model exchanges made during this step (top-level runs; see
+            :mod:`~rlm_kernel.engine.replay.recording`).
+    """
+
+    kind: ClassVar[str] = "step_finished"
+    step: int
+    outcome: StepOutcome
+    diverged: bool
+    exchanges: list[dict[str, Any]]
+
+    def deliver(self, observer: RunObserver) -> None:
+        """Call ``observer.on_step_finished(self)``."""
+        observer.on_step_finished(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnswerCheck(Event):
+    """``answer_check``: ``step``'s ``FINAL`` (``answer``, as text) is held for one look
+    back: ``reason`` ``"grounding"`` (the value is typed, and no output or variable
+    holds it: ``finding`` says so, as the model is told) or ``"verify"``
+    (``verify_answer``: the model checks it against the question; ``finding`` None)."""
+
+    kind: ClassVar[str] = "answer_check"
+    step: int
+    answer: str | None
+    reason: str
+    finding: str | None
+
+    def deliver(self, observer: RunObserver) -> None:
+        """Call ``observer.on_answer_check(self)``."""
+        observer.on_answer_check(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished(Event):
+    """``run_finished``: the run's ``result`` (also for errors and budget stops), and
+    how its answer was reached: ``answer_source`` (a key of
     :data:`~rlm_kernel.engine.result.ANSWER_SOURCES`, None without an answer) and
-    ``votes`` (``(k, n)`` after a vote, else None), as on the result."""
+    ``votes`` (``(k, n)``: k of the n candidates that ran agree with the answer, after
+    a vote; else None), as on the result."""
 
+    kind: ClassVar[str] = "run_finished"
     result: RLMResult
     answer_source: str | None
-    votes: tuple | None  # (k, n): k of the n candidates that ran agree with the answer
+    votes: tuple[int, int] | None
+
+    def deliver(self, observer: RunObserver) -> None:
+        """Call ``observer.on_run_finished(self)``."""
+        observer.on_run_finished(self)
 
 
-class CandidateStartedData(_Counted):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CandidateStarted(Event):
     """``candidate_started``: candidate ``candidate`` of ``candidates`` begins; its root
     model samples at ``temperature`` with ``seed`` (both None for candidate 1: the
     client's own, as in a single run)."""
 
+    kind: ClassVar[str] = "candidate_started"
     temperature: float | None
     seed: int | None
 
+    def deliver(self, observer: RunObserver) -> None:
+        """Call ``observer.on_candidate_started(self)``."""
+        observer.on_candidate_started(self)
 
-class CandidateFinishedData(_Counted):
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CandidateFinished(Event):
     """``candidate_finished``: the candidate's end and the vote so far.
 
     ``answer`` is its answer as text (None: no answer, no vote), ``stopped_by`` and
@@ -187,6 +290,7 @@ class CandidateFinishedData(_Counted):
     stops after this one, as it also does when the budget ran out).
     """
 
+    kind: ClassVar[str] = "candidate_finished"
     answer: str | None
     stopped_by: str
     steps: int
@@ -195,41 +299,72 @@ class CandidateFinishedData(_Counted):
     leading_votes: int
     decided: bool
 
+    def deliver(self, observer: RunObserver) -> None:
+        """Call ``observer.on_candidate_finished(self)``."""
+        observer.on_candidate_finished(self)
 
-EventData = (RunStartedData | ModelCallData | StepStartedData | StepOutputData
-             | SubCallData | StepFinishedData | AnswerCheckData | RunFinishedData
-             | CandidateStartedData | CandidateFinishedData)
 
-#: Event kind -> the TypedDict of its data.
-EVENT_DATA: dict[str, type] = {
-    "run_started": RunStartedData, "model_call": ModelCallData,
-    "step_started": StepStartedData, "step_output": StepOutputData,
-    "sub_call": SubCallData, "step_finished": StepFinishedData,
-    "step_notice": StepNoticeData,
-    "answer_check": AnswerCheckData, "run_finished": RunFinishedData,
-    "candidate_started": CandidateStartedData, "candidate_finished": CandidateFinishedData,
-}
+#: Event kind -> its dataclass.
+EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in (
+    RunStarted, ModelCall, StepStarted, StepOutput, SubCall, StepNotice, StepFinished,
+    AnswerCheck, RunFinished, CandidateStarted, CandidateFinished)}
 
 #: The kinds only a candidates run emits.
-CANDIDATE_EVENTS: frozenset[str] = frozenset({"candidate_started", "candidate_finished"})
+CANDIDATE_EVENTS: frozenset[str] = frozenset({CandidateStarted.kind, CandidateFinished.kind})
 
 
-@dataclass(slots=True)
-class Event:
-    """One thing that happened in a run.
-
-    Attributes:
-        kind: a key of :data:`EVENT_DATA` (``run_started``, ``model_call``,
-            ``step_started``, ``step_output``, ``sub_call``, ``step_finished``,
-            ``answer_check``, ``run_finished``; ``candidate_started``,
-            ``candidate_finished`` in a candidates run).
-        data: the kind's fields, as typed by ``EVENT_DATA[kind]``.
+class RunObserver:
+    """Watches a run: one method per event kind, each a no-op here; override those you
+    need.  An instance is a callable observer (``RLM(observer=MyObserver())``):
+    :meth:`notify` hands each event to its kind's method.  Override :meth:`notify` to
+    filter or forward events as a whole (e.g. only the top run's: ``event.depth == 0``).
     """
 
-    kind: str
-    data: EventData = field(default_factory=dict)  # type: ignore[assignment]
+    def __call__(self, event: Event) -> None:
+        """Observe ``event`` (:meth:`notify`): what ``RLM(observer=...)`` calls."""
+        self.notify(event)
+
+    def notify(self, event: Event) -> None:
+        """Call the method for ``event``'s kind (``on_step_finished`` for a
+        :class:`StepFinished`, ...)."""
+        event.deliver(self)
+
+    def on_run_started(self, event: RunStarted) -> None:
+        """The run started (its question and variables)."""
+
+    def on_model_call(self, event: ModelCall) -> None:
+        """The root model is asked for a step's reply."""
+
+    def on_step_started(self, event: StepStarted) -> None:
+        """A step's code is about to run."""
+
+    def on_step_output(self, event: StepOutput) -> None:
+        """A chunk of the running step's stdout or stderr."""
+
+    def on_sub_call(self, event: SubCall) -> None:
+        """An ``llm_query`` of the running step returned."""
+
+    def on_step_notice(self, event: StepNotice) -> None:
+        """The host's note about a step."""
+
+    def on_step_finished(self, event: StepFinished) -> None:
+        """A step ended (its :class:`~rlm_kernel.engine.step.StepOutcome`)."""
+
+    def on_answer_check(self, event: AnswerCheck) -> None:
+        """A step's ``FINAL`` is held for one look back."""
+
+    def on_run_finished(self, event: RunFinished) -> None:
+        """The run ended (its :class:`~rlm_kernel.engine.result.RLMResult`)."""
+
+    def on_candidate_started(self, event: CandidateStarted) -> None:
+        """A candidate of a candidates run begins."""
+
+    def on_candidate_finished(self, event: CandidateFinished) -> None:
+        """A candidate of a candidates run ended; the vote so far."""
 
 
+#: What ``RLM(observer=...)`` takes: any callable of one event (a :class:`RunObserver`
+#: is one).
 Observer = Callable[[Event], None]
 
 

@@ -21,6 +21,7 @@ from ..models import LanguageModel, LLMError, UsageLedger, make_client
 from ..termination import FINAL, FINAL_VAR, FinalOutput
 from .answer.text import describe_variable
 from .budget import Budget, BudgetGuard
+from .events import Event, SubCall
 from .prompts import SUB_CALL_SYSTEM_PROMPT
 from .replay.recording import Recorder
 from .services import compose_client
@@ -103,7 +104,7 @@ class REPLFunctions:
         self.final_output: dict[str, Any] | None = None  # first FINAL of the step
         self.redact = Redactor()  # secrets out of sub-call records and answers
         self.active_subcalls = 0
-        self.notify: Callable[[str, dict[str, Any]], None] | None = None
+        self.notify: Callable[[Event], None] | None = None  # the run's, for sub_call
         self._clients: dict[str, LanguageModel] = {}
         self._lock = threading.Lock()
         # run where model code runs (copied into an isolated worker), not on the host
@@ -211,8 +212,7 @@ class REPLFunctions:
             "cached": bool(getattr(call, "cached", False)),
         })
         if self.notify is not None:
-            self.notify("sub_call", {"done": len(records),
-                                     "active": self.active_subcalls})
+            self.notify(SubCall(done=len(records), active=self.active_subcalls))
         return completion.text
 
     def llm_query_batched(self, prompts: list[str], model: str | None = None) -> list[str]:

@@ -48,6 +48,7 @@ import logging
 import time
 import traceback
 from collections.abc import Callable, Collection, MutableMapping
+from dataclasses import replace
 from typing import Any
 
 from ..executors import MIN_SECONDS, Executor, combined_output, executor_kind
@@ -61,7 +62,19 @@ from .answer.text import answer_text, describe_variable
 from .answer.types import AnswerTypeError
 from .budget import BudgetExceeded
 from .config import RLMConfig
-from .events import Event, emit
+from .events import (
+    AnswerCheck,
+    Event,
+    ModelCall,
+    RunFinished,
+    RunStarted,
+    StepFinished,
+    StepNotice,
+    StepOutput,
+    StepStarted,
+    emit,
+    usage_totals,
+)
 from .prompts import (
     answer_now_message,
     build_messages,
@@ -221,11 +234,9 @@ class Run:
             self.result.answer_type = task.output_type.name
         if task.history:
             self.result.conversation = task.history.to_list()
-        self.notify("run_started", {"question": question, "variables": metas,
-                                    "max_iterations": cfg.max_iterations,
-                                    "model": self.result.model,
-                                    "inputs": sorted(self.user_inputs),
-                                    "no_data": self.no_data})
+        self.notify(RunStarted(question=question, variables=metas,
+                               max_iterations=cfg.max_iterations, model=self.result.model,
+                               inputs=sorted(self.user_inputs), no_data=self.no_data))
 
     # -- the run ------------------------------------------------------------------------
     def execute(self, continuation: Continuation | None = None) -> RLMResult:
@@ -265,9 +276,8 @@ class Run:
                 result.seconds = time.perf_counter() - self.start
                 if result.answer is None:
                     result.answer_source = None
-                self.notify("run_finished", {"result": result,
-                                             "answer_source": result.answer_source,
-                                             "votes": result.votes})
+                self.notify(RunFinished(result=result, answer_source=result.answer_source,
+                                        votes=result.votes))
             if span is not None:
                 span.set_attributes({**tracing.usage_attributes(result),
                                      "rlm.stopped_by": result.stopped_by,
@@ -318,7 +328,7 @@ class Run:
         self.guard.check()
         if self.depth == 0:
             self.recorder.step = step
-        self.notify("model_call", {"step": step})
+        self.notify(ModelCall(step=step))
         if self.forced_reply is not None:
             reply, self.forced_reply = self.forced_reply, None
             return reply
@@ -366,10 +376,10 @@ class Run:
         if self.repetitions is None or outcome.final or self.pending is not None:
             return
         if asked_again is not None:
-            self.notify("step_notice", {
-                "step": step, "reason": "repeated",
-                "text": f"The model's first reply to this step repeated "
-                        f"{asked_again.describe()}; it was told so and asked again."})
+            self.notify(StepNotice(
+                step=step, reason="repeated",
+                text=f"The model's first reply to this step repeated "
+                     f"{asked_again.describe()}; it was told so and asked again."))
         rep = self.repetitions.observe(step, signature(
             outcome.code, outcome.output, outcome.success, reply=outcome.reply_for_history,
             error=outcome.error_for_model))
@@ -378,17 +388,17 @@ class Run:
         if self.warned is None:
             self.warned = self.repeated = rep
             self.resample = True
-            self.notify("step_notice", {
-                "step": step, "reason": "repeated",
-                "text": f"This step repeats {rep.describe()}: the model is told so, and its "
-                        "next step is sampled differently."})
+            self.notify(StepNotice(
+                step=step, reason="repeated",
+                text=f"This step repeats {rep.describe()}: the model is told so, and its "
+                     "next step is sampled differently."))
             return
         self.stuck = rep
-        self.notify("step_notice", {
-            "step": step, "reason": "stuck",
-            "text": f"This step repeats {rep.describe()} after the model was told of a "
-                    "repetition: the run stops here (stuck), with the model's best answer "
-                    "so far."})
+        self.notify(StepNotice(
+            step=step, reason="stuck",
+            text=f"This step repeats {rep.describe()} after the model was told of a "
+                 "repetition: the run stops here (stuck), with the model's best answer "
+                 "so far."))
 
     def _run_code(self, reply: str, step: int, *, final_only: bool = False) -> StepOutcome:
         """Split ``reply`` into reasoning and code, run the code, and take the step's
@@ -412,7 +422,7 @@ class Run:
         if final_only and not detect_final_in_code(code).detected:
             return outcome
         outcome.code = code
-        self.notify("step_started", {"step": step, "code": code, "reasoning": reasoning})
+        self.notify(StepStarted(step=step, code=code, reasoning=reasoning))
         res = self._execute(code, step)
         outcome.output, outcome.success = combined_output(res), res.success
         outcome.seconds, outcome.llm_calls = res.execution_time, res.llm_calls
@@ -426,7 +436,7 @@ class Run:
         model call ends the run), streaming ``step_output`` events; the result's
         ``llm_calls`` are the sub-calls that returned while it ran."""
         def on_output(stream: str, text: str) -> None:
-            self.notify("step_output", {"step": step, "stream": stream, "text": text})
+            self.notify(StepOutput(step=step, stream=stream, text=text))
 
         self.tools.take_final()  # a FINAL left over from outside this step does not count
         self.tools.step_calls = calls = []  # this step's llm_query records
@@ -503,7 +513,7 @@ class Run:
         appended to the step's output, which the model reads, and told to the
         observer (``step_notice``) for the step's cell."""
         outcome.output = "\n".join([outcome.output.rstrip(), text]).lstrip()
-        self.notify("step_notice", {"step": step, "text": text, "reason": reason})
+        self.notify(StepNotice(step=step, text=text, reason=reason))
 
     def _restore_names(self, outcome: StepOutcome | None, step: int = 0) -> None:
         """Undo rebinding or deletion of reserved names, protected input variables and
@@ -564,9 +574,8 @@ class Run:
             result.diverged_at = step
         exchanges = [e for e in self.recorder.exchanges if e["step"] == step] \
             if self.depth == 0 else []
-        self.notify("step_finished", {"step": step, "outcome": outcome, "diverged": diverged,
-                                      "exchanges": exchanges,
-                                      "entry": result.history.entries[-1]})
+        self.notify(StepFinished(step=step, outcome=outcome, diverged=diverged,
+                                 exchanges=exchanges))
 
     # -- judging a step -----------------------------------------------------------------
     def _judge(self, step: int, outcome: StepOutcome) -> bool:
@@ -644,9 +653,9 @@ class Run:
                                         step + 1, cfg.max_iterations)
         else:
             return None
-        self.notify("answer_check", {"step": step, "answer": outcome.answer,
-                                     "reason": "verify" if found is None else "grounding",
-                                     "finding": found})
+        self.notify(AnswerCheck(step=step, answer=outcome.answer,
+                                reason="verify" if found is None else "grounding",
+                                finding=found))
         return text
 
     def _outputs(self) -> list[str]:
@@ -801,16 +810,15 @@ class Run:
         return cont.first_reply()
 
     # -- events -------------------------------------------------------------------------
-    def notify(self, kind: str, data: dict[str, Any]) -> None:
-        """Tell the observer: ``data`` plus ``depth``, ``elapsed`` (seconds) and, but
-        for the frequent ``step_output``, the ledger's ``totals`` (see ``events``)."""
+    def notify(self, event: Event) -> None:
+        """Tell the observer ``event`` with the run's ``depth``, ``elapsed`` (seconds)
+        and, but for the frequent :class:`~rlm_kernel.engine.events.StepOutput`, the
+        ledger's ``totals`` filled in (:mod:`~rlm_kernel.engine.events`)."""
         if self.observer is None:
             return
-        base: dict[str, Any] = {"depth": self.depth,
-                                "elapsed": time.perf_counter() - self.start}
-        if kind != "step_output":  # frequent; totals cost O(calls)
-            base["totals"] = self.ledger.totals()
-        emit(self.observer, Event(kind, {**base, **data}))
+        totals = None if isinstance(event, StepOutput) else usage_totals(self.ledger)
+        emit(self.observer, replace(event, depth=self.depth, totals=totals,
+                                    elapsed=time.perf_counter() - self.start))
 
 
 def _prompt_chars(cfg: RLMConfig, root: LanguageModel) -> int | None:

@@ -31,7 +31,20 @@ import threading
 import time
 from typing import Any
 
-from ..engine import Event, output_digest, short_answer, step_source
+from ..engine import (
+    CandidateStarted,
+    Event,
+    RunFinished,
+    RunObserver,
+    RunStarted,
+    StepFinished,
+    StepNotice,
+    StepStarted,
+    Totals,
+    output_digest,
+    short_answer,
+    step_source,
+)
 from ..export import CellRLM
 from .outcome import answer_note
 from .protocol import (
@@ -40,14 +53,14 @@ from .protocol import (
     Announcement,
     CellMetadata,
     Continues,
-    RunFinished,
     RunMessage,
-    RunStarted,
     StepAdded,
-    StepFinished,
     StepOutput,
     VariableInfo,
 )
+from .protocol import RunFinished as RunFinishedMessage
+from .protocol import RunStarted as RunStartedMessage
+from .protocol import StepFinished as StepFinishedMessage
 from .shell_executor import output_text
 from .variables_view import ROOT_STYLE
 
@@ -84,8 +97,8 @@ class FrontendRegistry:
         return bool(self.frontends)
 
 
-class StepRenderer:
-    """An engine observer that shows steps via the comm or inline.
+class StepRenderer(RunObserver):
+    """An engine observer that shows the top run's steps via the comm or inline.
 
     Args:
         run_id: the run's id; cell_id: the task cell's id (from the request).
@@ -115,13 +128,10 @@ class StepRenderer:
         self._blocks: list[dict[str, Any]] = []  # a candidates run: each finished step
 
     # -- engine events ----------------------------------------------------------------
-    def __call__(self, event: Event) -> None:
-        d = event.data
-        if d.get("depth", 0) != 0:
-            return
-        handler = getattr(self, f"_on_{event.kind}", None)
-        if handler is not None:
-            handler(d)
+    def notify(self, event: Event) -> None:
+        """Show the top run's events (a child run's steps are not cells)."""
+        if event.depth == 0:
+            event.deliver(self)
 
     def on_rich_output(self, output: dict[str, Any]) -> None:
         """Called by the executor with each nbformat output of the running step."""
@@ -136,35 +146,39 @@ class StepRenderer:
         elif time.monotonic() - self._last_refresh >= _UPDATE_INTERVAL:
             self._render_inline(update=True)
 
-    def _on_run_started(self, d: dict[str, Any]) -> None:
+    def on_run_started(self, event: RunStarted) -> None:
+        """Open the run's comm with ``run_started`` (with the extension)."""
         if not self.use_comm:
             return
         from comm import create_comm
 
-        msg = RunStarted(type="run_started", run_id=self.run_id, cell_id=self.cell_id,
-                         question=d["question"], model=d["model"],
-                         max_iterations=d["max_iterations"],
-                         variables=[VariableInfo(name=v.name, type=v.type_name,
-                                                 length=v.total_length, unit=v.length_unit)
-                                    for v in d["variables"]],
-                         prose=_task_is_prose())
+        msg = RunStartedMessage(type="run_started", run_id=self.run_id, cell_id=self.cell_id,
+                                question=event.question, model=event.model,
+                                max_iterations=event.max_iterations,
+                                variables=[VariableInfo(name=v.name, type=v.type_name,
+                                                        length=v.total_length,
+                                                        unit=v.length_unit)
+                                           for v in event.variables],
+                                prose=_task_is_prose())
         if self.continues is not None:
             msg["continues"] = Continues(run_id=self.continues["run_id"],
                                          from_step=self.continues["from_step"])
         self.messages.append(msg)
         self.comm = create_comm(target_name=RUN_TARGET, data=msg)
 
-    def _on_candidate_started(self, d: dict[str, Any]) -> None:
-        self.candidate, self.candidates = d["candidate"], d["candidates"]
+    def on_candidate_started(self, event: CandidateStarted) -> None:
+        """Note which candidate runs now (its steps' cells name it)."""
+        self.candidate, self.candidates = event.candidate, event.candidates or 0
 
-    def _on_step_started(self, d: dict[str, Any]) -> None:
-        self.current = {"step": d["step"], "source": step_source(d["reasoning"], d["code"]),
+    def on_step_started(self, event: StepStarted) -> None:
+        """Add the step's cell (``step_added``), or its inline block."""
+        self.current = {"step": event.step, "source": step_source(event.reasoning, event.code),
                         "outputs": [], "started": time.monotonic(),
-                        "candidate": d.get("candidate")}
+                        "candidate": event.candidate}
         if self.use_comm:
-            rlm = self._cell_rlm(d["step"])
+            rlm = self._cell_rlm(event.step)
             self._send(StepAdded(type="step_added", run_id=self.run_id, cell_id=self.cell_id,
-                                 step=d["step"], source=self.current["source"],
+                                 step=event.step, source=self.current["source"],
                                  metadata=CellMetadata(rlm=rlm)))
         else:
             self._render_inline(update=False)
@@ -177,53 +191,57 @@ class StepRenderer:
             rlm["candidate"] = self.current["candidate"]
         return rlm
 
-    def _on_step_notice(self, d: dict[str, Any]) -> None:
+    def on_step_notice(self, event: StepNotice) -> None:
         """The host's note on the running step (a protected input put back, an answer
         of the wrong type refused): shown in the step's cell as its model saw it, on
         stderr, and kept in the step's outputs."""
-        if self.current is not None and self.current["step"] == d["step"]:
+        if self.current is not None and self.current["step"] == event.step:
             self.on_rich_output({"output_type": "stream", "name": "stderr",
-                                 "text": d["text"] + "\n"})
+                                 "text": event.text + "\n"})
 
-    def _on_step_finished(self, d: dict[str, Any]) -> None:
-        cur = self.current
-        if cur is None or cur["step"] != d["step"]:  # a reply without code: no cell
+    def on_step_finished(self, event: StepFinished) -> None:
+        """Finish the step's cell (``step_finished``: count, seconds) or inline block."""
+        cur, outcome = self.current, event.outcome
+        if cur is None or cur["step"] != event.step:  # a reply without code: no cell
             return
         count = getattr(self.executor, "last_execution_count", None)
-        cur["count"], cur["seconds"] = count, d["outcome"].seconds
+        cur["count"], cur["seconds"] = count, outcome.seconds
         self.step_outputs.append(_merge_streams(cur["outputs"]))
         self.execution_counts.append(count)
         self.step_candidates.append(cur.get("candidate"))
         if self.use_comm:
-            rlm = self._cell_rlm(d["step"], exchanges=list(d.get("exchanges", [])),
-                                 output_sha256=output_digest(d["outcome"].output))
-            self._send(StepFinished(type="step_finished", run_id=self.run_id,
-                                    cell_id=self.cell_id, step=d["step"],
-                                    execution_count=count,
-                                    seconds=round(d["outcome"].seconds, 3),
-                                    success=d["outcome"].success,
-                                    metadata=CellMetadata(rlm=rlm),
-                                    diverged=bool(d.get("diverged", False))))
+            rlm = self._cell_rlm(event.step, exchanges=list(event.exchanges),
+                                 output_sha256=output_digest(outcome.output))
+            self._send(StepFinishedMessage(type="step_finished", run_id=self.run_id,
+                                           cell_id=self.cell_id, step=event.step,
+                                           execution_count=count,
+                                           seconds=round(outcome.seconds, 3),
+                                           success=outcome.success,
+                                           metadata=CellMetadata(rlm=rlm),
+                                           diverged=event.diverged))
         else:
             self._render_inline(update=True)
         if cur.get("candidate") is not None:
             self._blocks.append(cur)
         self.current = None
 
-    def _on_run_finished(self, d: dict[str, Any]) -> None:
-        res = d["result"]
+    def on_run_finished(self, event: RunFinished) -> None:
+        """Keep the chosen candidate's steps; send ``run_finished`` and close the comm."""
+        res = event.result
         candidates = list(getattr(res, "candidates", None) or [])
         chosen = next((c["index"] for c in candidates if c.get("chosen")), None)
         if candidates:
             self._candidates_finished(candidates, chosen)
         if self.use_comm:
             source, votes = getattr(res, "answer_source", None), getattr(res, "votes", None)
-            msg = RunFinished(type="run_finished", run_id=self.run_id, cell_id=self.cell_id,
-                              answer=res.answer, stopped_by=res.stopped_by, error=res.error,
-                              totals=d["totals"], seconds=round(res.seconds, 3),
-                              answer_source=source,
-                              votes=list(votes) if votes else None,
-                              answer_note=answer_note(res.answer, source, votes))
+            msg = RunFinishedMessage(type="run_finished", run_id=self.run_id,
+                                     cell_id=self.cell_id, answer=res.answer,
+                                     stopped_by=res.stopped_by, error=res.error,
+                                     totals=event.totals or _result_totals(res),
+                                     seconds=round(res.seconds, 3),
+                                     answer_source=source,
+                                     votes=list(votes) if votes else None,
+                                     answer_note=answer_note(res.answer, source, votes))
             if candidates:
                 msg["chosen"] = chosen
                 msg["candidates"] = [dict(c) for c in candidates]
@@ -359,6 +377,12 @@ def _step_html(block: dict[str, Any]) -> str:
             f'<pre style="{pre};border-left:3px solid #7e57c2">{esc(block["source"])}</pre>'
             + (f'<pre style="{pre};border-left:3px solid #bdbdbd">{esc(text)}</pre>'
                if text else "") + "</div>")
+
+
+def _result_totals(result: Any) -> Totals:
+    """A result's own usage sums (for a ``run_finished`` made without ``totals``)."""
+    return Totals(llm_calls=result.llm_calls, prompt_tokens=result.prompt_tokens,
+                  completion_tokens=result.completion_tokens, cost_usd=result.cost_usd)
 
 
 def _task_is_prose() -> bool:

@@ -31,7 +31,20 @@ from typing import Any
 
 from IPython.display import DisplayHandle, display
 
-from ..engine import Event, short_answer
+from ..engine import (
+    CandidateFinished,
+    CandidateStarted,
+    Event,
+    ModelCall,
+    RunFinished,
+    RunObserver,
+    RunStarted,
+    StepFinished,
+    StepNotice,
+    StepStarted,
+    SubCall,
+    short_answer,
+)
 from ..executors import host_thread
 from .outcome import answer_note, end_style, stop_text
 from .variables_view import (
@@ -63,18 +76,19 @@ _BAR_COLOURS = {"": "#2196f3", "success": "#4caf50", "warning": "#ff9800", "dang
 _NOTE_COLOURS = {"warning": "#b26a00", "danger": "#c62828"}  # text on a light background
 
 
-def _phrase(kind: str, d: dict[str, Any]) -> str | None:
-    """What a model_call, step_started or sub_call event means, in words."""
-    if kind == "model_call":
-        return f"waiting for the model (step {d.get('step')})"
-    if kind == "step_started":
-        return f"running step {d.get('step')}"
-    if kind == "sub_call":
-        return f"sub-calls {d.get('done', 0)} done, {d.get('active', 0)} in flight"
+def _phrase(event: Event) -> str | None:
+    """What an event means, in words, as a run's current activity (None: no change)."""
+    match event:
+        case ModelCall():
+            return f"waiting for the model (step {event.step})"
+        case StepStarted():
+            return f"running step {event.step}"
+        case SubCall():
+            return f"sub-calls {event.done} done, {event.active} in flight"
     return None
 
 
-class ProgressView:
+class ProgressView(RunObserver):
     """Live progress of a run: step bar, elapsed seconds, tokens, USD, current activity.
 
     Args:
@@ -103,71 +117,94 @@ class ProgressView:
         self._render()
 
     def on_event(self, event: Event) -> None:
+        """Update from one engine event (the ``RLM`` observer; same as calling the
+        view)."""
+        self.notify(event)
+
+    def notify(self, event: Event) -> None:
         """Update from one engine event; events of sub-runs (depth > 0) only change
         the activity text and the (shared) totals."""
-        d = event.data
-        depth = d.get("depth", 0)
         with self._lock:
-            if isinstance(d.get("totals"), dict):
-                self.totals = {**self.totals, **d["totals"]}
-            if depth > 0:
-                self._sub_run(event.kind, depth, d)
+            if event.totals is not None:
+                self.totals = {**self.totals, **event.totals}
+            if event.depth > 0:
+                self._sub_run(event)
             else:
-                self._top_run(event.kind, d)
+                self.elapsed = float(event.elapsed)
+                self._origin = time.monotonic() - self.elapsed
+                event.deliver(self)
             self._render()
-        if event.kind == "run_started" and depth == 0:
+        if event.depth == 0 and isinstance(event, RunStarted):
             self._start_ticker()
-        elif event.kind == "run_finished" and depth == 0:
+        elif event.depth == 0 and isinstance(event, RunFinished):
             self._stop.set()
 
-    def _top_run(self, kind: str, d: dict[str, Any]) -> None:
-        if "elapsed" in d:
-            self.elapsed = float(d["elapsed"])
-            self._origin = time.monotonic() - self.elapsed
-        if kind == "run_started":
-            self.max_iterations = int(d.get("max_iterations") or self.max_iterations)
-            self.bar.max, self.bar.bar_style = max(1, self.max_iterations), ""
-            self.step, self._active, self.activity = 0, True, "started"
-            self.final, self.note, self.started = None, None, True
-        elif kind == "step_notice":
-            self.last_notice = str(d.get("text") or "").strip() or None
-        elif kind in ("model_call", "step_started"):
-            self.step = d["step"]
-            self.activity = _phrase(kind, d)
-        elif kind == "sub_call":
-            self.activity = f"step {self.step}: {_phrase(kind, d)}"
-        elif kind == "step_finished":
-            out = d.get("outcome")
-            ok, secs = getattr(out, "success", True), getattr(out, "seconds", 0.0)
-            self.activity = f"step {d['step']} {'done' if ok else 'failed'} ({secs:.2f} s)"
-        elif kind == "candidate_started":
-            self.candidate = f"candidate {d['candidate']}/{d['candidates']} · "
-            self.step, self.activity = 0, f"candidate {d['candidate']} started"
-        elif kind == "candidate_finished":
-            got = "no answer" if d.get("answer") is None else \
-                f"{short_answer(d['answer'])} ({d['votes']} vote{'s' * (d['votes'] != 1)})"
-            self.activity = f"candidate {d['candidate']} done: {got}"
-        elif kind == "run_finished":
-            res = d["result"]
-            self._active = False
-            chosen = [c for c in getattr(res, "candidates", None) or [] if c.get("chosen")]
-            if chosen:  # the steps shown are the chosen candidate's
-                self.candidate = f"candidate {chosen[0]['index']} chosen · "
-                self.step = int(chosen[0].get("steps") or 0)
-            steps = int(getattr(res, "steps", self.step))
-            self.final = f"{steps} step{'s' * (steps != 1)}, {res.stopped_by}"
-            answer, source = res.answer, getattr(res, "answer_source", None)
-            self.bar.bar_style = end_style(answer, res.stopped_by, source)
-            self.note = answer_note(answer, source, getattr(res, "votes", None))
-            why = res.error or (self.last_notice if res.stopped_by == "stuck" else None)
-            self.activity = stop_text(res.stopped_by, why)
+    def on_run_started(self, event: RunStarted) -> None:
+        """A new run: the bar restarts with its step budget."""
+        self.max_iterations = int(event.max_iterations or self.max_iterations)
+        self.bar.max, self.bar.bar_style = max(1, self.max_iterations), ""
+        self.step, self._active, self.activity = 0, True, "started"
+        self.final, self.note, self.started = None, None, True
 
-    def _sub_run(self, kind: str, depth: int, d: dict[str, Any]) -> None:
-        what = _phrase(kind, d) or {"run_started": "started", "run_finished":
-                                    f"finished: {getattr(d.get('result'), 'stopped_by', '')}"
-                                    }.get(kind)
+    def on_step_notice(self, event: StepNotice) -> None:
+        """Keep the host's last note (a stuck run's end says it)."""
+        self.last_notice = str(event.text or "").strip() or None
+
+    def on_model_call(self, event: ModelCall) -> None:
+        """Waiting for the model's reply for a step."""
+        self.step, self.activity = event.step, _phrase(event) or ""
+
+    def on_step_started(self, event: StepStarted) -> None:
+        """A step's code runs."""
+        self.step, self.activity = event.step, _phrase(event) or ""
+
+    def on_sub_call(self, event: SubCall) -> None:
+        """The running step's sub-calls so far."""
+        self.activity = f"step {self.step}: {_phrase(event)}"
+
+    def on_step_finished(self, event: StepFinished) -> None:
+        """A step ended: done or failed, and its seconds."""
+        ok, secs = event.outcome.success, event.outcome.seconds
+        self.activity = f"step {event.step} {'done' if ok else 'failed'} ({secs:.2f} s)"
+
+    def on_candidate_started(self, event: CandidateStarted) -> None:
+        """A candidate of a candidates run begins: the bar restarts."""
+        self.candidate = f"candidate {event.candidate}/{event.candidates} · "
+        self.step, self.activity = 0, f"candidate {event.candidate} started"
+
+    def on_candidate_finished(self, event: CandidateFinished) -> None:
+        """A candidate ended: its answer and votes so far."""
+        got = "no answer" if event.answer is None else \
+            f"{short_answer(event.answer)} ({event.votes} vote{'s' * (event.votes != 1)})"
+        self.activity = f"candidate {event.candidate} done: {got}"
+
+    def on_run_finished(self, event: RunFinished) -> None:
+        """The run ended: a full bar, the steps run, how the answer was reached."""
+        res = event.result
+        self._active = False
+        chosen = [c for c in getattr(res, "candidates", None) or [] if c.get("chosen")]
+        if chosen:  # the steps shown are the chosen candidate's
+            self.candidate = f"candidate {chosen[0]['index']} chosen · "
+            self.step = int(chosen[0].get("steps") or 0)
+        steps = int(getattr(res, "steps", self.step))
+        self.final = f"{steps} step{'s' * (steps != 1)}, {res.stopped_by}"
+        answer, source = res.answer, getattr(res, "answer_source", None)
+        self.bar.bar_style = end_style(answer, res.stopped_by, source)
+        self.note = answer_note(answer, source, getattr(res, "votes", None))
+        why = res.error or (self.last_notice if res.stopped_by == "stuck" else None)
+        self.activity = stop_text(res.stopped_by, why)
+
+    def _sub_run(self, event: Event) -> None:
+        """A child run's event: the activity names it (its start, calls, steps, end)."""
+        match event:
+            case RunStarted():
+                what: str | None = "started"
+            case RunFinished():
+                what = f"finished: {event.result.stopped_by}"
+            case _:
+                what = _phrase(event)
         if what:
-            self.activity = f"step {self.step}: sub-run (depth {depth}) {what}"
+            self.activity = f"step {self.step}: sub-run (depth {event.depth}) {what}"
 
     def _render(self) -> None:
         if self.final is not None:  # the run has ended: a full bar, the steps it ran
@@ -264,7 +301,7 @@ class ProgressView:
                     "text/plain": f"RLM run: {text}"}
 
 
-class RunView:
+class RunView(RunObserver):
     """Progress plus a collapsible table of the variables the model sees.
 
     Args:
@@ -302,20 +339,40 @@ class RunView:
         return [self.progress.static(), self.variables.static()]
 
     def on_event(self, event: Event) -> None:
+        """Update from one engine event (the ``RLM`` observer; same as calling the
+        view)."""
+        self.notify(event)
+
+    def notify(self, event: Event) -> None:
         """Forward to the progress view; refresh the variables at run start, after
         each top-level step and at the end (a candidates run leaves the chosen
         candidate's variables)."""
-        self.progress.on_event(event)
-        if event.data.get("depth", 0) > 0 or \
-                event.kind not in ("run_started", "step_finished", "run_finished"):
-            return
+        self.progress.notify(event)
+        if event.depth == 0:
+            event.deliver(self)
+
+    def on_run_started(self, event: RunStarted) -> None:
+        """Show the variables (the namespace's, else the run's metadata)."""
+        if self.namespace is None:
+            self.variables.update(event.variables or [])
+        else:
+            self._refresh_shown()
+
+    def on_step_finished(self, event: StepFinished) -> None:
+        """Show the variables as the step left them."""
+        self._refresh_shown()
+
+    def on_run_finished(self, event: RunFinished) -> None:
+        """Show the variables as the run left them."""
+        self._refresh_shown()
+
+    def _refresh_shown(self) -> None:
+        """Re-read the namespace (if any); a missing named variable is said so."""
         if self.namespace is not None:
             try:
                 self.refresh()
             except KeyError as exc:  # a named variable does not exist (yet)
                 self.variables.show_message(str(exc))
-        elif event.kind == "run_started":
-            self.variables.update(event.data.get("variables") or [])
 
     def refresh(self) -> None:
         """Re-read the namespace given at construction (no-op without one).

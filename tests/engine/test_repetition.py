@@ -139,7 +139,7 @@ def make(replies, **cfg) -> tuple[RLM, ScriptedModel, list[Event]]:
 
 
 def notices(events: list[Event]) -> list[tuple[int, str]]:
-    return [(e.data["step"], e.data["reason"]) for e in events if e.kind == "step_notice"]
+    return [(e.step, e.reason) for e in events if e.kind == "step_notice"]
 
 
 def test_a_repeated_reply_is_shown_to_the_model_and_sampled_again_before_it_runs():
@@ -179,7 +179,7 @@ def test_a_second_repetition_ends_the_run_stuck_with_the_best_answer_so_far():
     assert "Your step repeats step 2 (same error: NameError" in third
     last = lm.calls[4][-1]["content"]
     assert "again, so the run stops here" in last and "FINAL(answer)" in last
-    finished = [e for e in events if e.kind == "run_finished"][0].data["result"]
+    finished = [e for e in events if e.kind == "run_finished"][0].result
     assert finished.stopped_by == "stuck"
 
 

@@ -142,7 +142,7 @@ def test_sub_calls_are_attributed_to_their_step(make_executor):
     executor = Recorded(make_executor())
     res, events = run(executor)
     assert [len(r.llm_calls) for r in executor.results] == [2, 0, 0]
-    outcomes = [e.data["outcome"] for e in events if e.kind == "step_finished"]
+    outcomes = [e.outcome for e in events if e.kind == "step_finished"]
     assert [len(o.llm_calls) for o in outcomes] == [2, 0, 0]
     assert [len(e.llm_calls) for e in res.history.entries] == [2, 0, 0]
     calls = res.history.entries[0].llm_calls

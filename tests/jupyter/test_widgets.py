@@ -10,7 +10,14 @@ import ipywidgets as w
 import pytest
 
 from rlm_kernel import RLM
-from rlm_kernel.engine.events import Event
+from rlm_kernel.engine.events import (
+    Event,
+    ModelCall,
+    RunFinished,
+    RunStarted,
+    StepNotice,
+    StepStarted,
+)
 from rlm_kernel.engine.result import ANSWER_SOURCES, RLMResult
 from rlm_kernel.executors import PlainExecutor
 from rlm_kernel.jupyter.variables_view import _CELL, ROOT_STYLE, static_html
@@ -63,7 +70,7 @@ def test_progress_replays_a_run(events):
     # 3 root calls + 3 sub-calls, 10 prompt / 5 completion tokens and $0.00125 each
     assert view.tokens_label.value == "60 prompt + 30 completion tokens"
     assert view.cost_label.value == "$0.0075"
-    final = events[-1].data["elapsed"]
+    final = events[-1].elapsed
     assert view.elapsed_label.value == f"{final:.1f} s"
     line = view.text()
     assert "3 steps, final" in line and "60 prompt" in line and "$0.0075" in line
@@ -83,10 +90,9 @@ def test_progress_shows_budget_stop_and_error(events):
 def test_sub_run_events_only_change_activity(events):
     view = ProgressView(10, tick=None)
     view.on_event(events[0])
-    view.on_event(Event("step_started", {"depth": 0, "elapsed": 1.0, "step": 2,
-                                         "totals": {"prompt_tokens": 7}}))
-    view.on_event(Event("model_call", {"depth": 1, "elapsed": 0.1, "step": 4,
-                                       "totals": {"prompt_tokens": 9}}))
+    view.on_event(StepStarted(depth=0, elapsed=1.0, step=2, code="", reasoning="",
+                              totals=totals(prompt_tokens=7)))
+    view.on_event(ModelCall(depth=1, elapsed=0.1, step=4, totals=totals(prompt_tokens=9)))
     assert view.step_label.value == "step 2 of 5"
     assert view.elapsed_label.value == "1.0 s"
     assert view.activity_label.value == "step 2: sub-run (depth 1) waiting for the model (step 4)"
@@ -115,7 +121,7 @@ def test_ticker_moves_time_and_stops_at_run_finished(events):
     while view.ticking and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not view.ticking
-    assert view.elapsed_label.value == f"{events[-1].data['elapsed']:.1f} s"
+    assert view.elapsed_label.value == f"{events[-1].elapsed:.1f} s"
 
 
 def test_ticker_stops_on_close(events):
@@ -235,8 +241,8 @@ def test_a_run_view_opens_two_comms_and_dispose_closes_them():
 
 def test_progress_is_drawn_into_its_one_widget():
     view = ProgressView(4, tick=None)
-    view.on_event(Event("run_started", {"depth": 0, "elapsed": 0.0, "max_iterations": 4}))
-    view.on_event(Event("model_call", {"depth": 0, "elapsed": 0.5, "step": 2}))
+    view.on_event(started(max_iterations=4, elapsed=0.0))
+    view.on_event(ModelCall(depth=0, elapsed=0.5, step=2))
     assert "step 2 of 4" in view.widget.value and "width:50%" in view.widget.value
     assert "waiting for the model (step 2)" in view.widget.value
 
@@ -308,11 +314,25 @@ def test_a_shown_run_view_turns_static_when_the_run_ends(ip, events):
     assert all(w_.comm is None for w_ in view.widgets)  # the comms are closed
 
 
+def totals(**sums) -> dict:
+    """A ``totals`` of zero usage but ``sums``."""
+    return {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0,
+            **sums}
+
+
+def started(max_iterations: int, elapsed: float = 1.0) -> RunStarted:
+    """A top run's ``run_started`` with no variables."""
+    return RunStarted(depth=0, elapsed=elapsed, question="q", variables=[],
+                      max_iterations=max_iterations, model="scripted", inputs=[],
+                      no_data=True)
+
+
 def finished(**result) -> list[Event]:
     """A run's first and last events, the end carrying an RLMResult made of ``result``."""
-    base = {"depth": 0, "elapsed": 1.0}
-    return [Event("run_started", {**base, "max_iterations": 4, "variables": []}),
-            Event("run_finished", {**base, "result": RLMResult(question="q", **result)})]
+    res = RLMResult(question="q", **result)
+    return [started(max_iterations=4),
+            RunFinished(depth=0, elapsed=1.0, result=res, answer_source=res.answer_source,
+                        votes=res.votes)]
 
 
 @pytest.mark.parametrize("source, votes, sentence", [
@@ -360,8 +380,8 @@ def test_a_stuck_run_says_why_it_stopped():
     view = ProgressView(4, tick=None)
     start, end = finished(answer="3", stopped_by="stuck", answer_source="forced")
     view.on_event(start)
-    view.on_event(Event("step_notice", {"depth": 0, "elapsed": 0.5, "step": 3, "reason": "stuck",
-                                        "text": "Step 3 repeats step 2 (same code)."}))
+    view.on_event(StepNotice(depth=0, elapsed=0.5, step=3, reason="stuck",
+                             text="Step 3 repeats step 2 (same code)."))
     view.on_event(end)
     assert view.step_label.value == "0 steps, stuck"
     assert view.activity_label.value == ("stopped: stuck (the model repeated itself) — "

@@ -59,7 +59,17 @@ from ...executors import Executor
 from ...models import ClientWrapper, Completion, LanguageModel
 from ..answer.sources import voted_source
 from ..answer.vote import Ballot, Tally, answer_key, tally
-from ..events import Event, Observer, emit
+from ..events import (
+    CandidateFinished,
+    CandidateStarted,
+    Event,
+    Observer,
+    RunFinished,
+    RunStarted,
+    StepFinished,
+    emit,
+    usage_totals,
+)
 from ..replay.recording import Recorder
 from ..replay.resume import Continuation
 from ..result import RLMResult
@@ -251,9 +261,8 @@ class CandidateRuns:
             result.answer_source = voted_source(result.answer_source)
         log.info("candidates: %d of %d ran; candidate %d chosen (%d votes)", len(self.done),
                  self.total, chosen.index, votes.votes(votes.winner))
-        self._notify("run_finished", chosen.index, {"result": result,
-                                                    "answer_source": result.answer_source,
-                                                    "votes": result.votes})
+        self._notify(RunFinished(result=result, answer_source=result.answer_source,
+                                 votes=result.votes), chosen.index)
         return result
 
     def _earlier_code(self) -> list[str]:
@@ -284,24 +293,22 @@ class CandidateRuns:
         and turns the run's own ``run_started`` (but the first) and ``run_finished``
         into ``candidate_started`` (``candidate_finished`` follows the vote)."""
         def observe(event: Event) -> None:
-            d: dict[str, Any] = dict(event.data)
-            top = d.get("depth", 0) == 0
-            if top and event.kind == "step_finished":
-                outcome = d["outcome"]
+            top = event.depth == 0
+            if top and isinstance(event, StepFinished):
+                outcome = event.outcome
                 if not outcome.success or not outcome.code:
                     cand.failed_steps += 1
                 if "confidence" in outcome.signals:
                     cand.confidence = outcome.signals["confidence"]
-            if top and event.kind == "run_finished":
+            if top and isinstance(event, RunFinished):
                 return
-            if top:
-                d["elapsed"] = time.perf_counter() - self.start
-            d.update(candidate=cand.index, candidates=self.total)
-            if not (top and event.kind == "run_started" and cand.index > 1):
-                emit(self.observer, Event(event.kind, d))  # type: ignore[arg-type]
-            if top and event.kind == "run_started":
-                self._notify("candidate_started", cand.index,
-                             {"temperature": temperature, "seed": seed})
+            elapsed = time.perf_counter() - self.start if top else event.elapsed
+            if not (top and isinstance(event, RunStarted) and cand.index > 1):
+                emit(self.observer, replace(event, elapsed=elapsed, candidate=cand.index,
+                                            candidates=self.total))
+            if top and isinstance(event, RunStarted):
+                self._notify(CandidateStarted(temperature=temperature, seed=seed),
+                             cand.index)
 
         return observe
 
@@ -310,19 +317,18 @@ class CandidateRuns:
         assert res is not None
         winner = next((c.result for c in self.done if c.index == votes.chosen), None)
         leading = winner.answer if winner is not None and votes.winner is not None else None
-        self._notify("candidate_finished", cand.index, {
-            "answer": res.answer, "stopped_by": res.stopped_by, "steps": res.steps,
-            "votes": votes.votes(cand.key), "leading": leading,
-            "leading_votes": votes.votes(votes.winner), "decided": decided})
+        self._notify(CandidateFinished(
+            answer=res.answer, stopped_by=res.stopped_by, steps=res.steps,
+            votes=votes.votes(cand.key), leading=leading,
+            leading_votes=votes.votes(votes.winner), decided=decided), cand.index)
 
-    def _notify(self, kind: str, index: int, data: dict[str, Any]) -> None:
-        """Tell the observer ``kind`` for candidate ``index`` (top level, with totals)."""
+    def _notify(self, event: Event, index: int) -> None:
+        """Tell the observer ``event`` for candidate ``index`` (top level, with totals)."""
         if self.observer is None:
             return
-        base = {"depth": 0, "elapsed": time.perf_counter() - self.start,
-                "totals": self.ledger.totals(), "candidate": index,
-                "candidates": self.total}
-        emit(self.observer, Event(kind, {**base, **data}))  # type: ignore[arg-type]
+        emit(self.observer, replace(event, depth=0, elapsed=time.perf_counter() - self.start,
+                                    totals=usage_totals(self.ledger), candidate=index,
+                                    candidates=self.total))
 
 
 def short_answer(answer: str | None, limit: int = 60) -> str:

@@ -163,9 +163,8 @@ def test_an_ungrounded_final_gets_one_check_step_then_the_next_final_is_accepted
                                              "FINAL('nope.py')"]
     assert res.answer == "nope.py" and res.stopped_by == "final"  # never a second check
     [event] = [e for e in events if e.kind == "answer_check"]
-    assert (event.data["step"], event.data["reason"], event.data["answer"]) == \
-        (2, "grounding", "foo.py")
-    assert event.data["finding"] in check
+    assert (event.step, event.reason, event.answer) == (2, "grounding", "foo.py")
+    assert event.finding in check
 
 
 def test_the_check_step_can_correct_the_answer_with_code():
@@ -195,13 +194,13 @@ def test_with_verify_answer_there_is_still_one_look_back():
                            verify_answer=True)
     res = rlm.run("Which file?", context="x")
     assert res.answer == "bar.py" and res.steps == 2 and res.llm_calls == 2
-    assert [e.data["reason"] for e in events if e.kind == "answer_check"] == ["grounding"]
+    assert [e.reason for e in events if e.kind == "answer_check"] == ["grounding"]
     assert NOT_FOUND in lm.calls[1][-1]["content"]
     rlm, lm, events = make([block("print('a.py')"), block("FINAL('a.py')"),
                             block("FINAL('a.py')")], verify_answer=True)
     res = rlm.run("Which file?", context="x")  # grounded: the answer check looks back
     assert res.answer == "a.py" and res.steps == 3
-    assert [e.data["reason"] for e in events if e.kind == "answer_check"] == ["verify"]
+    assert [e.reason for e in events if e.kind == "answer_check"] == ["verify"]
 
 
 def test_at_the_step_limit_the_first_answer_is_kept():

@@ -104,8 +104,8 @@ def test_data_when_the_final_comes_from_code_that_read_the_context(executor):
     rlm, _, events = make([block("n = len(context)\nprint(n)"), block("FINAL(n)")])
     res = rlm.run("How long?", context="hello world", executor=executor)
     assert (res.answer, res.answer_source, res.votes) == ("11", "data", None)
-    finished = [e for e in events if e.kind == "run_finished"][-1].data
-    assert finished["answer_source"] == "data" and finished["votes"] is None
+    finished = [e for e in events if e.kind == "run_finished"][-1]
+    assert finished.answer_source == "data" and finished.votes is None
     assert res.summary()["answer_source"] == "data"
 
 
@@ -137,8 +137,8 @@ def test_a_task_with_no_data_is_told_so_and_its_answer_is_no_input(executor):
     assert res.answer == "data" and res.stopped_by == "final"
     assert res.answer_source == "no_input"
     started = events[0]
-    assert started.kind == "run_started" and started.data["no_data"] is True
-    assert started.data["inputs"] == [] and started.data["variables"] == []
+    assert started.kind == "run_started" and started.no_data is True
+    assert started.inputs == [] and started.variables == []
     assert [e.kind for e in events].index("run_started") < \
         [e.kind for e in events].index("model_call")  # told before the first model call
     assert res.variables == []  # the invented variable is never an input
@@ -152,7 +152,7 @@ def test_a_task_with_data_is_not_told_there_is_none():
     rlm, lm, events = make([block("FINAL(len(context))")])
     rlm.run("How long?", context="abc", executor=PlainExecutor())
     assert NO_DATA_NOTE not in lm.calls[0][1]["content"]
-    assert events[0].data["no_data"] is False and events[0].data["inputs"] == ["context"]
+    assert events[0].no_data is False and events[0].inputs == ["context"]
 
 
 def test_a_tool_is_an_input_and_no_data_is_not_said():
@@ -163,7 +163,7 @@ def test_a_tool_is_an_input_and_no_data_is_not_said():
     rlm, lm, events = make([block("FINAL(lookup('a'))")], tools=[lookup])
     res = rlm.run("What is a?", executor=PlainExecutor())
     assert res.answer == "7" and res.answer_source == "data"
-    assert events[0].data["no_data"] is False and NO_DATA_NOTE not in lm.calls[0][1]["content"]
+    assert events[0].no_data is False and NO_DATA_NOTE not in lm.calls[0][1]["content"]
 
 
 def test_ungrounded_when_the_checked_final_is_still_found_nowhere(executor):
@@ -171,7 +171,7 @@ def test_ungrounded_when_the_checked_final_is_still_found_nowhere(executor):
                            block("FINAL('nope.py')")], ground_answer=True)
     res = rlm.run("Which file?", context="a.py\nb.py", executor=executor)
     assert res.answer == "nope.py" and res.answer_source == "ungrounded"
-    assert [e.data["reason"] for e in events if e.kind == "answer_check"] == ["grounding"]
+    assert [e.reason for e in events if e.kind == "answer_check"] == ["grounding"]
 
 
 def test_a_literal_the_output_holds_is_data():
@@ -203,7 +203,7 @@ def test_no_answer_has_no_source():
                           max_iterations=2)
     res = rlm.run("How long?", context="abc", executor=PlainExecutor())
     assert res.answer is None and res.answer_source is None
-    assert events[-1].data["answer_source"] is None
+    assert events[-1].answer_source is None
 
 
 def test_output_when_the_final_is_written_in_prose():
@@ -226,7 +226,7 @@ def test_vote_with_k_of_n(executor):
     assert res.answer == "3" and res.answer_source == "vote" and res.votes == (2, 2)
     finished = [e for e in events if e.kind == "run_finished"]
     assert len(finished) == 1
-    assert finished[0].data["answer_source"] == "vote" and finished[0].data["votes"] == (2, 2)
+    assert finished[0].answer_source == "vote" and finished[0].votes == (2, 2)
     assert res.summary()["votes"] == [2, 2]
 
 
@@ -242,9 +242,9 @@ def test_a_child_reports_its_own_source():
                block("FINAL(len(context) + int(a))")]
     rlm, _, events = make(replies, max_depth=1)
     res = rlm.run("outer", context="x", executor=PlainExecutor())
-    child = [e.data for e in events if e.kind == "run_finished" and e.data["depth"] == 1]
-    assert len(child) == 1 and child[0]["answer_source"] == "no_input"
-    assert child[0]["result"].answer_source == "no_input"
+    child = [e for e in events if e.kind == "run_finished" and e.depth == 1]
+    assert len(child) == 1 and child[0].answer_source == "no_input"
+    assert child[0].result.answer_source == "no_input"
     assert res.answer == "8" and res.answer_source == "data"
 
 
@@ -259,7 +259,7 @@ def test_a_variable_an_earlier_task_left_is_not_the_users_input():
     second, lm, events = make([block("FINAL(len(hits))")])
     res2 = second.run("How many?", executor=ex, history=history,
                       variables=user_variables(ex.namespace))
-    assert events[0].data["inputs"] == []
+    assert events[0].inputs == []
     assert res2.answer == "1" and res2.answer_source == "no_input"
 
 
@@ -269,10 +269,10 @@ def test_a_task_with_no_data_on_the_embedded_model_is_no_input():
     events: list[Event] = []
     res = RLM(max_iterations=4, observer=events.append).run(
         "What is 17 times 23? Compute it.")
-    started = events[0].data
-    assert started["no_data"] is True and started["inputs"] == []
-    assert started["variables"] == [] and res.variables == []
+    started = events[0]
+    assert started.no_data is True and started.inputs == []
+    assert started.variables == [] and res.variables == []
     assert res.answer is not None, (res.stopped_by, res.error)
     assert res.answer_source == "no_input"
-    assert [e.data["answer_source"] for e in events if e.kind == "run_finished"
-            and e.data["depth"] == 0] == ["no_input"]
+    assert [e.answer_source for e in events if e.kind == "run_finished"
+            and e.depth == 0] == ["no_input"]

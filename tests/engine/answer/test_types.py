@@ -62,8 +62,8 @@ def test_a_value_that_fails_goes_back_to_the_model_as_a_failed_step():
     first = res.history.entries[0]
     assert "FINAL not accepted: expected list[str]: [1]: Input should be a valid string" \
         in first.output
-    notices = [e.data for e in events if e.kind == "step_notice"]
-    assert [(n["step"], n["reason"]) for n in notices] == [(1, "answer_type")]
+    notices = [e for e in events if e.kind == "step_notice"]
+    assert [(n.step, n.reason) for n in notices] == [(1, "answer_type")]
     # the model read the errors before its second try
     second_prompt = res.root_prompts[1][-1]["content"]
     assert second_prompt.startswith("Your FINAL was not accepted: expected list[str]")

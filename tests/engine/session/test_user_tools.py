@@ -50,7 +50,7 @@ def test_a_rebound_tool_is_put_back_and_the_step_says_so():
     res = RLM(root_client=lm, sub_client=lm, tools=[shout], observer=events.append,
               ground_answer=False).run("q", context="abc")
     assert "shout is the task's input and read-only" in res.history.entries[0].output
-    assert any(e.kind == "step_notice" and e.data["reason"] == "restored" for e in events)
+    assert any(e.kind == "step_notice" and e.reason == "restored" for e in events)
     assert res.answer == "A"
 
 

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from rlm_kernel import RLM
-from rlm_kernel.engine.events import Event
+from rlm_kernel.engine.events import CandidateFinished, CandidateStarted, Event, RunFinished
 from rlm_kernel.engine.replay.recording import load_recording
 from rlm_kernel.engine.strategies.candidates import SampledClient, candidate_seed, vote_line
 from rlm_kernel.executors import PlainExecutor
@@ -78,8 +78,8 @@ def test_a_tie_of_failed_steps_goes_to_the_higher_stated_confidence():
 def test_a_certain_majority_stops_early():
     res, lm, events = run([answer("7"), answer("7.0"), answer("8")], n=3)
     assert len(res.candidates) == 2 and len(lm.calls) == 2  # the third never asked
-    finished = [e.data for e in events if e.kind == "candidate_finished"]
-    assert [d["decided"] for d in finished] == [False, True]
+    finished = [e for e in events if isinstance(e, CandidateFinished)]
+    assert [e.decided for e in finished] == [False, True]
     res, lm, _ = run([answer("7"), answer("8"), answer("7"), answer("7"), answer("9")], n=5)
     assert len(res.candidates) == 4 and len(lm.calls) == 4  # 3 of 5 agree after 4
     assert res.answer == "7" and res.candidates[0]["chosen"]
@@ -90,8 +90,8 @@ def test_early_stop_off_runs_every_candidate():
                           candidates_early_stop=False)
     assert len(res.candidates) == 3 and len(lm.calls) == 3
     assert [c["votes"] for c in res.candidates] == [2, 2, 1] and res.answer == "7"
-    finished = [e.data for e in events if e.kind == "candidate_finished"]
-    assert [d["decided"] for d in finished] == [False, True, True]
+    finished = [e for e in events if isinstance(e, CandidateFinished)]
+    assert [e.decided for e in finished] == [False, True, True]
 
 
 def test_without_agreement_every_candidate_runs():
@@ -148,8 +148,8 @@ def test_candidates_2_on_sample_at_their_own_temperature_and_seed_and_sub_calls_
     assert [lm.seeds[i] for i in roots] == [None, 2, 3]
     assert [lm.temperatures[i] for i in roots] == [None, 0.9, 0.9]
     assert [lm.seeds[i] for i in subs] == [None, None, None]
-    started = [e.data for e in events if e.kind == "candidate_started"]
-    assert [(d["temperature"], d["seed"]) for d in started] == [(None, None), (0.9, 2), (0.9, 3)]
+    started = [e for e in events if isinstance(e, CandidateStarted)]
+    assert [(e.temperature, e.seed) for e in started] == [(None, None), (0.9, 2), (0.9, 3)]
     assert candidate_seed(1) is None and candidate_seed(4) == 4
 
 
@@ -163,14 +163,15 @@ def test_a_resample_keeps_its_own_temperature_and_the_candidate_seed():
 
 def test_events_frame_each_candidate_in_one_run():
     res, _, events = run([answer("1"), answer("1")], n=3)
-    kinds = [e.kind for e in events if e.data.get("depth") == 0]
+    kinds = [e.kind for e in events if e.depth == 0]
     assert kinds.count("run_started") == 1 and kinds.count("run_finished") == 1
     assert kinds[0] == "run_started" and kinds[1] == "candidate_started"
     assert kinds[-2:] == ["candidate_finished", "run_finished"]
-    assert all(e.data["candidates"] == 3 for e in events)
-    assert [e.data["candidate"] for e in events if e.kind == "step_finished"] == [1, 2]
-    assert events[-1].data["result"] is res and events[-1].data["candidate"] == 1
-    elapsed = [e.data["elapsed"] for e in events if e.data.get("depth") == 0]
+    assert all(e.candidates == 3 for e in events)
+    assert [e.candidate for e in events if e.kind == "step_finished"] == [1, 2]
+    last = events[-1]
+    assert isinstance(last, RunFinished) and last.result is res and last.candidate == 1
+    elapsed = [e.elapsed for e in events if e.depth == 0]
     assert elapsed == sorted(elapsed)  # counted from the first candidate's start
 
 
@@ -187,7 +188,7 @@ def test_one_candidate_is_todays_single_run():
         {k: v for k, v in b.items() if k not in strip}
     assert "candidates" not in a and single.candidates == []
     assert [e.kind for e in ev1] == [e.kind for e in ev2]
-    assert all("candidate" not in e.data for e in ev1)
+    assert all(e.candidate is None and e.candidates is None for e in ev1)
     assert lm1.seeds == [None, None] and lm1.temperatures == [None, None]
     assert lm1.calls == plain_lm.calls
 
