@@ -33,7 +33,7 @@ def load_ipython_extension(shell: Any) -> None:
     shell.register_magics(magics)
     shell.configurables.append(magics)
     register_section(shell, magics)  # %config RLM lists the options
-    register_prose_hint(shell, lambda: magics.running)  # `hello`: tasks are prose or %%rlm
+    register_prose_hint(shell, lambda: magics.session.running)  # `hello`: tasks are prose or %%rlm
     model, sub_model = magics.run_config().models()
     bind_session_tools(shell, sub_model)
     shell.set_custom_exc((FinalOutput,), final_outside_run)

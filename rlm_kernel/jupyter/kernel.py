@@ -2,31 +2,43 @@
 
 A thin layer over IPython's kernel: it loads the ``%rlm`` magic at start and
 routes a cell of prose (text that is neither Python nor IPython syntax) to it.
-Two more overrides serve tasks: the task cell's reply and its result (``Out[n]``) keep
-the cell's own execution count (:class:`TaskDisplayHook`), and the kernel stays "busy"
-for the frontend while a run goes.  Everything else behaves as in the ``python3``
-kernel.
+More overrides serve tasks: the task cell's reply and its result (``Out[n]``) keep
+the cell's own execution count (:class:`TaskDisplayHook`), the kernel stays "busy"
+for the frontend while a run goes, and the shell (:class:`RLMShell`, ipykernel's
+``shell_class`` seam) knows when a step runs and routes the step's displays, results,
+tracebacks, ``exit()`` and ``FINAL`` with its own methods.  Everything else behaves as
+in the ``python3`` kernel.
 
-Every behaviour is a method of :class:`RLMKernel`; nothing is assigned to a live
-kernel instance.  A ``python3`` kernel with ``%load_ext rlm_kernel`` gets the magic
-but not these overrides (ipykernel has no hook for either): there, a task cell's reply
-carries the last step's execution count.
+Every behaviour is a method of :class:`RLMKernel` or :class:`RLMShell`; nothing is
+assigned to a live kernel or shell instance.  A ``python3`` kernel with ``%load_ext
+rlm_kernel`` gets the magic but not these overrides (ipykernel has no hook for them):
+there, a task cell's reply carries the last step's execution count, and a step swaps
+the stock shell's hooks for its length
+(:func:`~rlm_kernel.jupyter.shell_executor.stock_shell_hooks`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ipykernel.displayhook import ZMQShellDisplayHook
 from ipykernel.ipkernel import IPythonKernel
-from ipykernel.zmqshell import ZMQInteractiveShell
+from ipykernel.zmqshell import ZMQDisplayPublisher, ZMQInteractiveShell
 from traitlets import Bool, Type
 
 from .. import __version__
+from ..executors import StepTimeout
+from ..termination import FinalOutput
 from .magic import RLMMagics
 from .prose import is_prose
+from .shell_executor import StepCapture, display_output
 
-__all__ = ["RLMKernel", "RLMShell", "TaskDisplayHook"]
+__all__ = ["RLMKernel", "RLMShell", "StepDisplayPublisher", "TaskDisplayHook"]
+
+_STEP_EXCEPTIONS = (FinalOutput, StepTimeout)
+"""What ends a step without a traceback (:meth:`StepCapture.custom_exc`)."""
 
 
 class TaskDisplayHook(ZMQShellDisplayHook):
@@ -49,11 +61,130 @@ class TaskDisplayHook(ZMQShellDisplayHook):
             return self.cell_count
         return super().prompt_count
 
+    def __call__(self, result: Any = None) -> None:
+        """A trailing expression's value: the running step's result
+        (:meth:`StepCapture.displayhook`) during a step, else the cell's ``Out[n]``."""
+        step = getattr(self.shell, "step", None)
+        if step is not None:
+            step.displayhook(result)
+        else:
+            super().__call__(result)
+
+
+class StepDisplayPublisher(ZMQDisplayPublisher):
+    """ipykernel's display publisher; during a step (:attr:`RLMShell.step`) a
+    ``display()`` or ``clear_output()`` is an output of the step instead."""
+
+    def publish(self, data: dict[str, Any], metadata: dict[str, Any] | None = None, *,
+                transient: dict[str, Any] | None = None, update: bool = False,
+                **kwargs: Any) -> None:
+        """Publish ``data``, or give it to the running step (see the class)."""
+        step = getattr(self.shell, "step", None)
+        if step is not None:
+            step.sink(display_output(data, metadata, transient))
+        else:
+            super().publish(data, metadata, transient=transient, update=update, **kwargs)
+
+    def publish_outside_step(self, data: dict[str, Any], metadata: dict[str, Any] | None,
+                             *, transient: dict[str, Any] | None = None,
+                             update: bool = False) -> None:
+        """Publish ``data`` to the task cell even during a step (the run's own
+        displays: its inline steps and progress)."""
+        super().publish(data, metadata, transient=transient, update=update)
+
+    def clear_output(self, wait: bool = False) -> None:
+        """Clear the cell's output, or note the clearing in the running step's."""
+        step = getattr(self.shell, "step", None)
+        if step is not None:
+            step.sink({"output_type": "clear_output", "wait": wait})
+        else:
+            super().clear_output(wait)
+
 
 class RLMShell(ZMQInteractiveShell):
-    """ipykernel's shell with :class:`TaskDisplayHook`."""
+    """ipykernel's shell (installed by :attr:`RLMKernel.shell_class`) that knows when a
+    step of an RLM run is in progress (:meth:`step_in_progress`).  During a step its own
+    methods route the step's displays (:class:`StepDisplayPublisher`), the value of a
+    trailing expression (:class:`TaskDisplayHook`), tracebacks (trimmed to the model's
+    frames), ``exit()`` (refused) and ``FINAL`` / the time limit (custom exceptions) to
+    the step's :class:`~rlm_kernel.jupyter.shell_executor.StepCapture`; outside one they
+    are ipykernel's.  Nothing of the live shell is swapped per step (a stock shell's
+    step: :func:`~rlm_kernel.jupyter.shell_executor.stock_shell_hooks`)."""
 
     displayhook_class = Type(TaskDisplayHook)
+    display_pub_class = Type(StepDisplayPublisher)
+
+    _step: StepCapture | None = None
+    _custom_exceptions: tuple[type[BaseException], ...] = ()
+    _custom_tb: Callable[..., Any] | None = None
+
+    @contextmanager
+    def step_in_progress(self, capture: StepCapture) -> Iterator[None]:
+        """Make ``capture`` the step in progress for the ``with`` block (the
+        ``ShellExecutor`` runs the step's cell inside it)."""
+        outer, self._step = self._step, capture
+        try:
+            yield
+        finally:
+            self._step = outer
+
+    @property
+    def step(self) -> StepCapture | None:
+        """The step in progress, or None (also while the step's capture hands an
+        output on: what the run's renderer publishes then is the task cell's)."""
+        step = self._step
+        return None if step is None or step.forwarding else step
+
+    def _showtraceback(self, etype: Any, evalue: Any, stb: list[str]) -> None:
+        """ipykernel's error message, or an ``error`` output of the running step."""
+        step = self.step
+        if step is not None:
+            step.showtraceback(etype, evalue, stb)
+        else:
+            super()._showtraceback(etype, evalue, stb)
+
+    def _get_exc_info(self, exc_tuple: Any = None) -> tuple[Any, Any, Any]:
+        """IPython's exception info; a step's traceback ends at the model's frames."""
+        info = super()._get_exc_info(exc_tuple)
+        step = self.step
+        return step.exc_info(*info) if step is not None else info
+
+    def ask_exit(self) -> None:
+        """``exit()``: stops the kernel, except from a step's code (refused)."""
+        step = self.step
+        if step is not None:
+            step.refuse_exit()  # raises SystemExit, shown in the step's output
+        else:
+            super().ask_exit()
+
+    @property
+    def custom_exceptions(self) -> tuple[type[BaseException], ...]:
+        """The exceptions IPython hands to :attr:`CustomTB` (``set_custom_exc``); during a
+        step also ``FINAL``'s and the time limit's."""
+        if self._step is not None:
+            return (*self._custom_exceptions, *_STEP_EXCEPTIONS)
+        return self._custom_exceptions
+
+    @custom_exceptions.setter
+    def custom_exceptions(self, value: tuple[type[BaseException], ...]) -> None:
+        self._custom_exceptions = value
+
+    @property
+    def CustomTB(self) -> Callable[..., Any]:  # noqa: N802 - IPython's name
+        """IPython's handler of :attr:`custom_exceptions`; during a step, ``FINAL``'s and
+        the time limit's go to the step (:meth:`StepCapture.custom_exc`)."""
+        handler, step = self._custom_tb, self._step
+
+        def custom_tb(etype: Any, value: Any, tb: Any, tb_offset: Any = None) -> Any:
+            if step is not None and isinstance(value, _STEP_EXCEPTIONS):
+                return step.custom_exc(self, etype, value, tb, tb_offset)
+            return handler(etype, value, tb, tb_offset=tb_offset) if handler else None
+
+        return custom_tb
+
+    @CustomTB.setter
+    def CustomTB(self, value: Callable[..., Any]) -> None:  # noqa: N802 - IPython's name
+        self._custom_tb = value
 
 
 class RLMKernel(IPythonKernel):
@@ -89,7 +220,7 @@ class RLMKernel(IPythonKernel):
         """Whether an RLM task is running: the magic's :attr:`RLMMagics.running`, true
         from before a run's widgets appear until the run has ended."""
         magics = self.rlm_magics
-        return magics is not None and magics.running
+        return magics is not None and magics.session.running
 
     async def do_execute(self, code: str, silent: bool, store_history: bool = True,
                          user_expressions: dict | None = None, allow_stdin: bool = False,

@@ -36,8 +36,6 @@ the models among them (falling back to ``RLM_MODEL`` / ``RLM_SUB_MODEL``:
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import shlex
 import sys
 import uuid
@@ -48,9 +46,8 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 
 from ..engine import Conversation, add_setting_options, config_overrides, positive_int
 from .frontend import FrontendRegistry, StepRenderer
-from .isolated_steps import copy_back
 from .run_commands import RunCommands, RunRecord
-from .session import ModelVariables, bind_session_tools, lent_namespace, no_data_notice
+from .session import ClientFactory, ModelVariables, NotebookSession
 from .settings import RLMSettings
 
 __all__ = ["RLMMagics", "RunRecord"]
@@ -85,116 +82,161 @@ Settings: %config RLM lists every option with its help and current value;
 """``%rlm --help``: the forms, the options, and how to choose a model (and go back to
 the embedded one)."""
 
-COMMANDS = ("vars", "export", "replay", "continue", "recorded", "tools")
-"""First words that make a ``%rlm`` line a sub-command, not a question (``%rlm -- vars
-...`` asks a question that starts with one of them)."""
-
-# White space, then one shell-like word (group 1): unquoted characters, backslash
-# escapes, '...' or "..." runs.
-_WORD = re.compile(r"""\s*((?:[^\s'"\\]+|\\.?|'[^']*'?|"(?:[^"\\]|\\.)*"?)+)""")
-
-
 class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are a :class:`UsageError` with the magic's usage line
-    (never ``SystemExit``)."""
+    """argparse whose errors are a :class:`UsageError` ending with a usage line (never
+    ``SystemExit``), and which keeps which of its options take a value (so that a
+    line's options can be told from the question after them)."""
+
+    def __init__(self, *args: Any, usage_line: str = _USAGE, **kwargs: Any) -> None:
+        super().__init__(*args, add_help=False, exit_on_error=False, allow_abbrev=False,
+                         **kwargs)
+        self.usage_line = usage_line
+        self.takes_value: dict[str, bool] = {}
+        """Option flag -> whether it takes a value."""
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        """argparse's, noting the option's flags in :attr:`takes_value`."""
+        action = super().add_argument(*args, **kwargs)
+        self.takes_value.update(dict.fromkeys(action.option_strings, action.nargs != 0))
+        return action
 
     def error(self, message: str) -> Any:  # argparse: "should not return"
-        raise UsageError(f"%rlm: {message}\n{_USAGE}")
+        raise UsageError(f"%rlm: {message}\n{self.usage_line}")
+
+    def parse_into(self, argv: list[str], namespace: argparse.Namespace) -> argparse.Namespace:
+        """Parse ``argv`` into ``namespace`` (whose values stay where ``argv`` gives
+        none).
+
+        Raises:
+            UsageError: an unknown option or argument, a missing or malformed value."""
+        try:
+            return self.parse_args(argv, namespace)
+        except argparse.ArgumentError as exc:
+            raise UsageError(f"%rlm: {exc}\n{self.usage_line}") from None
 
 
-def _parser(prog: str) -> argparse.ArgumentParser:
-    """The magic's line options: the models, the per-run settings ``rlm run`` has
-    (from :func:`~rlm_kernel.engine.config.settings`), ``--context`` and ``--run``."""
-    parser = _Parser(prog=prog, add_help=False, exit_on_error=False, allow_abbrev=False)
+def _task_options(parser: _Parser) -> _Parser:
+    """A task's options on ``parser``: the models, the per-run settings ``rlm run`` has
+    (from :func:`~rlm_kernel.engine.config.settings`), ``--context``, ``--returns``,
+    ``--new``, ``--isolated``, ``--results``."""
     add_setting_options(parser, with_help=False)
     parser.add_argument("--context", action="append")
     parser.add_argument("--returns")
     parser.add_argument("--new", action="store_true")
     parser.add_argument("--isolated", action="store_true")
     parser.add_argument("--results", action="append")
-    parser.add_argument("--run")
-    parser.add_argument("--format", choices=["notebook", "rlm"])
-    parser.add_argument("--from", dest="from_step", type=positive_int)
-    parser.add_argument("words", nargs="*")
     return parser
+
+
+def _command_parsers() -> dict[str, _Parser]:
+    """The ``%rlm`` sub-commands' grammar: one parser per sub-command (argparse
+    sub-parsers), by name.  ``replay`` and ``continue`` run a task, so they take a
+    task's options too."""
+    top = _Parser(prog="%rlm")
+    commands = top.add_subparsers(dest="command", parser_class=_Parser)
+
+    def command(name: str, usage: str, task: bool = False) -> _Parser:
+        parser = commands.add_parser(name, prog=f"%rlm {name}", usage_line=f"usage: {usage}")
+        return _task_options(parser) if task else parser
+
+    command("vars", "%rlm vars [--context NAME ...]").add_argument("--context",
+                                                                   action="append")
+    export = command("export", "%rlm export PATH.ipynb [--run ID]  |  "
+                               "%rlm export PATH.jsonl --format rlm [--run ID]")
+    export.add_argument("args", nargs=1, metavar="PATH")
+    export.add_argument("--run")
+    export.add_argument("--format", choices=["notebook", "rlm"])
+    replay = command("replay", "%rlm replay [PATH.ipynb | PATH.json] [--run ID]", task=True)
+    replay.add_argument("args", nargs="?", metavar="PATH")
+    replay.add_argument("--run")
+    cont = command("continue", "%rlm continue --from STEP [--run ID]  (%%rlm continue "
+                               "--from STEP: the cell body is the step's new code)", task=True)
+    cont.add_argument("--from", dest="from_step", type=positive_int)
+    cont.add_argument("--run")
+    command("recorded", "%%rlm recorded  (the cell: a JSON list of recorded exchanges)")
+    command("tools", "%rlm tools  |  %rlm tools add NAME [NAME ...]  |  "
+                     "%rlm tools remove NAME [NAME ...]").add_argument("args", nargs="*")
+    return dict(commands.choices)
+
+
+COMMANDS = ("vars", "export", "replay", "continue", "recorded", "tools")
+"""First words that make a ``%rlm`` line a sub-command, not a question (``%rlm -- vars
+...`` asks a question that starts with one of them)."""
 
 
 def parse_line(line: str) -> tuple[argparse.Namespace, str]:
     """Split a ``%rlm`` line into its options and the question, taken verbatim.
 
-    Options are read from the start of the line, as a shell would (quotes and
-    backslashes in their values), up to the first word that is not an option or an
+    Options are read from the start of the line as shell words (:mod:`shlex`: quotes
+    and backslashes in their values), up to the first word that is not an option or an
     explicit ``--``; the rest of the line, stripped of surrounding white space, is the
     question exactly as typed: apostrophes, quotes, backslashes, ``--`` inside the text,
     unicode.  When the rest starts with a sub-command (:data:`COMMANDS`, and no ``--``
-    came before it), the rest is split as shell words and parsed too: its words land in
-    ``words``, the returned question is ``""``.
+    came before it), the rest is split as shell words and parsed by that sub-command's
+    parser (:func:`_command_parsers`): ``command`` is its name, ``words`` its name and
+    arguments, the returned question is ``""``.
 
     Args:
         line: the text after ``%rlm`` / ``%%rlm`` (no variable expansion).
 
     Returns:
         ``(options, question)``: the argparse namespace (settings, ``model``,
-        ``context`` ..., ``words``) and the question (``""`` for none).
+        ``context`` ..., ``command``, ``words``) and the question (``""`` for none).
 
     Raises:
         UsageError: an unknown option, a missing or malformed value, unbalanced quotes
-            in an option's value; the message ends with the usage line.
+            in an option's value, a sub-command's bad arguments; the message ends with
+            the usage line.
     """
-    parser = _parser("%rlm")
-    # flag -> whether it takes a value (argparse lists its actions in no public API)
-    takes_value = {flag: action.nargs != 0 for action in parser._actions
-                   for flag in action.option_strings}
+    parser = _task_options(_Parser(prog="%rlm"))
+    lexer = shlex.shlex(line, posix=True)
+    lexer.whitespace_split, lexer.commenters = True, ""
     argv: list[str] = []
-    pos, rest, explicit = 0, "", False
-    while True:
-        match = _WORD.match(line, pos)
-        if match is None or not match.group(1).startswith("--"):
-            rest = line[match.start(1):] if match else ""
-            break
-        word, pos = _unquote(match.group(1)), match.end()
-        if word == "--":
-            explicit, rest = True, line[pos:]
-            if rest[:1].isspace():  # the one space after "--" separates, the rest is kept
-                rest = rest[1:]
-            break
-        argv.append(word)
-        flag = word.split("=", 1)[0]
-        if flag not in takes_value:
-            raise UsageError(f"%rlm: unknown option {flag} (a question that starts with "
-                             f"--: %rlm -- {flag} ...)\n{_USAGE}")
-        if "=" in word or not takes_value[flag]:
-            continue
-        value = _WORD.match(line, pos)
-        if value is None:
-            raise UsageError(f"%rlm: {flag} expects a value\n{_USAGE}")
-        argv.append(_unquote(value.group(1)))
-        pos = value.end()
-    first = rest.split(None, 1)[:1]
-    if not explicit and first and first[0] in COMMANDS:
+    pos, explicit = 0, False
+
+    def word() -> str | None:
+        nonlocal pos
         try:
-            argv += shlex.split(rest)
-        except ValueError as exc:
+            token = lexer.get_token()
+        except ValueError as exc:  # unbalanced quotes, a trailing backslash
             raise UsageError(f"%rlm: {exc}\n{_USAGE}") from None
-        rest = ""
+        pos = lexer.instream.tell()
+        return token
+
+    while line[pos:].lstrip().startswith("--"):
+        flag = word() or ""
+        if flag == "--":
+            explicit = True
+            break
+        argv.append(flag)
+        name = flag.split("=", 1)[0]
+        if name not in parser.takes_value:
+            raise UsageError(f"%rlm: unknown option {name} (a question that starts with "
+                             f"--: %rlm -- {name} ...)\n{_USAGE}")
+        if "=" in flag or not parser.takes_value[name]:
+            continue
+        value = word()
+        if value is None:
+            raise UsageError(f"%rlm: {name} expects a value\n{_USAGE}")
+        argv.append(value)
+    rest = line[pos:]
+    opts = parser.parse_into(argv, argparse.Namespace(command=None, words=[]))
+    first = rest.split(None, 1)[:1]
+    if explicit or not first or first[0] not in COMMANDS:
+        return opts, rest.strip()
     try:
-        opts = parser.parse_args(argv)
-    except argparse.ArgumentError as exc:
-        raise UsageError(f"%rlm: {exc}\n{_USAGE}") from None
-    return opts, rest.strip()
-
-
-def _unquote(word: str) -> str:
-    """One shell word without its quotes and escapes.
-
-    Raises:
-        UsageError: unbalanced quotes or a trailing backslash.
-    """
-    try:
-        parts = shlex.split(word)
+        words = shlex.split(rest)
+        opts = _command_parsers()[words[0]].parse_into(words[1:], opts)
     except ValueError as exc:
-        raise UsageError(f"%rlm: {exc} in {word}\n{_USAGE}") from None
-    return parts[0] if parts else ""
+        raise UsageError(f"%rlm: {exc}\n{_USAGE}") from None
+    except UsageError as exc:
+        raise UsageError(f"{exc}\n(a question that starts with {words[0]!r}: "
+                         f"%rlm -- {words[0]} ...)") from None
+    args = getattr(opts, "args", None)
+    opts.command = words[0]
+    opts.words = [words[0], *([] if args is None else [args] if isinstance(args, str)
+                              else args)]
+    return opts, ""
 
 
 @magics_class
@@ -208,27 +250,44 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         """Config section: ``c.RLM`` (and ``c.RLMMagics``)."""
         return ["RLM", cls.__name__]
 
-    def __init__(self, shell: Any = None, **kwargs: Any) -> None:
+    def __init__(self, shell: Any = None, client_factory: ClientFactory | None = None,
+                 **kwargs: Any) -> None:
+        """Args:
+            shell: the IPython shell.
+            client_factory: the session's model clients
+                (:attr:`NotebookSession.client_factory`; None: the engine's litellm
+                clients).
+            **kwargs: traitlets (``parent``, ``config``, settings)."""
         super().__init__(shell=shell, **kwargs)
         self.runs: dict[str, RunRecord] = {}
         self.step_counts: set[int] = set()
         self._views: dict[str, Any] = {}  # task cell id -> its last run's widgets
-        self.cell_log: list[str] = []  # the user's cells, for an export's setup cells
-        self.conversation = Conversation()
-        """The session's earlier tasks (:mod:`rlm_kernel.engine.session.conversation`)."""
-        self.made = ModelVariables()
-        """The variables model code made: never the user's data nor protected inputs
-        (kept across ``--new``)."""
-        self.running: bool = False
-        """True while a run goes (from before its widgets appear until it has ended):
-        :class:`~rlm_kernel.jupyter.kernel.RLMKernel` reads it to keep the frontend's
-        status busy, and the user's cell log skips the steps' cells."""
-        if shell is not None:
-            shell.events.register("pre_run_cell", self._log_cell)
+        self.session = NotebookSession(shell, settings=self, client_factory=client_factory)
+        """The session's policy: inputs, executor, conversation, teardown, clients."""
         self.registry = FrontendRegistry()
         kernel = getattr(shell, "kernel", None)
         if kernel is not None:
             self.registry.register(kernel)
+
+    @property
+    def conversation(self) -> Conversation:
+        """The session's earlier tasks (:attr:`NotebookSession.conversation`)."""
+        return self.session.conversation
+
+    @property
+    def made(self) -> ModelVariables:
+        """The variables model code made (:attr:`NotebookSession.made`)."""
+        return self.session.made
+
+    @property
+    def running(self) -> bool:
+        """Whether a task runs (:attr:`NotebookSession.running`)."""
+        return self.session.running
+
+    @property
+    def cell_log(self) -> list[str]:
+        """The user's cells (:attr:`NotebookSession.cell_log`)."""
+        return self.session.cell_log
 
     # -- the magic ----------------------------------------------------------------------
     @no_var_expand
@@ -267,20 +326,21 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
             UsageError: the command does not exist in this form, or its arguments are
                 wrong."""
         name, args = opts.words[0], opts.words[1:]
-        if name == "continue":
-            return self._continue(opts, cell)
-        if cell is not None and name == "recorded":
-            return self._use_recorded(cell)
-        if cell is None and name == "vars":
-            return self._show_vars(opts.context)
-        if cell is None and name == "export":
-            return self._export(args, opts.run, opts.format, cell_id=_cell_id(self.shell))
-        if cell is None and name == "replay":
-            return self._replay(args, opts)
-        if cell is None and name == "tools":
-            return self._tools_command(args)
-        raise UsageError(f"%rlm {name}: not available "
-                         f"{'in %%rlm' if cell is not None else 'as a line magic'}\n{_USAGE}")
+        line_form, cell_form = {
+            "continue": (lambda: self._continue(opts, None), lambda: self._continue(opts, cell)),
+            "recorded": (None, lambda: self._use_recorded(cell)),
+            "vars": (lambda: self._show_vars(opts.context), None),
+            "export": (lambda: self._export(args, opts.run, opts.format,
+                                            cell_id=_cell_id(self.shell)), None),
+            "replay": (lambda: self._replay(args, opts), None),
+            "tools": (lambda: self._tools_command(args), None),
+        }[name]
+        handler = line_form if cell is None else cell_form
+        if handler is None:
+            raise UsageError(f"%rlm {name}: not available "
+                             f"{'in %%rlm' if cell is not None else 'as a line magic'}"
+                             f"\n{_USAGE}")
+        return handler()
 
     def run_task(self, question: str, opts: argparse.Namespace, replay: Any = None,
                  continuation: Any = None, continues: str | None = None) -> Any:
@@ -304,11 +364,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         """
         from ..engine import RLM
         from ..models import LLMError
-        from .shell_executor import ShellExecutor
 
-        ns = self.shell.user_ns
-        self.made.adopt(opts.context or ())  # named by the user: theirs from now on
-        variables = self._variables(opts.context)
         try:
             config = self.run_config(**config_overrides(opts))
         except ValueError as exc:
@@ -316,72 +372,44 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         run_id, cell_id = uuid.uuid4().hex[:8], _cell_id(self.shell)
         answer_type = self._answer_type(getattr(opts, "returns", None))
         tools = self._tool_functions()
-        if getattr(opts, "new", False):
-            self.conversation.clear()
-        history = self.conversation.before(cell_id) if self.follow_ups else None
-        protected = list(variables)
-        setup = self._setup_cells() + _earlier_cells(history)
-        # a working folder is walled only behind the process wall (and moving the
-        # kernel's own current folder would move the user's)
-        isolated = bool(getattr(opts, "isolated", False)) or config.executor == "isolated" \
-            or bool(config.workdir)
+        isolated = bool(getattr(opts, "isolated", False))
         results = [n for item in getattr(opts, "results", None) or [] for n in
                    item.replace(",", " ").split()]
-        if results and not isolated:
+        if results and not (isolated or config.executor == "isolated" or config.workdir):
             raise UsageError("%rlm: --results copies names out of an --isolated task's "
                              f"REPL; without --isolated they are in the notebook already\n{_USAGE}")
-        executor = self._isolated_executor(config.workdir, config.memory_limit) if isolated \
-            else ShellExecutor(self.shell)
-        if not variables and not tools and not config.workdir:  # before any model call
-            # a caution, not an error: stdout (stderr is red in JupyterLab)
-            print(no_data_notice(ns, self.made.names(ns)), flush=True)
-        before = self.made.snapshot(ns)
+        plan = self.session.plan(cell_id or run_id, config, context=opts.context,
+                                 new=bool(getattr(opts, "new", False)),
+                                 follow_ups=self.follow_ups, isolated=isolated,
+                                 results=results, has_tools=bool(tools))
+        setup = self._setup_cells() + _earlier_cells(plan.history)
         # Running from before the widgets appear: the subshell request they make the
         # frontend send must not turn its status to idle (RLMKernel._publish_status).
-        self.running = True
-        try:
-            renderer = self._renderer(run_id, cell_id, executor)
+        with self.session.task(plan):
+            renderer = self._renderer(run_id, cell_id, plan.executor)
             if continuation is not None:
                 renderer.continues = {"run_id": continues,
                                       "from_step": continuation.from_step}
-            view = self._view(cell_id, config.max_iterations, [*variables, *tools])
-        except BaseException:
-            self.running = False
-            if isolated:
-                executor.close()
-            raise
+            view = self._view(cell_id, config.max_iterations, [*plan.variables, *tools])
 
-        def observer(event: Any) -> None:
-            renderer(event)
-            if view is not None:
-                view.on_event(event)
+            def observer(event: Any) -> None:
+                renderer(event)
+                if view is not None:
+                    view.on_event(event)
 
-        try:
-            rlm = RLM(config=config, observer=observer, replay=replay, tools=tools)
-            with lent_namespace(self.shell):  # the REPL's names for the run only
-                result = rlm.run(question, executor=executor, variables=variables,
-                                 continuation=continuation, output_type=answer_type,
-                                 history=history, protected=protected)
-        except LLMError as exc:
-            print(f"RLM: {exc}", file=sys.stderr)
-            return None
-        finally:
-            self.running = False
-            bind_session_tools(self.shell, self.run_config().models()[1])  # builtins only
-            if view is not None:
-                view.close()
-            if isolated:
-                try:
-                    missing = copy_back(executor, results, self.shell.user_ns)
-                finally:
-                    executor.close()
-                if missing:
-                    print(f"RLM: --results: the task left no {', '.join(missing)}",
-                          file=sys.stderr)
-            # what model code made (also of a failed or interrupted run) is not the user's
-            self.made.note_run(before, ns, inputs=protected)
-        self.conversation.record(result, self.shell.user_ns, key=cell_id or run_id,
-                                 run_id=run_id)
+            try:
+                clients = {} if replay is not None else self.session.clients(config)
+                rlm = RLM(config=config, observer=observer, replay=replay, tools=tools,
+                          **clients)
+                result = self.session.run(rlm, question, plan, continuation=continuation,
+                                          output_type=answer_type)
+            except LLMError as exc:
+                print(f"RLM: {exc}", file=sys.stderr)
+                return None
+            finally:
+                if view is not None:
+                    view.close()
+        self.session.record(result, plan, run_id)
         return self._finish(RunRecord(run_id, result, cell_id, setup, renderer.step_outputs,
                                       renderer.execution_counts, renderer.messages))
 
@@ -389,10 +417,12 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         """The run's step renderer: comm messages to a frontend extension, else inline
         display updates in the task cell."""
         pub = self.shell.display_pub
+        # the RLM shell's publisher gives a step's displays to the step: the run's own
+        # displays go to the task cell (a stock shell's is swapped only during a step)
+        out = getattr(pub, "publish_outside_step", pub.publish)
 
         def publish(data: dict, md: dict, display_id: str, update: bool) -> None:
-            pub.publish(data=data, metadata=md, transient={"display_id": display_id},
-                        update=update)
+            out(data=data, metadata=md, transient={"display_id": display_id}, update=update)
 
         renderer = StepRenderer(run_id, cell_id, publish, use_comm=self.registry.present,
                                 executor=executor)
@@ -441,42 +471,6 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         return value
 
     # -- helpers ------------------------------------------------------------------------
-    def _isolated_executor(self, workdir: str | None, memory_limit: int | None) -> Any:
-        """A sandboxed worker for one ``--isolated`` task (closed when the task ends),
-        writing only in ``workdir`` when one is given, within ``memory_limit`` bytes.
-
-        Raises:
-            UsageError: the folder does not exist, or the child could not start (the
-                message says why)."""
-        from ..executors import WorkerError
-        from .isolated_steps import IsolatedSteps
-
-        if workdir and not os.path.isdir(workdir):
-            raise UsageError(f"%rlm --workdir: {workdir!r} is not a folder")
-        try:
-            return IsolatedSteps(workdir=workdir or None, memory_limit=memory_limit)
-        except ValueError as exc:  # a folder the wall refuses (the root, ...)
-            raise UsageError(f"%rlm --workdir: {exc}") from None
-        except WorkerError as exc:
-            raise UsageError(f"%rlm --isolated: {exc}") from None
-
-    def _variables(self, names: list[str] | None) -> dict[str, Any]:
-        """The task's inputs: the variables named (``--context``), else every data
-        variable of the namespace but those model code made (:attr:`made`).
-
-        Raises:
-            UsageError: a named variable is not in the namespace."""
-        from ..engine import user_variables
-
-        ns = self.shell.user_ns
-        missing = [n for n in names or () if n not in ns]
-        if missing:
-            raise UsageError(f"%rlm: no variable named {', '.join(missing)}")
-        if names:
-            return user_variables(ns, names)
-        made = self.made.names(ns)
-        return {n: v for n, v in user_variables(ns).items() if n not in made}
-
     def _answer_type(self, text: str | None) -> Any:
         """The ``--returns`` type (names resolve in the notebook's namespace first).
 
@@ -543,19 +537,6 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         print("Tools offered to the model:\n" + "\n".join(lines) if lines
               else "No tools (%rlm tools add NAME offers a function of the notebook).")
 
-    def _log_cell(self, info: Any) -> None:
-        """``pre_run_cell`` hook: remember the user's cells (not steps, not silent);
-        the names a user's cell assigns are the user's from now on (:attr:`made`)."""
-        if self.running:
-            return
-        raw = getattr(info, "raw_cell", "") or ""
-        try:
-            self.made.user_cell(self.shell.transform_cell(raw) if self.shell else raw)
-        except Exception:  # noqa: BLE001 - IPython's transforms on any text a user typed
-            self.made.user_cell(raw)
-        if not getattr(info, "silent", False):
-            self.cell_log.append(raw)
-
     def _setup_cells(self) -> list[str]:
         """The cells run before this task that are neither tasks nor exports."""
         from .prose import is_prose
@@ -577,7 +558,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         from .widgets import VariablesView, variables_from_namespace
 
         view = VariablesView()
-        view.update(variables_from_namespace(self.shell.user_ns, list(self._variables(names))))
+        view.update(variables_from_namespace(self.shell.user_ns, list(self.session.inputs(names))))
         display(view.static(), raw=True)  # a snapshot: reads the same after the kernel
         view.widget.close()
 

@@ -23,6 +23,13 @@ naming them as what they are.  ``%%rlm --new`` starts a new conversation but doe
 turn them into the user's; naming one (``--context hits``) or assigning it in a cell
 does.
 
+**One session object decides a task's policy.**  :class:`NotebookSession` (one per
+shell, held by the ``%rlm`` magic, read by the prose cells' hint and the RLM kernel)
+owns what a task's inputs are and which of them are protected, where its model code
+runs (the live namespace, or an ``--isolated`` worker closed with the task), the
+conversation it continues, the model clients (:attr:`NotebookSession.client_factory`,
+the seam tests use) and the teardown when the task ends, whatever way it ends.
+
 The task cell's own execution count and the kernel status during a run are the RLM
 kernel's (:class:`~rlm_kernel.jupyter.kernel.RLMKernel`), not the session's."""
 
@@ -31,17 +38,30 @@ from __future__ import annotations
 import ast
 import builtins
 import logging
+import os
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import HISTORY_NAME, RESERVED_NAMES, SIGNAL_NAMES, answer_text, user_variables
+from IPython.core.error import UsageError
+
+from ..engine import (
+    HISTORY_NAME,
+    RESERVED_NAMES,
+    SIGNAL_NAMES,
+    Conversation,
+    RLMConfig,
+    answer_text,
+    user_variables,
+)
 from ..termination import resolve_final_var
 
-__all__ = ["RUN_NAMES", "ModelVariables", "assigned_names", "bind_session_tools",
-           "final_outside_run", "lent_namespace", "no_data_notice", "protect_question_mark"]
+__all__ = ["RUN_NAMES", "ClientFactory", "ModelVariables", "NotebookSession", "TaskPlan",
+           "assigned_names", "bind_session_tools", "final_outside_run", "lent_namespace",
+           "no_data_notice", "protect_question_mark"]
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +160,205 @@ class ModelVariables:
                      if n not in namespace or namespace[n] is not v]:
             del self._made[name]
         return set(self._made)
+
+
+ClientFactory = Callable[[str | None], Any]
+"""Makes the model client of one model string (``None``: the embedded model): a
+:class:`~rlm_kernel.models.LanguageModel`."""
+
+
+@dataclass
+class TaskPlan:
+    """What the session decided for one task (:meth:`NotebookSession.plan`).
+
+    Attributes:
+        key: the conversation's key of the task (the task cell's id, else the run id).
+        variables: the task's inputs, by name (the user's data).
+        protected: the input names put back if model code rebinds them.
+        history: the conversation the task continues (None: a task of its own).
+        executor: where model code runs (a ``ShellExecutor`` on the live namespace, or
+            an ``IsolatedSteps`` worker the session closes when the task ends).
+        isolated: whether ``executor`` is a worker of this task.
+        results: names an isolated task copies back into the namespace.
+    """
+
+    key: str
+    variables: dict[str, Any]
+    protected: list[str]
+    history: Conversation | None
+    executor: Any
+    isolated: bool = False
+    results: list[str] = field(default_factory=list)
+
+
+class NotebookSession:
+    """The RLM session of one IPython shell: the policy of its tasks.
+
+    Args:
+        shell: the IPython shell whose namespace the tasks use.
+        settings: the ``c.RLM`` settings (an
+            :class:`~rlm_kernel.jupyter.settings.RLMSettings`; the ``%rlm`` magic): the
+            sub-model of ``llm_query`` & co. outside runs.
+        client_factory: makes a model client from a model string; None (the default)
+            lets the engine build litellm clients.  Tests give a scripted model here.
+    """
+
+    def __init__(self, shell: Any, settings: Any = None,
+                 client_factory: ClientFactory | None = None) -> None:
+        self.shell = shell
+        self.settings = settings
+        self.client_factory = client_factory
+        self.conversation = Conversation()
+        """The session's earlier tasks (:mod:`rlm_kernel.engine.session.conversation`)."""
+        self.made = ModelVariables()
+        """The variables model code made: never the user's data nor protected inputs
+        (kept across ``--new``)."""
+        self.running: bool = False
+        """True while a task goes (from before its widgets appear until it has ended):
+        :class:`~rlm_kernel.jupyter.kernel.RLMKernel` reads it to keep the frontend's
+        status busy, and the user's cell log and the prose hint skip the steps' cells."""
+        self.cell_log: list[str] = []
+        """The user's cells, for an export's setup cells."""
+        if shell is not None:
+            shell.events.register("pre_run_cell", self.log_cell)
+
+    def log_cell(self, info: Any) -> None:
+        """``pre_run_cell`` hook: remember the user's cells (not steps, not silent);
+        the names a user's cell assigns are the user's from now on (:attr:`made`)."""
+        if self.running:
+            return
+        raw = getattr(info, "raw_cell", "") or ""
+        try:
+            self.made.user_cell(self.shell.transform_cell(raw) if self.shell else raw)
+        except Exception:  # noqa: BLE001 - IPython's transforms on any text a user typed
+            self.made.user_cell(raw)
+        if not getattr(info, "silent", False):
+            self.cell_log.append(raw)
+
+    # -- before a task ------------------------------------------------------------------
+    def inputs(self, names: Iterable[str] | None) -> dict[str, Any]:
+        """A task's inputs: the variables named (``--context``), else every data
+        variable of the namespace but those model code made (:attr:`made`).
+
+        Raises:
+            UsageError: a named variable is not in the namespace."""
+        ns = self.shell.user_ns
+        names = list(names or ())
+        missing = [n for n in names if n not in ns]
+        if missing:
+            raise UsageError(f"%rlm: no variable named {', '.join(missing)}")
+        if names:
+            return user_variables(ns, names)
+        made = self.made.names(ns)
+        return {n: v for n, v in user_variables(ns).items() if n not in made}
+
+    def plan(self, key: str, config: RLMConfig, *, context: list[str] | None = None,
+             new: bool = False, follow_ups: bool = True, isolated: bool = False,
+             results: list[str] | None = None, has_tools: bool = False) -> TaskPlan:
+        """Decide one task: its inputs (named with ``context``, theirs from now on),
+        the conversation it continues (cleared first with ``new``; none without
+        ``follow_ups``), and where its code runs (isolated with ``isolated``,
+        ``config.executor == "isolated"`` or a ``config.workdir``: a working folder is
+        walled only behind the process wall, and moving the kernel's own current folder
+        would move the user's).  A task with no input (and no tools, no working folder)
+        says so on stdout before any model call (a caution: stderr is red in
+        JupyterLab).
+
+        Raises:
+            UsageError: a named variable is missing; the working folder or the worker
+                cannot be used."""
+        from .shell_executor import ShellExecutor
+
+        ns = self.shell.user_ns
+        self.made.adopt(context or ())  # named by the user: theirs from now on
+        variables = self.inputs(context)
+        if new:
+            self.conversation.clear()
+        history = self.conversation.before(key) if follow_ups else None
+        isolated = isolated or config.executor == "isolated" or bool(config.workdir)
+        executor = self._isolated_executor(config.workdir, config.memory_limit) if isolated \
+            else ShellExecutor(self.shell)
+        if not variables and not has_tools and not config.workdir:
+            print(no_data_notice(ns, self.made.names(ns)), flush=True)
+        return TaskPlan(key, variables, list(variables), history, executor, isolated,
+                        list(results or ()))
+
+    def clients(self, config: RLMConfig) -> dict[str, Any]:
+        """The engine's ``root_client`` / ``sub_client`` from :attr:`client_factory`
+        (one client when both roles have the same model, as the engine does; none
+        without a factory: the engine builds its own)."""
+        if self.client_factory is None:
+            return {}
+        model, sub_model = config.models()
+        root = self.client_factory(model)
+        sub = root if sub_model == model else self.client_factory(sub_model)
+        return {"root_client": root, "sub_client": sub}
+
+    # -- a task -------------------------------------------------------------------------
+    @contextmanager
+    def task(self, plan: TaskPlan) -> Iterator[None]:
+        """The task's lifetime: :attr:`running` from the start of the block; at its
+        end, whatever way it ends, the session's helpers are bound again, an isolated
+        task's ``results`` are copied back and its worker closed, and the variables
+        model code made are noted (:attr:`made`)."""
+        ns = self.shell.user_ns
+        before = self.made.snapshot(ns)
+        self.running = True
+        try:
+            yield
+        finally:
+            self.running = False
+            bind_session_tools(self.shell, self._sub_model())  # builtins only
+            if plan.isolated:
+                from .isolated_steps import copy_back
+
+                try:
+                    missing = copy_back(plan.executor, plan.results, ns)
+                finally:
+                    plan.executor.close()
+                if missing:
+                    print(f"RLM: --results: the task left no {', '.join(missing)}",
+                          file=sys.stderr)
+            # what model code made (also of a failed or interrupted run) is not the user's
+            self.made.note_run(before, ns, inputs=plan.protected)
+
+    def run(self, rlm: Any, question: str, plan: TaskPlan, **kwargs: Any) -> Any:
+        """Run ``question`` with the engine's ``rlm`` on the plan's executor, inputs,
+        protected names and conversation, the namespace lent for the run only
+        (:func:`lent_namespace`); ``kwargs`` go to ``RLM.run``.  Returns its result."""
+        with lent_namespace(self.shell):  # the REPL's names for the run only
+            return rlm.run(question, executor=plan.executor, variables=plan.variables,
+                           history=plan.history, protected=plan.protected, **kwargs)
+
+    def record(self, result: Any, plan: TaskPlan, run_id: str) -> None:
+        """Add the finished task to the conversation (a later task is told it)."""
+        self.conversation.record(result, self.shell.user_ns, key=plan.key, run_id=run_id)
+
+    # -- helpers ------------------------------------------------------------------------
+    def _sub_model(self) -> str | None:
+        """The session's sub-model (of the ``c.RLM`` settings, when the magic holds
+        them)."""
+        settings = self.settings
+        return settings.run_config().models()[1] if settings is not None else None
+
+    def _isolated_executor(self, workdir: str | None, memory_limit: int | None) -> Any:
+        """A sandboxed worker for one isolated task (closed when the task ends),
+        writing only in ``workdir`` when one is given, within ``memory_limit`` bytes.
+
+        Raises:
+            UsageError: the folder does not exist, or the child could not start (the
+                message says why)."""
+        from ..executors import WorkerError
+        from .isolated_steps import IsolatedSteps
+
+        if workdir and not os.path.isdir(workdir):
+            raise UsageError(f"%rlm --workdir: {workdir!r} is not a folder")
+        try:
+            return IsolatedSteps(workdir=workdir or None, memory_limit=memory_limit)
+        except ValueError as exc:  # a folder the wall refuses (the root, ...)
+            raise UsageError(f"%rlm --workdir: {exc}") from None
+        except WorkerError as exc:
+            raise UsageError(f"%rlm --isolated: {exc}") from None
 
 
 def assigned_names(source: str) -> set[str]:

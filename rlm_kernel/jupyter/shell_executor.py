@@ -15,8 +15,8 @@ import re
 import sys
 import time
 import types
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from ..executors import (
@@ -36,7 +36,8 @@ from ..repl_types import REPLResult
 from ..termination import FinalOutput
 from ..text import middle_cut
 
-__all__ = ["ShellExecutor", "RichOutputCallback", "output_text"]
+__all__ = ["RichOutputCallback", "ShellExecutor", "StepCapture", "display_output",
+           "output_text", "stock_shell_hooks"]
 
 RichOutputCallback = Callable[[dict[str, Any]], None]
 MAX_OUTPUTS = 500
@@ -59,7 +60,7 @@ def output_text(output: dict[str, Any]) -> str:
 
 
 class _CapturingPublisher:
-    """Stands in for ``shell.display_pub`` during a step."""
+    """Stands in for ``shell.display_pub`` during a step of a stock shell."""
 
     def __init__(self, sink: RichOutputCallback) -> None:
         self._sink = sink
@@ -67,20 +68,29 @@ class _CapturingPublisher:
 
     def publish(self, data, metadata=None, source=None, *, transient=None, update=False,
                 **kwargs):
-        self._sink({"output_type": "display_data", "data": dict(data),
-                    "metadata": dict(metadata or {}),
-                    **({"transient": transient} if transient else {})})
+        self._sink(display_output(data, metadata, transient))
 
     def clear_output(self, wait: bool = False) -> None:
         self._sink({"output_type": "clear_output", "wait": wait})
 
 
-class _StepCapture:
+def display_output(data: dict[str, Any], metadata: dict[str, Any] | None = None,
+                   transient: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One ``display()`` call of a step as an nbformat ``display_data`` output dict."""
+    return {"output_type": "display_data", "data": dict(data),
+            "metadata": dict(metadata or {}), **({"transient": transient} if transient else {})}
+
+
+class StepCapture:
     """What one step makes, caught as nbformat output dicts, and how it ended.
 
-    Its methods stand in for the shell's hooks while the step runs: stream writes,
-    ``display()``, the display hook of a trailing expression, tracebacks and the
-    custom-exception handler for ``FINAL`` and time-outs.
+    Its methods are what the shell does with a step's output while the step runs:
+    stream writes, ``display()``, the display hook of a trailing expression,
+    tracebacks (trimmed to the model's frames), ``exit()`` refused, and the
+    custom-exception handler for ``FINAL`` and time-outs.  A shell that knows steps
+    (:class:`~rlm_kernel.jupyter.kernel.RLMShell`, through its ``step_in_progress``)
+    calls them from its own methods; any other shell has its hooks swapped for them
+    for the step (:func:`stock_shell_hooks`).
 
     Args:
         shell: the IPython shell the step runs in.
@@ -101,6 +111,7 @@ class _StepCapture:
         self.redact = Redactor()
         self.count = shell.execution_count  # the step's execution count
         self.user_interrupt = False  # the user's SIGINT arrived during the step
+        self.forwarding = False  # on_rich_output runs: what it publishes is not the step's
 
     def sink(self, output: dict[str, Any]) -> None:
         """Keep (capped, redacted) and pass on one output; count it past
@@ -112,7 +123,11 @@ class _StepCapture:
         output = redact_output(_capped(output), self.redact)
         self.outputs.append(output)
         if self.on_rich_output is not None:
-            self.on_rich_output(output)
+            self.forwarding = True
+            try:
+                self.on_rich_output(output)
+            finally:
+                self.forwarding = False
 
     def stream(self, name: str, text: str) -> None:
         """A chunk of ``stdout``/``stderr`` text."""
@@ -147,31 +162,38 @@ class _StepCapture:
         self.sink({"output_type": "error", "ename": getattr(etype, "__name__", str(etype)),
                    "evalue": str(evalue), "traceback": list(stb)})
 
+    def exc_info(self, etype: Any, value: Any, tb: Any) -> tuple[Any, Any, Any]:
+        """An exception of the step's code, its traceback ending at the model's line
+        that called into the framework (a helper, ``llm_query`` ...:
+        :func:`~rlm_kernel.executors.tracebacks.trim_exception`)."""
+        if isinstance(value, BaseException) and value.__traceback__ is tb:
+            trim_exception(value)
+        else:
+            trim_traceback(tb)
+        return etype, value, tb
+
+    def refuse_exit(self, *args: Any, **kwargs: Any) -> None:
+        """``exit()``/``quit()`` in model code: refused before the shell's ``ask_exit``
+        runs, whose ``exit_now`` observer would stop the kernel's loop 0.1 s later
+        whatever is reset afterwards.
+
+        Raises:
+            SystemExit: always (shown in the step's output)."""
+        raise SystemExit("exit() ignored: model code may not stop the kernel")
+
     def hooks(self, stack: ExitStack) -> Any:
-        """Route the shell's streams, displays and errors here until ``stack`` closes;
+        """Route the step's streams, displays and errors here until ``stack`` closes;
         returns the step's host-state scope (:func:`step_scope`)."""
-        shell = self.shell
         out = StreamTee("stdout", self.stream, redact=self.redact)
         err = StreamTee("stderr", self.stream, redact=self.redact)
         stack.callback(err.flush)
         stack.callback(out.flush)
         stack.enter_context(_swap(sys, "stdout", out))
         stack.enter_context(_swap(sys, "stderr", err))
-        scope = stack.enter_context(step_scope(out, err, namespace=shell.user_ns))
-        stack.enter_context(_swap(shell, "display_pub", _CapturingPublisher(self.sink)))
-        # A step runs inside the task cell's run_cell, whose display trap is
-        # already active: swap the live hook, and the trap's for a top-level call.
-        stack.enter_context(_swap(sys, "displayhook", self.displayhook))
-        stack.enter_context(_swap(shell.display_trap, "hook", self.displayhook))
-        stack.enter_context(_swap(shell, "_showtraceback", self.showtraceback))
-        stack.enter_context(_swap(shell, "_get_exc_info", _model_exc_info(shell)))
-        # exit()/quit() call ask_exit, whose exit_now observer stops the kernel's
-        # loop 0.1 s later whatever is reset afterwards: refuse before that.
-        stack.enter_context(_swap(shell, "ask_exit", _refuse_exit))
-        saved_custom = (shell.custom_exceptions, shell.CustomTB)
-        shell.set_custom_exc((FinalOutput, StepTimeout), self.custom_exc)
-        stack.callback(lambda: setattr(shell, "custom_exceptions", saved_custom[0]))
-        stack.callback(lambda: setattr(shell, "CustomTB", saved_custom[1]))
+        scope = stack.enter_context(step_scope(out, err, namespace=self.shell.user_ns))
+        step_in_progress = getattr(self.shell, "step_in_progress", None)
+        stack.enter_context(step_in_progress(self) if step_in_progress is not None
+                            else stock_shell_hooks(self.shell, self))
         return scope
 
     def text(self, stderr: bool) -> str:
@@ -206,7 +228,7 @@ class ShellExecutor:
         Raises:
             KeyboardInterrupt: the user interrupted the step.
         """
-        capture = _StepCapture(self.shell, self.on_rich_output, on_output)
+        capture = StepCapture(self.shell, self.on_rich_output, on_output)
         start = time.perf_counter()
         result = self._run_cell(code, timeout, capture)
         filter_streams()  # the host's streams are back: mute threads the step left running
@@ -221,7 +243,7 @@ class ShellExecutor:
                           locals=self.namespace, execution_time=time.perf_counter() - start,
                           llm_calls=[], success=success, final_output=capture.final)
 
-    def _run_cell(self, code: str, timeout: float | None, capture: _StepCapture) -> Any:
+    def _run_cell(self, code: str, timeout: float | None, capture: StepCapture) -> Any:
         """``shell.run_cell`` under the time limit with the shell's hooks swapped for
         ``capture``'s; returns the shell's ``ExecutionResult`` (None when the limit
         fired outside the cell's own code) and notes dropped outputs and host-state
@@ -243,7 +265,7 @@ class ShellExecutor:
             capture.stream("stderr", scope.notes())
         return result
 
-    def _note_abnormal_end(self, capture: _StepCapture, timeout: float | None) -> None:
+    def _note_abnormal_end(self, capture: StepCapture, timeout: float | None) -> None:
         """Tell the model (in stderr) that the time limit stopped the step, or that
         ``exit()`` was refused (and drop the kernel's exit payload)."""
         if capture.timeout:
@@ -289,26 +311,51 @@ class _swap:  # noqa: N801 - used as a context manager, reads like a function
             setattr(self.obj, self.name, self.old)
 
 
-def _model_exc_info(shell: Any) -> Callable[..., Any]:
-    """``shell._get_exc_info`` for a step: the same exception, its traceback ending at
-    the model's line that called into the framework (a helper, ``llm_query`` ...:
-    :func:`~rlm_kernel.executors.tracebacks.trim_exception`)."""
-    get = shell._get_exc_info
+@contextmanager
+def stock_shell_hooks(shell: Any, capture: StepCapture) -> Iterator[None]:
+    """Route a stock IPython shell's output of one step to ``capture`` (the ``%rlm``
+    magic in a ``python3`` kernel or a terminal IPython, whose shell has no step
+    state): the smallest swap that does it, all of it here, undone when the block ends.
+
+    IPython's own capture idiom (:class:`IPython.utils.capture.capture_output`) swaps
+    the streams (done by :meth:`StepCapture.hooks` for every shell), ``display_pub``
+    and ``sys.displayhook``.  A step needs four things more, each a method of the
+    shell that has no public hook:
+
+    - ``display_trap.hook``: a step run outside a cell (no active display trap) has
+      the trap install its hook, not ``sys.displayhook``'s;
+    - ``_showtraceback`` and ``_get_exc_info``: an error is an nbformat ``error``
+      output of the step (ipykernel's sends it to IOPub), its traceback trimmed to the
+      model's frames;
+    - ``ask_exit``: ``exit()`` refused (:meth:`StepCapture.refuse_exit`);
+    - the custom exceptions: ``FINAL`` and the time limit end the step quietly.
+
+    :class:`~rlm_kernel.jupyter.kernel.RLMShell` does all of this with its own
+    methods instead.  The private members read here are named in
+    ``tests/jupyter/test_private_members.py`` (a bump of IPython that drops one fails
+    it).
+
+    Args:
+        shell: the ``InteractiveShell`` the step runs in.
+        capture: the step's capture.
+    """
+    get_exc_info = shell._get_exc_info
 
     def exc_info(exc_tuple: Any = None) -> tuple[Any, Any, Any]:
-        etype, value, tb = get(exc_tuple)
-        if isinstance(value, BaseException) and value.__traceback__ is tb:
-            trim_exception(value)
-        else:
-            trim_traceback(tb)
-        return etype, value, tb
+        return capture.exc_info(*get_exc_info(exc_tuple))
 
-    return exc_info
-
-
-def _refuse_exit(*args: Any, **kwargs: Any) -> None:
-    """``shell.ask_exit`` during a step: model code may not stop the kernel."""
-    raise SystemExit("exit() ignored: model code may not stop the kernel")
+    with ExitStack() as stack:
+        stack.enter_context(_swap(shell, "display_pub", _CapturingPublisher(capture.sink)))
+        stack.enter_context(_swap(sys, "displayhook", capture.displayhook))
+        stack.enter_context(_swap(shell.display_trap, "hook", capture.displayhook))
+        stack.enter_context(_swap(shell, "_showtraceback", capture.showtraceback))
+        stack.enter_context(_swap(shell, "_get_exc_info", exc_info))
+        stack.enter_context(_swap(shell, "ask_exit", capture.refuse_exit))
+        saved_custom = (shell.custom_exceptions, shell.CustomTB)
+        shell.set_custom_exc((FinalOutput, StepTimeout), capture.custom_exc)
+        stack.callback(lambda: setattr(shell, "custom_exceptions", saved_custom[0]))
+        stack.callback(lambda: setattr(shell, "CustomTB", saved_custom[1]))
+        yield
 
 
 def _drop_exit_payload(shell: Any) -> None:

@@ -1,18 +1,27 @@
 """Shared pieces of the ``%rlm`` tests in this process's IPython shell: a scripted
-model in place of the real one, and the magics object."""
+model given through the session's client seam, and the magics object."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import rlm_kernel.engine.rlm as engine
+from IPython import get_ipython
+
 from rlm_kernel.models.scripted import ScriptedModel
 
 
-def script(monkeypatch: Any, replies: list[str]) -> ScriptedModel:
-    """Make every model the magic asks for this scripted one (both roles)."""
+def script(monkeypatch: Any, replies: list[str], seen: list[Any] | None = None) -> ScriptedModel:
+    """Make this scripted model every client the shell's ``%rlm`` session asks for (both
+    roles), through :attr:`~rlm_kernel.jupyter.session.NotebookSession.client_factory`
+    (undone after the test); the model strings asked for go to ``seen``."""
     lm = ScriptedModel(replies)
-    monkeypatch.setattr(engine, "make_client", lambda model, **kw: lm)
+
+    def factory(model: str | None) -> ScriptedModel:
+        if seen is not None:
+            seen.append(model)
+        return lm
+
+    monkeypatch.setattr(magics(get_ipython()).session, "client_factory", factory)
     return lm
 
 

@@ -15,12 +15,13 @@ import pytest
 from ipykernel.kernelbase import Kernel
 
 from rlm_kernel.jupyter.kernel import RLMKernel
-from tests.kernel_client import execute, script_model, start, stop, text_of
+from tests.kernel_client import THOUGHT, execute, script_model, text_of
+from tests.replies import block
 
 
 def reply_block(code: str) -> str:
     """A scripted model reply running ``code`` as one step."""
-    return f"Trying.\n```repl\n{code}\n```"
+    return block(code, THOUGHT)
 
 
 # -- the status filter, as a unit ---------------------------------------------------------
@@ -73,12 +74,18 @@ def test_status_filter_drops_other_channels_during_a_run(probe):
 
 # -- real kernels -------------------------------------------------------------------------
 @pytest.fixture(params=["rlm", "python3"])
-def kernel(request):
-    km, kc = start(request.param)
+def kernel_name(request) -> str:
+    return request.param
+
+
+@pytest.fixture()
+def kernel(kernel, kernel_name):
+    """tests/conftest.py's kernel, of each kind, with ``%load_ext rlm_kernel``:
+    ``(kernel name, client)``."""
+    _, kc = kernel
     reply, _ = execute(kc, "%load_ext rlm_kernel")
     assert reply["content"]["status"] == "ok"
-    yield request.param, kc
-    stop(km, kc)
+    return kernel_name, kc
 
 
 def kernel_value(kc, code: str) -> Any:
@@ -181,3 +188,38 @@ def test_control_requests_during_a_run_publish_no_status(kernel):
     marker = kc.execute("pass")
     states, _ = _statuses_of(kc, after["header"]["msg_id"], until=marker)
     assert states == ["busy", "idle"]
+
+
+STEP_SWAPS = """\
+_sh = get_ipython()
+swapped = sorted(n for n in ('_showtraceback', '_get_exc_info', 'ask_exit')
+                 if getattr(getattr(_sh, n), '__func__', None) is not getattr(type(_sh), n))
+from IPython.display import display as _display
+_display('shown by the step')"""
+
+STEP_OUTPUTS = """\
+import json
+_run = list(get_ipython().magics_manager.registry['RLMMagics'].runs.values())[-1]
+print(json.dumps([o.get('data', {}).get('text/plain') for o in _run.step_outputs[0]]))"""
+
+
+def test_a_step_in_the_rlm_kernel_swaps_no_method_of_the_shell(kernel):
+    """During a step the RLM kernel's shell (``RLMShell``, its ``shell_class``) routes the
+    step's output with its own methods: each is the class's (ipykernel's start-up code
+    leaves ``_showtraceback`` bound on the instance, still the class's function).  A
+    ``python3`` kernel's stock shell has the smallest swap for the step's length (and
+    its methods back afterwards).  In both the step's display is the step's output."""
+    name, kc = kernel
+    script_model(kc, [reply_block(STEP_SWAPS), reply_block("FINAL('done')")])
+    reply, messages = execute(kc, "%rlm Show something, then say done.")
+    assert reply["content"]["status"] == "ok", text_of(messages)
+    swapped = kernel_value(kc, "import json; print(json.dumps(swapped))")
+    assert swapped == ([] if name == "rlm" else ["_get_exc_info", "_showtraceback",
+                                                 "ask_exit"]), (name, swapped)
+    assert "'shown by the step'" in kernel_value(kc, STEP_OUTPUTS)
+    kind = kernel_value(kc, "import json; print(json.dumps(type(get_ipython()).__name__))")
+    assert kind == ("RLMShell" if name == "rlm" else "ZMQInteractiveShell")
+    assert kernel_value(kc, "import json; _sh = get_ipython(); print(json.dumps("
+                            "[n for n in ('_showtraceback', '_get_exc_info', 'ask_exit') if "
+                            "getattr(getattr(_sh, n), '__func__', None) is not "
+                            "getattr(type(_sh), n)]))") == []  # all back after the run

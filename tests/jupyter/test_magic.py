@@ -7,9 +7,9 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.testing.globalipapp import start_ipython
 
-import rlm_kernel.engine.rlm as engine
+from rlm_kernel.engine import RLM
 from rlm_kernel.jupyter.prose import is_prose
-from rlm_kernel.models.scripted import ScriptedModel
+from tests.jupyter.scripted_magic import script as scripted
 from tests.replies import block as reply
 
 
@@ -35,15 +35,10 @@ def ip(monkeypatch):
 
 
 def script(monkeypatch, replies):
-    lm = ScriptedModel(replies)
+    """The scripted model answers every task (the session's client seam); returns it
+    and the model strings the session asked clients for."""
     seen = []
-
-    def fake_client(model, **kwargs):
-        seen.append(model)
-        return lm
-
-    monkeypatch.setattr(engine, "make_client", fake_client)
-    return lm, seen
+    return scripted(monkeypatch, replies, seen), seen
 
 
 
@@ -257,7 +252,7 @@ def test_names_are_given_back_when_the_run_fails(ip, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("engine bug")
 
-    monkeypatch.setattr(engine.RLM, "run", broken)
+    monkeypatch.setattr(RLM, "run", broken)
     ip.run_cell("def search(x):\n    return x\ncontext = 'abc'", silent=True)
     mine = ip.user_ns["search"]
     try:
@@ -299,3 +294,36 @@ def test_a_model_cannot_reach_the_session_helpers_by_deleting_a_name(ip, monkeyp
     magics = ip.magics_manager.registry["RLMMagics"]
     last = list(magics.runs.values())[-1].result
     assert "hidden" in last.history.entries[0].output
+
+
+def test_each_sub_command_has_its_own_parser_and_usage_line():
+    from IPython.core.error import UsageError
+
+    from rlm_kernel.jupyter.magic import COMMANDS, _command_parsers, parse_line
+
+    assert sorted(_command_parsers()) == sorted(COMMANDS)
+    with pytest.raises(UsageError, match="usage: %rlm replay"):
+        parse_line("replay one.ipynb two.ipynb")
+    with pytest.raises(UsageError, match="usage: %rlm vars"):
+        parse_line("vars --run abc")  # --run is export's, replay's and continue's
+    # options before a sub-command are kept; its own come after it
+    opts, question = parse_line("--model openai/m replay --run abc --max-iterations 2")
+    assert (opts.command, opts.model, opts.run, opts.max_iterations, question) == \
+        ("replay", "openai/m", "abc", 2, "")
+    opts, question = parse_line("-- vars are what?")  # an explicit -- makes it a question
+    assert (opts.command, question) == (None, "vars are what?")
+
+
+def test_the_session_makes_one_client_when_both_roles_have_one_model(ip):
+    from rlm_kernel.engine import RLMConfig
+    from rlm_kernel.jupyter.session import NotebookSession
+
+    made = []
+    session = NotebookSession(None, client_factory=lambda model: made.append(model) or
+                              object())
+    same = session.clients(RLMConfig(model="openai/a"))
+    assert same["root_client"] is same["sub_client"] and made == ["openai/a"]
+    other = session.clients(RLMConfig(model="openai/a", sub_model="openai/b"))
+    assert other["root_client"] is not other["sub_client"]
+    assert made == ["openai/a", "openai/a", "openai/b"]
+    assert NotebookSession(None).clients(RLMConfig()) == {}  # the engine builds its own
