@@ -36,17 +36,23 @@ _TRAITS: dict[str, type[TraitType]] = {"int": Int, "float": Float, "bool": Bool,
                                        "str": Unicode, "dict": Dict}
 
 
+_BY_NAME = {s.name: s for s in settings()}
+
+
+def _setting_trait(name: str) -> TraitType:
+    """The configurable trait of the run setting ``name``: its default, ``None``
+    allowed when optional, its help with its bound.
+
+    Raises:
+        KeyError: no setting of :class:`RLMConfig` has that name."""
+    s = _BY_NAME[name]
+    help_text = s.help if s.low is None else f"{s.help} Must be {s.bound()}."
+    return _TRAITS[s.kind](s.default, allow_none=s.optional, help=help_text).tag(config=True)
+
+
 def config_traits() -> dict[str, TraitType]:
     """One configurable trait per :class:`RLMConfig` field (same name, default, help)."""
-    traits: dict[str, TraitType] = {}
-    for s in settings():
-        help_text = s.help if s.low is None else f"{s.help} Must be {s.bound()}."
-        trait = _TRAITS[s.kind](s.default, allow_none=s.optional, help=help_text)
-        traits[s.name] = trait.tag(config=True)
-    return traits
-
-
-_BY_NAME = {s.name: s for s in settings()}
+    return {s.name: _setting_trait(s.name) for s in settings()}
 
 
 class RLM(Configurable):
@@ -61,9 +67,48 @@ class RLM(Configurable):
     current values.
     """
 
-    # One trait per run setting (:func:`config_traits`).  At class scope ``locals()`` is
-    # the namespace the class is built from, so these become ordinary class traits.
-    locals().update(config_traits())
+    # One declared trait per run setting, its default, help and bounds the setting's own
+    # (:func:`config_traits`); tests/jupyter/test_settings.py checks that every
+    # RLMConfig field has one.
+    model = _setting_trait("model")
+    sub_model = _setting_trait("sub_model")
+    max_iterations = _setting_trait("max_iterations")
+    max_depth = _setting_trait("max_depth")
+    child_max_iterations = _setting_trait("child_max_iterations")
+    max_llm_calls = _setting_trait("max_llm_calls")
+    max_tokens = _setting_trait("max_tokens")
+    max_cost_usd = _setting_trait("max_cost_usd")
+    max_seconds = _setting_trait("max_seconds")
+    auto_max_seconds = _setting_trait("auto_max_seconds")
+    step_timeout = _setting_trait("step_timeout")
+    max_output_chars = _setting_trait("max_output_chars")
+    preview_chars = _setting_trait("preview_chars")
+    history_window = _setting_trait("history_window")
+    history_code = _setting_trait("history_code")
+    termination = _setting_trait("termination")
+    termination_config = _setting_trait("termination_config")
+    max_concurrency = _setting_trait("max_concurrency")
+    max_consecutive_errors = _setting_trait("max_consecutive_errors")
+    temperature = _setting_trait("temperature")
+    max_step_tokens = _setting_trait("max_step_tokens")
+    max_sub_tokens = _setting_trait("max_sub_tokens")
+    cut_after_first_block = _setting_trait("cut_after_first_block")
+    use_stop_sequences = _setting_trait("use_stop_sequences")
+    protect_inputs = _setting_trait("protect_inputs")
+    context_window = _setting_trait("context_window")
+    restate_question = _setting_trait("restate_question")
+    verify_answer = _setting_trait("verify_answer")
+    ground_answer = _setting_trait("ground_answer")
+    cache = _setting_trait("cache")
+    callbacks = _setting_trait("callbacks")
+    resample_temperature = _setting_trait("resample_temperature")
+    repeat_limit = _setting_trait("repeat_limit")
+    candidates = _setting_trait("candidates")
+    candidates_early_stop = _setting_trait("candidates_early_stop")
+    candidate_temperature = _setting_trait("candidate_temperature")
+    executor = _setting_trait("executor")
+    memory_limit = _setting_trait("memory_limit")
+    workdir = _setting_trait("workdir")
 
     # Beside the run settings (the models among them): the widgets, the warm start,
     # follow-up tasks and the user's tools.

@@ -168,3 +168,13 @@ def test_config_rlm_and_help_in_a_real_kernel():
         assert "Back to the embedded local model" in text_of(messages)
     finally:
         stop(km, kc)
+
+
+def test_the_section_declares_one_trait_per_setting_and_its_own_four():
+    """Declared traits (no ``locals().update()``): exactly the settings of
+    :class:`RLMConfig` and the section's own, so a new setting without its declaration
+    fails here."""
+    declared = set(RLMSettings.class_trait_names(config=True))
+    assert declared == {s.name for s in settings()} | {"follow_ups", "tools", "widgets",
+                                                        "warm_start"}
+    assert all(name in vars(RLMSettings) for name in declared)  # the class's own
