@@ -22,6 +22,31 @@ def local_server():
 
 
 @pytest.fixture()
+def kernel_name() -> str:
+    """The kernelspec the ``kernel`` fixture starts: ``rlm``.  A module or test that
+    needs another (``python3``, the ``%rlm`` magic after ``%load_ext rlm_kernel``)
+    parametrises ``kernel_name`` (``@pytest.mark.parametrize("kernel_name", [...])``)."""
+    return "rlm"
+
+
+@pytest.fixture()
+def kernel(kernel_name: str):
+    """A real kernel of ``kernel_name`` started by jupyter_client for this test and shut
+    down after it: ``(manager, client)``.  Code runs in it through the helpers of
+    tests/kernel_client.py (``execute``, ``script_model`` ...)."""
+    from tests.kernel_client import running
+
+    with running(kernel_name) as started:
+        yield started
+
+
+@pytest.fixture()
+def kc(kernel):
+    """The client of this test's ``kernel``."""
+    return kernel[1]
+
+
+@pytest.fixture()
 def exporter():
     """Tracing on (``otel``), its spans kept by the OpenTelemetry SDK's in-memory exporter;
     off again afterwards."""

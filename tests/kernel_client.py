@@ -3,32 +3,46 @@ messages, announce the frontend; and, for fault cases, script the model inside i
 
 from __future__ import annotations
 
+import json
 import queue
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from jupyter_client.manager import start_new_kernel
 
-from tests.replies import block as _reply
+# the one block(); imported from here too (../shared/fault-cases/kern.py)
+from tests.replies import block as block
+from tests.scripted import SCRIPTED_SETTINGS
 
 THOUGHT = "Trying."
 """The reasoning line of the replies the kernel tests script (``block(code, THOUGHT)``)."""
 
 
-def block(code: str) -> str:
-    """A scripted reply with this module's thought line (``../shared/fault-cases/kern.py``
-    imports it from here)."""
-    return _reply(code, THOUGHT)
-
-
-def start(kernel_name: str = "rlm"):
-    """Start a kernel; returns (manager, client)."""
-    return start_new_kernel(kernel_name=kernel_name, startup_timeout=60)
+def start(kernel_name: str = "rlm", **kwargs: Any):
+    """Start a kernel of the kernelspec ``kernel_name`` (``rlm``, ``python3``);
+    ``kwargs`` go to :func:`jupyter_client.manager.start_new_kernel` (``env``,
+    ``stderr``).  Returns (manager, client); :func:`stop` ends both."""
+    return start_new_kernel(kernel_name=kernel_name, startup_timeout=60, **kwargs)
 
 
 def stop(km, kc) -> None:
+    """Close the client's channels and shut the kernel down at once."""
     kc.stop_channels()
     km.shutdown_kernel(now=True)
+
+
+@contextmanager
+def running(kernel_name: str = "rlm", **kwargs: Any) -> Iterator[tuple[Any, Any]]:
+    """A kernel for the ``with`` block: (manager, client) from :func:`start`, stopped on
+    leaving, whatever happened.  The ``kernel`` fixture of tests/conftest.py is this."""
+    km, kc = start(kernel_name, **kwargs)
+    try:
+        yield km, kc
+    finally:
+        stop(km, kc)
 
 
 def execute(kc, code: str, *, timeout: float = 600, cell_id: str | None = None,
@@ -59,6 +73,14 @@ def execute(kc, code: str, *, timeout: float = 600, cell_id: str | None = None,
             return reply, messages
 
 
+def printed_json(kc, code: str, *, timeout: float = 60) -> Any:
+    """Run ``code`` (a cell that prints one JSON document last) and return that
+    document's value; the cell must succeed."""
+    reply, messages = execute(kc, code, timeout=timeout)
+    assert reply["content"]["status"] == "ok", text_of(messages)
+    return json.loads(text_of(messages).strip().splitlines()[-1])
+
+
 def text_of(messages: list[dict]) -> str:
     """Stream text and plain-text results of a cell's messages."""
     parts = []
@@ -75,8 +97,9 @@ def text_of(messages: list[dict]) -> str:
 
 def script_model(kc, replies: list[str], **config) -> None:
     """Inside the kernel: every model the magic makes is a ScriptedModel with ``replies``
-    (the loop's mechanics under test, not answers: no answer or grounding check), and
-    ``c.RLM.<key> = value``."""
+    (the loop's mechanics under test, not answers), with the settings of every scripted
+    run (:data:`tests.scripted.SCRIPTED_SETTINGS`: no answer or grounding check, no
+    resampling), then ``c.RLM.<key> = value`` for each of ``config``."""
     reply, _ = execute(kc, script_model_code(replies, **config))
     assert reply["content"]["status"] == "ok", reply["content"]
 
@@ -86,12 +109,9 @@ def script_model_code(replies: list[str], **config) -> str:
     lines = ["import rlm_kernel.engine.rlm as _e",
              "from rlm_kernel.models.scripted import ScriptedModel as _S",
              f"_lm = _S({replies!r})",
-             "_e.make_client = lambda *a, **k: _lm",
-             "get_ipython().run_line_magic('config', 'RLM.verify_answer = False')",
-             "get_ipython().run_line_magic('config', 'RLM.ground_answer = False')",
-             "get_ipython().run_line_magic('config', 'RLM.resample_temperature = 0.0')"]
+             "_e.make_client = lambda *a, **k: _lm"]
     lines += [f"get_ipython().run_line_magic('config', {f'RLM.{k} = {v!r}'!r})"
-              for k, v in config.items()]
+              for k, v in {**SCRIPTED_SETTINGS, **config}.items()]
     return "\n".join(lines)
 
 

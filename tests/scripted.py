@@ -22,7 +22,7 @@ SCRIPTED_SETTINGS: dict[str, Any] = {
     "ground_answer": False,
     # RLMConfig: 0.7.  A reply that repeats an earlier step would not run: it is shown
     # to the model and the step sampled again, which takes the next scripted reply.
-    "resample_temperature": 0,
+    "resample_temperature": 0.0,
     # RLMConfig: False too; set here so a test reads that no answer check runs.
     "verify_answer": False,
 }

@@ -26,7 +26,7 @@ from rlm_kernel.engine.budget import CHARS_PER_TOKEN
 from rlm_kernel.export import export_rlm_log, export_run
 from rlm_kernel.models.usage import Completion, LLMCall
 from rlm_kernel.text import MAX_KEPT_CHARS, head_room
-from tests.kernel_client import execute, script_model, start, stop, text_of
+from tests.kernel_client import execute, script_model, text_of
 from tests.replies import block
 
 from . import helpers
@@ -489,14 +489,7 @@ def test_final_whose_str_raises_system_exit_still_prints_json(tmp_path):
     assert rc == 0 and json.loads(out)["steps"] == 2, err
 
 
-# -- the rlm kernel --------------------------------------------------------------------------
-@pytest.fixture()
-def kernel():
-    km, kc = start("rlm")
-    yield km, kc
-    stop(km, kc)
-
-
+# -- the rlm kernel (tests/conftest.py's kernel fixture) ---------------------------------------
 def _task(kc, replies, setup=None, **cfg):
     if setup:
         execute(kc, setup, timeout=30)

@@ -6,25 +6,14 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
-
 from tests.kernel_client import (
     THOUGHT,
     announce_frontend,
     execute,
     script_model,
-    start,
-    stop,
     text_of,
 )
 from tests.replies import block
-
-
-@pytest.fixture()
-def kernel():
-    km, kc = start("rlm")
-    yield km, kc
-    stop(km, kc)
 
 
 def test_exit_in_model_code_leaves_the_kernel_running(kernel):

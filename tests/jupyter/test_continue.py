@@ -5,25 +5,14 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from tests.kernel_client import (
     THOUGHT,
     announce_frontend,
     execute,
     script_model,
-    start,
-    stop,
     text_of,
 )
 from tests.replies import block
-
-
-@pytest.fixture()
-def kc():
-    km, client = start("rlm")
-    yield client
-    stop(km, client)
 
 
 def comm_data(messages: list[dict]) -> list[dict]:

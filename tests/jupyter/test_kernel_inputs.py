@@ -5,11 +5,10 @@ says so in its cell before any model call.  Scripted model: the session's mechan
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.kernel_client import block, execute, script_model, start, stop, text_of
+from tests.kernel_client import execute, printed_json, script_model, text_of
+from tests.replies import block
 
 STATE = ("import json\n_r = list(get_ipython().magics_manager.registry['RLMMagics'].runs"
          ".values())[-1].result\n"
@@ -20,9 +19,7 @@ STATE = ("import json\n_r = list(get_ipython().magics_manager.registry['RLMMagic
 
 
 def state(kc) -> dict:
-    reply, messages = execute(kc, STATE, timeout=60)
-    assert reply["content"]["status"] == "ok", text_of(messages)
-    return json.loads(text_of(messages).strip().splitlines()[-1])
+    return printed_json(kc, STATE)
 
 
 def task(kc, text: str, cell_id: str) -> str:
@@ -32,53 +29,45 @@ def task(kc, text: str, cell_id: str) -> str:
 
 
 @pytest.mark.parametrize("kernel_name,prefix", [("rlm", ""), ("python3", "%%rlm\n")])
-def test_a_variable_model_code_made_is_never_a_protected_input(kernel_name, prefix):
-    km, kc = start(kernel_name)
-    try:
-        if kernel_name == "python3":
-            execute(kc, "%load_ext rlm_kernel", timeout=120)
-        execute(kc, "context = 'a b c'", timeout=60)
-        script_model(kc, [block("hits = context.split()\nFINAL(len(hits))"),
-                          block("hits = ['new']\nFINAL(len(hits))"),
-                          block("hits = ['again']\nFINAL(len(hits))"),
-                          block("hits = None\nprint(1)"), block("FINAL(2)")],
-                     widgets=False)
-        task(kc, f"{prefix}How many words are in the context?", "cell-1")
-        # a new conversation: hits stays what model code made, not the user's input
-        task(kc, "%%rlm --new\nReplace the hits.", "cell-2")
-        got = state(kc)
-        assert got["hits"] == ["new"] and not got["warned"]
-        assert got["listed"] == ["context"] and "Variable: `hits`" not in got["told"]
-        # the first task cell run again: what its last run made is not protected either
-        task(kc, f"{prefix}How many words are in the context?", "cell-1")
-        got = state(kc)
-        assert got["hits"] == ["again"] and not got["warned"]
-        assert got["listed"] == ["context"]
-        # once the user assigns it in a cell, it is theirs: an input, put back
-        execute(kc, "hits = ['mine']", timeout=60)
-        task(kc, f"{prefix}Use the hits.", "cell-3")
-        got = state(kc)
-        assert got["hits"] == ["mine"] and got["warned"]
-        assert got["listed"] == ["context", "hits"]
-    finally:
-        stop(km, kc)
+def test_a_variable_model_code_made_is_never_a_protected_input(kc, kernel_name, prefix):
+    if kernel_name == "python3":
+        execute(kc, "%load_ext rlm_kernel", timeout=120)
+    execute(kc, "context = 'a b c'", timeout=60)
+    script_model(kc, [block("hits = context.split()\nFINAL(len(hits))"),
+                      block("hits = ['new']\nFINAL(len(hits))"),
+                      block("hits = ['again']\nFINAL(len(hits))"),
+                      block("hits = None\nprint(1)"), block("FINAL(2)")],
+                 widgets=False)
+    task(kc, f"{prefix}How many words are in the context?", "cell-1")
+    # a new conversation: hits stays what model code made, not the user's input
+    task(kc, "%%rlm --new\nReplace the hits.", "cell-2")
+    got = state(kc)
+    assert got["hits"] == ["new"] and not got["warned"]
+    assert got["listed"] == ["context"] and "Variable: `hits`" not in got["told"]
+    # the first task cell run again: what its last run made is not protected either
+    task(kc, f"{prefix}How many words are in the context?", "cell-1")
+    got = state(kc)
+    assert got["hits"] == ["again"] and not got["warned"]
+    assert got["listed"] == ["context"]
+    # once the user assigns it in a cell, it is theirs: an input, put back
+    execute(kc, "hits = ['mine']", timeout=60)
+    task(kc, f"{prefix}Use the hits.", "cell-3")
+    got = state(kc)
+    assert got["hits"] == ["mine"] and got["warned"]
+    assert got["listed"] == ["context", "hits"]
 
 
-def test_a_task_with_no_data_says_so_first_and_its_invented_context_is_not_the_users():
-    km, kc = start("rlm")
-    try:
-        script_model(kc, [block("context = {'data': 'a sample'}\nprint('STEP RAN')"),
-                          block("FINAL('data')"), block("FINAL(len(context))")],
-                     widgets=False)
-        out = task(kc, "What is in the data?", "cell-1")
-        notice = "RLM: this task has no data of yours. The namespace holds no data variable."
-        assert notice in out and "%%rlm --context" in out
-        assert out.index(notice) < out.index("STEP RAN")  # said before the first step
-        out = task(kc, "How long is it?", "cell-2")
-        assert "context (made by an earlier task's code)" in out
-        got = state(kc)
-        assert got["listed"] == []  # the invented context is not given as the user's data
-        assert "Variables it left: context (dict" in got["told"]
-        assert "made by their code, not given by the user" in got["told"]
-    finally:
-        stop(km, kc)
+def test_a_task_with_no_data_says_so_first_and_its_invented_context_is_not_the_users(kc):
+    script_model(kc, [block("context = {'data': 'a sample'}\nprint('STEP RAN')"),
+                      block("FINAL('data')"), block("FINAL(len(context))")],
+                 widgets=False)
+    out = task(kc, "What is in the data?", "cell-1")
+    notice = "RLM: this task has no data of yours. The namespace holds no data variable."
+    assert notice in out and "%%rlm --context" in out
+    assert out.index(notice) < out.index("STEP RAN")  # said before the first step
+    out = task(kc, "How long is it?", "cell-2")
+    assert "context (made by an earlier task's code)" in out
+    got = state(kc)
+    assert got["listed"] == []  # the invented context is not given as the user's data
+    assert "Variables it left: context (dict" in got["told"]
+    assert "made by their code, not given by the user" in got["told"]

@@ -5,11 +5,10 @@ cells still find the REPL's helpers outside runs (an exported notebook re-runs).
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.kernel_client import block, execute, script_model, start, stop, text_of
+from tests.kernel_client import execute, printed_json, script_model, text_of
+from tests.replies import block
 
 USER_CELL = ("def search(x):\n    return 'mine: ' + x\nFINAL = 'my final'\n"
              "split_documents = [1, 2]\ncontext_0 = 'zero'\ncontext = 'a b c'")
@@ -21,9 +20,7 @@ REPORT = ("import json\nprint(json.dumps({'search': search('x'), 'FINAL': FINAL,
 
 
 def report(kc) -> dict:
-    reply, messages = execute(kc, REPORT, timeout=60)
-    assert reply["content"]["status"] == "ok", text_of(messages)
-    return json.loads(text_of(messages).strip().splitlines()[-1])
+    return printed_json(kc, REPORT)
 
 
 USERS = {"search": "mine: x", "FINAL": "my final", "split_documents": [1, 2],
@@ -34,21 +31,17 @@ USERS = {"search": "mine: x", "FINAL": "my final", "split_documents": [1, 2],
     ("rlm", "What is in the context?"),               # a prose cell
     ("python3", "%%rlm\nWhat is in the context?"),   # %load_ext in another kernel
 ])
-def test_tasks_leave_the_users_names_alone(kernel_name, task):
-    km, kc = start(kernel_name)
-    try:
-        execute(kc, USER_CELL, timeout=60)
-        if kernel_name == "python3":
-            execute(kc, "%load_ext rlm_kernel", timeout=120)
-        assert report(kc) == {**USERS, "answer": None}  # loading took nothing
-        script_model(kc, [block("print(search('b')[:1])\nx = split_documents()"),
-                          block("FINAL(len(context))")], widgets=False)
-        reply, messages = execute(kc, task, timeout=300)
-        assert reply["content"]["status"] == "ok", text_of(messages)
-        assert report(kc) == {**USERS, "answer": 5}
-        # outside a run the helpers are fallbacks a cell finds when it has no own name
-        reply, messages = execute(kc, "del search\nprint(callable(search), "
-                                      "callable(llm_query))", timeout=60)
-        assert text_of(messages).split() == ["True", "True"], text_of(messages)
-    finally:
-        stop(km, kc)
+def test_tasks_leave_the_users_names_alone(kc, kernel_name, task):
+    execute(kc, USER_CELL, timeout=60)
+    if kernel_name == "python3":
+        execute(kc, "%load_ext rlm_kernel", timeout=120)
+    assert report(kc) == {**USERS, "answer": None}  # loading took nothing
+    script_model(kc, [block("print(search('b')[:1])\nx = split_documents()"),
+                      block("FINAL(len(context))")], widgets=False)
+    reply, messages = execute(kc, task, timeout=300)
+    assert reply["content"]["status"] == "ok", text_of(messages)
+    assert report(kc) == {**USERS, "answer": 5}
+    # outside a run the helpers are fallbacks a cell finds when it has no own name
+    reply, messages = execute(kc, "del search\nprint(callable(search), "
+                                  "callable(llm_query))", timeout=60)
+    assert text_of(messages).split() == ["True", "True"], text_of(messages)

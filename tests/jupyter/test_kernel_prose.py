@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from jupyter_client.manager import start_new_kernel
+
+from tests.kernel_client import running
 
 
 @pytest.fixture(scope="module")
 def kc():
-    km, client = start_new_kernel(kernel_name="rlm", startup_timeout=60)
-    client.execute_interactive("%config RLM.model = 'no-such-model-xyz'", timeout=30)
-    yield client
-    client.stop_channels()
-    km.shutdown_kernel(now=True)
+    """One rlm kernel for the module's routing tests (an unknown model fails fast)."""
+    with running("rlm") as (_, client):
+        client.execute_interactive("%config RLM.model = 'no-such-model-xyz'", timeout=30)
+        yield client
 
 
 def run(client, code: str) -> tuple[dict, str, str]:
@@ -68,41 +68,37 @@ def test_a_one_word_cell_that_fails_as_python_gets_a_hint(kc, cell, hinted):
         assert len([line for line in out.splitlines() if line.strip()]) == 1  # one line
 
 
-def test_a_step_that_fails_the_same_way_gets_no_hint():
+def test_a_step_that_fails_the_same_way_gets_no_hint(kernel):
     """Steps run as cells too: the hint is for the user's cells, never a step's (the model
     would read it)."""
-    from tests.kernel_client import block, execute, script_model, start, stop, text_of
+    from tests.kernel_client import execute, script_model, text_of
+    from tests.replies import block
 
-    km, client = start("rlm")
-    try:
-        script_model(client, [block("hello"), block("FINAL('done')")])
-        execute(client, "context = 'some text'")
-        reply, messages = execute(client, "%%rlm\nSay hello.")
-        assert reply["content"]["status"] == "ok"
-        assert HINT not in text_of(messages)
-        reply, messages = execute(client, (
-            "_r = list(get_ipython().magics_manager.registry['RLMMagics'].runs.values())[-1]\n"
-            "print(_r.result.history.entries[0].output)"))
-        seen = text_of(messages)  # what the model read of the step
-        assert "NameError: name 'hello' is not defined" in seen and HINT not in seen
-    finally:
-        stop(km, client)
+    _, client = kernel
+    script_model(client, [block("hello"), block("FINAL('done')")])
+    execute(client, "context = 'some text'")
+    reply, messages = execute(client, "%%rlm\nSay hello.")
+    assert reply["content"]["status"] == "ok"
+    assert HINT not in text_of(messages)
+    reply, messages = execute(client, (
+        "_r = list(get_ipython().magics_manager.registry['RLMMagics'].runs.values())[-1]\n"
+        "print(_r.result.history.entries[0].output)"))
+    seen = text_of(messages)  # what the model read of the step
+    assert "NameError: name 'hello' is not defined" in seen and HINT not in seen
 
 
-def test_in_a_python3_kernel_the_hint_names_the_magic():
-    from tests.kernel_client import execute, start, stop, text_of
+@pytest.mark.parametrize("kernel_name", ["python3"])
+def test_in_a_python3_kernel_the_hint_names_the_magic(kernel):
+    from tests.kernel_client import execute, text_of
 
-    km, client = start("python3")
-    try:
-        execute(client, "%load_ext rlm_kernel")
-        for cell in ("hello there", "hello"):
-            reply, messages = execute(client, cell)
-            assert reply["content"]["status"] == "error"
-            assert "Hint: to ask the model, start the cell with %%rlm" in text_of(messages)
-        reply, messages = execute(client, "print x")
-        assert "Hint" not in text_of(messages)
-    finally:
-        stop(km, client)
+    _, client = kernel
+    execute(client, "%load_ext rlm_kernel")
+    for cell in ("hello there", "hello"):
+        reply, messages = execute(client, cell)
+        assert reply["content"]["status"] == "error"
+        assert "Hint: to ask the model, start the cell with %%rlm" in text_of(messages)
+    reply, messages = execute(client, "print x")
+    assert "Hint" not in text_of(messages)
 
 
 @pytest.mark.parametrize(("text", "error", "hinted"), [

@@ -7,7 +7,6 @@ import random
 import time
 
 import pytest
-from jupyter_client.manager import start_new_kernel
 
 from evals.questions import defines_function_question, stdlib_dir
 from tests.kernel_client import announce_frontend, execute
@@ -23,11 +22,10 @@ LOAD_JSON_PACKAGE = (
 
 
 @pytest.fixture()
-def kernel(request, local_server):
-    km, kc = start_new_kernel(kernel_name=request.param, startup_timeout=60)
-    yield km, kc
-    kc.stop_channels()
-    km.shutdown_kernel(now=True)
+def kernel(local_server, kernel):
+    """tests/conftest.py's kernel, started after the embedded model's server (it finds
+    the server through its state file)."""
+    return kernel
 
 
 def comm_data(messages: list[dict]) -> list[dict]:
@@ -54,7 +52,7 @@ def value_of(kc, expr: str):
     return ast.literal_eval(data["data"]["text/plain"])
 
 
-@pytest.mark.parametrize("kernel", ["rlm"], indirect=True)
+@pytest.mark.parametrize("kernel_name", ["rlm"])
 def test_prose_task_in_rlm_kernel_streams_comm_messages(kernel):
     km, kc = kernel
     q = defines_function_question("json", random.Random(0))
@@ -105,7 +103,7 @@ def test_prose_task_in_rlm_kernel_streams_comm_messages(kernel):
     assert value_of(kc, "kept") == "user data"
 
 
-@pytest.mark.parametrize("kernel", ["python3"], indirect=True)
+@pytest.mark.parametrize("kernel_name", ["python3"])
 def test_rlm_magic_in_python3_kernel_renders_inline(kernel):
     km, kc = kernel
     q = defines_function_question("json", random.Random(0))
@@ -135,7 +133,7 @@ def test_rlm_magic_in_python3_kernel_renders_inline(kernel):
     assert q.check(str(value_of(kc, "rlm_answer")))
 
 
-@pytest.mark.parametrize("kernel", ["rlm"], indirect=True)
+@pytest.mark.parametrize("kernel_name", ["rlm"])
 def test_interrupt_mid_run_keeps_namespace_and_steps(kernel):
     km, kc = kernel
     reply, _ = execute(kc, LOAD_JSON_PACKAGE)

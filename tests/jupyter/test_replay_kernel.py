@@ -4,14 +4,12 @@ same answer and step outputs; with a changed context the replay reports ``diverg
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
-from jupyter_client.manager import start_new_kernel
 
 from evals.questions import stdlib_dir
-from tests.kernel_client import execute, stop, text_of
+from tests.kernel_client import execute, printed_json, running, text_of
 
 pytestmark = pytest.mark.slow
 
@@ -26,28 +24,21 @@ REPORT = ("import json\n"
 
 
 def report(kc) -> dict:
-    reply, messages = execute(kc, REPORT, timeout=60)
+    return printed_json(kc, REPORT)
+
+
+def test_an_exported_real_run_replays_with_no_model(local_server, kc, tmp_path):
+    execute(kc, CONTEXT + "\n%config RLM.max_iterations = 6", timeout=60)
+    reply, messages = execute(kc, "%rlm {question}", timeout=900)
     assert reply["content"]["status"] == "ok", text_of(messages)
-    return json.loads(text_of(messages).strip().splitlines()[-1])
-
-
-def test_an_exported_real_run_replays_with_no_model(local_server, tmp_path):
-    km, kc = start_new_kernel(kernel_name="rlm", startup_timeout=60)
-    try:
-        execute(kc, CONTEXT + "\n%config RLM.max_iterations = 6", timeout=60)
-        reply, messages = execute(kc, "%rlm {question}", timeout=900)
-        assert reply["content"]["status"] == "ok", text_of(messages)
-        original = report(kc)
-        execute(kc, f"%rlm export {tmp_path / 'run.ipynb'}", timeout=60)
-    finally:
-        stop(km, kc)
+    original = report(kc)
+    execute(kc, f"%rlm export {tmp_path / 'run.ipynb'}", timeout=60)
     assert original["outputs"], original
 
     unreachable = {**os.environ, "RLM_MODEL": "openai/unreachable-model",
                    "RLM_SUB_MODEL": "openai/unreachable-model",
                    "OPENAI_API_BASE": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "none"}
-    km, kc = start_new_kernel(kernel_name="rlm", startup_timeout=60, env=unreachable)
-    try:
+    with running("rlm", env=unreachable) as (_, kc):
         execute(kc, CONTEXT + "\n%config RLM.max_iterations = 6", timeout=60)
         reply, messages = execute(kc, f"%rlm replay {tmp_path / 'run.ipynb'}", timeout=300)
         assert reply["content"]["status"] == "ok", text_of(messages)
@@ -62,8 +53,6 @@ def test_an_exported_real_run_replays_with_no_model(local_server, tmp_path):
         changed = report(kc)
         assert changed["diverged_at"] is not None, changed
         assert "diverged_at" in text_of(messages)
-    finally:
-        stop(km, kc)
 
 
 @pytest.mark.slow

@@ -22,8 +22,6 @@ from tests.kernel_client import (
     execute,
     script_model,
     script_model_code,
-    start,
-    stop,
     text_of,
 )
 from tests.replies import block
@@ -31,13 +29,6 @@ from tests.replies import block
 WIDGET = "application/vnd.jupyter.widget-view+json"
 DATA = "context = 'hello world'\nhits = ['x' * 100, 'y' * 100]"
 HITS = [block("n = len(hits)\nprint(n)", THOUGHT), block("FINAL(n)", THOUGHT)]
-
-
-@pytest.fixture()
-def kc():
-    km, client = start("rlm")
-    yield client
-    stop(km, client)
 
 
 def stderr_of(messages: list[dict]) -> str:

@@ -122,28 +122,24 @@ def test_a_forged_error_report_reads_no_file_of_the_host(ip):
     assert "ValueError: bad" in text
 
 
-def test_in_a_real_kernel_an_in_process_steps_helper_error_ends_at_its_line():
-    from tests.kernel_client import announce_frontend, execute, script_model, start, stop
+def test_in_a_real_kernel_an_in_process_steps_helper_error_ends_at_its_line(kc):
+    from tests.kernel_client import announce_frontend, execute, script_model
 
-    km, kc = start("rlm")
-    try:
-        script_model(kc, [block("x = 1\nhits = search('(', regex=True)"),
-                          block("FINAL('done')")])
-        execute(kc, "context = 'alpha beta'")
-        announce_frontend(kc)
-        reply, messages = execute(kc, "%%rlm\nSearch for a parenthesis.", cell_id="task")
-        assert reply["content"]["status"] == "ok", reply["content"]
-        errors = [m["content"]["data"]["output"] for m in messages
-                  if m["msg_type"] == "comm_msg"
-                  and m["content"]["data"].get("type") == "step_output"
-                  and m["content"]["data"]["output"]["output_type"] == "error"]
-        assert len(errors) == 1 and errors[0]["ename"] == "error", errors
-        text = ANSI.sub("", "\n".join(errors[0]["traceback"]))
-        assert "----> 2 hits = search('(', regex=True)" in text, text
-        assert "rlm_kernel/" not in text and "helpers.py" not in text, text
-        assert text.rstrip().endswith("error: missing ), unterminated subpattern at position 0")
-    finally:
-        stop(km, kc)
+    script_model(kc, [block("x = 1\nhits = search('(', regex=True)"),
+                      block("FINAL('done')")])
+    execute(kc, "context = 'alpha beta'")
+    announce_frontend(kc)
+    reply, messages = execute(kc, "%%rlm\nSearch for a parenthesis.", cell_id="task")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    errors = [m["content"]["data"]["output"] for m in messages
+              if m["msg_type"] == "comm_msg"
+              and m["content"]["data"].get("type") == "step_output"
+              and m["content"]["data"]["output"]["output_type"] == "error"]
+    assert len(errors) == 1 and errors[0]["ename"] == "error", errors
+    text = ANSI.sub("", "\n".join(errors[0]["traceback"]))
+    assert "----> 2 hits = search('(', regex=True)" in text, text
+    assert "rlm_kernel/" not in text and "helpers.py" not in text, text
+    assert text.rstrip().endswith("error: missing ), unterminated subpattern at position 0")
 
 
 def test_a_traceback_the_step_printed_and_went_on_from_is_shown_as_text():

@@ -9,27 +9,13 @@ from __future__ import annotations
 import os
 
 import pytest
-from jupyter_client.manager import start_new_kernel
 
-from tests.kernel_client import (
-    announce_frontend,
-    block,
-    execute,
-    script_model,
-    start,
-    stop,
-)
+from tests.kernel_client import announce_frontend, execute, running, script_model
+from tests.replies import block
 
 TWO_STEPS = [block("n = len(context)\nprint(n)"), block("FINAL(n)")]
 CANDIDATES = [block("x = 41\nFINAL_VAR('x')"), block("print('two')"),
               block("x = 42\nFINAL_VAR('x')"), block("x = 42.0\nFINAL_VAR('x')")]
-
-
-@pytest.fixture()
-def kc():
-    km, client = start("rlm")
-    yield client
-    stop(km, client)
 
 
 def results(messages: list[dict]) -> list[dict]:
@@ -131,12 +117,9 @@ def test_a_run_that_cannot_start_leaves_only_its_error():
     """A missing API key: the error is one line, and the progress and variables blocks
     shown while the run was starting are emptied (no stale "step 0 of 12")."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    km, kc = start_new_kernel(kernel_name="rlm", startup_timeout=60, env=env)
-    try:
+    with running("rlm", env=env) as (_, kc):
         execute(kc, "context = 'hello world'")
         reply, messages = execute(kc, "%%rlm --model openai/gpt-4o-mini\nHow long?")
-    finally:
-        stop(km, kc)
     assert reply["content"]["status"] == "ok"
     shown = {m["content"]["transient"]["display_id"] for m in messages
              if m["msg_type"] == "display_data"}

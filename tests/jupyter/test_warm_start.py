@@ -7,9 +7,9 @@ import os
 import time
 
 import pytest
-from jupyter_client.manager import start_new_kernel
 
 from rlm_kernel.jupyter.settings import RLMSettings
+from tests.kernel_client import running
 
 
 @pytest.mark.parametrize(("value", "expected"), [("1", True), ("0", False), ("off", False),
@@ -25,21 +25,15 @@ def test_the_default_follows_rlm_warm_start(monkeypatch, value, expected):
 @pytest.mark.slow
 def test_a_new_kernel_warms_the_embedded_model_before_any_task(tmp_path, local_server):
     err_path = tmp_path / "kernel.err"
-    err = err_path.open("wb")
     env = {**os.environ, "RLM_WARM_START": "1"}
     env.pop("RLM_MODEL", None)
-    km, kc = start_new_kernel(kernel_name="rlm", startup_timeout=60, stderr=err, env=env,
-                              extra_arguments=["--log-level=INFO"])
-    try:
+    with err_path.open("wb") as err, running("rlm", stderr=err, env=env,
+                                             extra_arguments=["--log-level=INFO"]):
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             if "system prompt evaluated" in err_path.read_text():
                 break
             time.sleep(1)
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
-        err.close()
     log = err_path.read_text()
     assert "[rlm_kernel.engine.session.warmup] warm start: litellm imported, embedded server " \
            "ready and system prompt evaluated in" in log
