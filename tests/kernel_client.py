@@ -98,8 +98,8 @@ def text_of(messages: list[dict]) -> str:
 def script_model(kc, replies: list[str], **config) -> None:
     """Inside the kernel: every model the magic makes is a ScriptedModel with ``replies``
     (the loop's mechanics under test, not answers), with the settings of every scripted
-    run (:data:`tests.scripted.SCRIPTED_SETTINGS`: no answer or grounding check, no
-    resampling), then ``c.RLM.<key> = value`` for each of ``config``."""
+    run (:data:`tests.scripted.SCRIPTED_SETTINGS`: no answer or grounding check, the run's
+    own temperature throughout), then ``c.RLM.<key> = value`` for each of ``config``."""
     reply, _ = execute(kc, script_model_code(replies, **config))
     assert reply["content"]["status"] == "ok", reply["content"]
 

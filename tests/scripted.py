@@ -3,10 +3,11 @@ model is a :class:`~rlm_kernel.models.scripted.ScriptedModel`, for tests of the 
 mechanics (which step runs, what is recorded, when the run stops), never of answers.
 
 Its settings are :class:`~rlm_kernel.RLMConfig`'s defaults except those in
-:data:`SCRIPTED_SETTINGS`, chosen so that each scripted reply is exactly one step and a
-scripted ``FINAL`` ends the run at once.  A test whose subject is one of these
-mechanisms (grounding, resampling after a repetition, the answer check) turns it back
-on explicitly, e.g. ``scripted_rlm(replies, ground_answer=True)``."""
+:data:`SCRIPTED_SETTINGS`, chosen so that a scripted ``FINAL`` ends the run at once (no
+check step takes the next scripted reply) and the scripted model is always called at
+the run's own temperature.  A test whose subject is one of these mechanisms (grounding,
+the answer check, the temperature of a resampled step) turns it on explicitly, e.g.
+``scripted_rlm(replies, ground_answer=True)``."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ SCRIPTED_SETTINGS: dict[str, Any] = {
     # RLMConfig: True.  A scripted FINAL of a value no step printed would be sent back
     # once for a check step, which takes the next scripted reply.
     "ground_answer": False,
-    # RLMConfig: 0.7.  A reply that repeats an earlier step would not run: it is shown
-    # to the model and the step sampled again, which takes the next scripted reply.
+    # RLMConfig: 0.7, the temperature of the step sampled again after a repetition.
+    # 0: the run's own, so a scripted model's calls carry no temperature of their own
+    # (a reply that repeats an earlier step is still shown and sampled again).
     "resample_temperature": 0.0,
     # RLMConfig: False too; set here so a test reads that no answer check runs.
     "verify_answer": False,

@@ -10,9 +10,7 @@ import shutil
 
 import pytest
 
-from rlm_kernel import RLM
 from rlm_kernel.cli.run import main
-from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block
 from tests.scripted import scripted_rlm
 
@@ -126,11 +124,10 @@ def test_an_rlm_query_child_runs_in_the_same_folder(tmp_path, executor):
              "    wrote = 'wrote outside'\nexcept OSError:\n    wrote = 'refused'\n"
              "FINAL(os.getcwd() + ' ' + wrote)")
     (tmp_path / "work").mkdir()
-    lm = ScriptedModel([block("print(rlm_query('where are you?'))"), block(child),
-                        block("FINAL('done')")])
-    res = RLM(root_client=lm, sub_client=lm, verify_answer=False, ground_answer=False,
-              resample_temperature=0, workdir=str(tmp_path / "work"), executor=executor,
-              max_depth=1, child_max_iterations=1).run("Ask a child.")
+    rlm, _ = scripted_rlm([block("print(rlm_query('where are you?'))"), block(child),
+                           block("FINAL('done')")], workdir=str(tmp_path / "work"),
+                          executor=executor, max_depth=1, child_max_iterations=1)
+    res = rlm.run("Ask a child.")
     said = res.history.entries[0].output
     try:
         assert said.startswith(str((tmp_path / "work").resolve())), said

@@ -18,8 +18,8 @@ THOUGHT = "Trying something."
 
 
 def scripted_run(replies, sub_replies=None, **cfg) -> tuple[RLM, ScriptedModel]:
-    """:func:`tests.scripted.scripted_rlm` (each scripted reply is exactly one step: no
-    answer check, no grounding check, no resampling) with the executor kind of
-    :data:`EXECUTOR` unless ``cfg`` names one."""
+    """:func:`tests.scripted.scripted_rlm` (no answer or grounding check, the run's own
+    temperature throughout) with the executor kind of :data:`EXECUTOR` unless ``cfg``
+    names one."""
     cfg.setdefault("executor", EXECUTOR)
     return scripted_rlm(replies, sub_replies, **cfg)

@@ -73,8 +73,8 @@ def test_a_refused_final_names_the_models_own_variables_of_the_type():
     """Seen with the embedded model: told only the type, it passed the same int to
     FINAL ten times while a list[str] of its own sat in the namespace."""
     code = "phrases = ['Bad Request', 'Request Timeout']\ncount = len(phrases)\nFINAL(count)"
-    lm = ScriptedModel([block(code), block("FINAL_VAR('phrases')")])
-    res = RLM(root_client=lm, sub_client=lm, ground_answer=False).run(
+    rlm, _ = scripted_rlm([block(code), block("FINAL_VAR('phrases')")])
+    res = rlm.run(
         "Which phrases?", context=["Bad Request", "Request Timeout", "OK"],
         output_type="list[str]")
     second_prompt = res.root_prompts[1][-1]["content"]

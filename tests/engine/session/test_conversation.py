@@ -54,9 +54,8 @@ def test_history_code_tells_the_earlier_tasks_code():
     first = task(ex, [block("red = [x for x in context if x['colour'] == 'red']\n"
                             "FINAL(len(red))")], "How many red?", conv)
     conv.record(first, ex.namespace)
-    lm = ScriptedModel([block("FINAL(len(red) + 1)")])
-    second = RLM(root_client=lm, sub_client=lm, ground_answer=False, history_code=True).run(
-        "And one more?", context=ITEMS, executor=ex, history=conv)
+    rlm, _ = scripted_rlm([block("FINAL(len(red) + 1)")], history_code=True)
+    second = rlm.run("And one more?", context=ITEMS, executor=ex, history=conv)
     prompt = second.root_prompts[0][1]["content"]
     assert "   | red = [x for x in context if x['colour'] == 'red']" in prompt
     assert prompt.index("Variables it left: red") < prompt.index("Its code:")
@@ -90,9 +89,9 @@ def test_working_state_is_not_protected_but_user_inputs_are():
     working = conv.working_names(ex.namespace)
     assert working == {"hits"}
     variables = {"hits": ex.namespace["hits"]}
-    lm = ScriptedModel([block("hits = []\ncontext = None\nprint(len(hits))"),
-                        block("FINAL(len(hits))")])
-    res = RLM(root_client=lm, sub_client=lm, ground_answer=False).run(
+    rlm, _ = scripted_rlm([block("hits = []\ncontext = None\nprint(len(hits))"),
+                           block("FINAL(len(hits))")])
+    res = rlm.run(
         "q2", context=ITEMS, executor=ex, history=conv, variables=variables,
         protected=[n for n in ["context", "hits"] if n not in working])
     out = res.history.entries[0].output
@@ -152,11 +151,10 @@ def test_a_follow_up_step_that_copies_an_earlier_tasks_step_is_a_repetition():
     copied = "red = [x for x in context if x['colour'] == 'red']\nprint(len(red))"
     first = task(ex, [block(copied), block("FINAL(len(red))")], "How many red?", conv)
     conv.record(first, ex.namespace)
-    lm = ScriptedModel([block(copied.replace("red =", "reds =").replace("(red)", "(reds)")),
-                        block("FINAL(len([x for x in red if x['i'] > 300]))")])
-    second = RLM(root_client=lm, sub_client=lm, ground_answer=False,
-                 verify_answer=False).run("And above index 300?", context=ITEMS,
-                                          executor=ex, history=conv)
+    rlm, lm = scripted_rlm([
+        block(copied.replace("red =", "reds =").replace("(red)", "(reds)")),
+        block("FINAL(len([x for x in red if x['i'] > 300]))")])
+    second = rlm.run("And above index 300?", context=ITEMS, executor=ex, history=conv)
     assert [e.code for e in second.history] == [
         "FINAL(len([x for x in red if x['i'] > 300]))"]  # the copy never ran
     assert "a step of an earlier task" in lm.calls[1][-1]["content"]
@@ -168,8 +166,7 @@ def test_candidate_runs_also_count_an_earlier_tasks_step_as_a_repetition():
     copied = "n = len(context)\nprint(n)"
     conv.record(task(ex, [block(copied), block("FINAL(n)")], "How many?", conv),
                 ex.namespace)
-    lm = ScriptedModel([block(copied), block("FINAL(n + 1)")] * 2)
-    res = RLM(root_client=lm, sub_client=lm, ground_answer=False, verify_answer=False,
-              candidates=2).run("And one more?", context=ITEMS, executor=ex, history=conv)
+    rlm, _ = scripted_rlm([block(copied), block("FINAL(n + 1)")] * 2, candidates=2)
+    res = rlm.run("And one more?", context=ITEMS, executor=ex, history=conv)
     assert res.answer == "601"
     assert all(copied not in e.code for e in res.history)

@@ -8,8 +8,8 @@ import pytest
 
 from rlm_kernel import RLM
 from rlm_kernel.engine.session.task import check_tools, describe_tool
-from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block
+from tests.scripted import scripted_rlm
 
 
 def shout(text: str, times: int = 1) -> str:
@@ -21,9 +21,9 @@ def shout(text: str, times: int = 1) -> str:
 
 
 def test_a_tool_is_described_and_called_from_model_code():
-    lm = ScriptedModel([block("print(shout(context, times=2))"), block("FINAL(shout('ok'))")])
-    res = RLM(root_client=lm, sub_client=lm, tools=[shout], ground_answer=False).run(
-        "Shout it.", context="hey")
+    rlm, _ = scripted_rlm([block("print(shout(context, times=2))"), block("FINAL(shout('ok'))")],
+                          tools=[shout])
+    res = rlm.run("Shout it.", context="hey")
     prompt = res.root_prompts[0][1]["content"]
     assert "Your own functions in the REPL" in prompt
     assert "- shout(text: str, times: int = 1) -> str: Upper-case a text, ``times`` times " \
@@ -38,17 +38,16 @@ def test_tools_given_to_run_add_to_the_constructor_ones():
         """How many."""
         return len(xs)
 
-    lm = ScriptedModel([block("FINAL(count(shout(context)))")])
-    res = RLM(root_client=lm, sub_client=lm, tools={"shout": shout},
-              ground_answer=False).run("q", context="abc", tools=[count])
+    rlm, _ = scripted_rlm([block("FINAL(count(shout(context)))")], tools={"shout": shout})
+    res = rlm.run("q", context="abc", tools=[count])
     assert res.answer == "3"
 
 
 def test_a_rebound_tool_is_put_back_and_the_step_says_so():
     events = []
-    lm = ScriptedModel([block("shout = None\nprint('x')"), block("FINAL(shout('a'))")])
-    res = RLM(root_client=lm, sub_client=lm, tools=[shout], observer=events.append,
-              ground_answer=False).run("q", context="abc")
+    rlm, _ = scripted_rlm([block("shout = None\nprint('x')"), block("FINAL(shout('a'))")],
+                          tools=[shout], events=events)
+    res = rlm.run("q", context="abc")
     assert "shout is the task's input and read-only" in res.history.entries[0].output
     assert any(e.kind == "step_notice" and e.reason == "restored" for e in events)
     assert res.answer == "A"
