@@ -98,14 +98,14 @@ def middle_cut(text: str, limit: int = MAX_KEPT_CHARS, hint: str = PRINT_LESS) -
         raise ValueError(f"limit is characters kept (>= 0), got {limit}")
     if len(text) <= limit:
         return text
-    head = head_room(limit)
-    tail = limit - head
-    return join_cut(text[:head], len(text) - limit, text[len(text) - tail:], hint)
+    kept = HeadTail(limit)
+    kept.add(text)
+    return kept.text(hint)
 
 
 class HeadTail:
-    """Text that arrives in pieces (a process's output, the lines of a file), kept in
-    memory O(``limit``) and cut as :func:`middle_cut` would cut the whole.
+    """The one cut, for text that arrives in pieces (a process's output, the lines of a
+    file): kept in memory O(``limit``); :func:`middle_cut` is this over the whole text.
 
     Args:
         limit: characters kept (>= 0); the head gets :func:`head_room` of them.
