@@ -3,15 +3,17 @@
 The layers above (``export``, ``cli``, ``jupyter``) import the engine from here only
 (an import-linter contract in ``pyproject.toml`` holds them to it).  Inside:
 
-- ``rlm`` (:class:`RLM`, the facade: clients, budget, the run) and ``run``
+- ``rlm`` (:class:`RLM`, the facade: clients, services, the run) and ``run``
   (:class:`~.run.Run`: one run, a step top to bottom: prompt, root-model reply, code,
   history, termination); ``step`` (a reply's parts and the step record);
   ``repl_functions`` (what model code calls: ``llm_query``, ``FINAL``, the context
   helpers); ``repetition`` (a step that repeats an earlier one);
 - ``prompts`` (every text the model reads), ``config`` (:class:`RLMConfig`, the one
   source of settings) and ``options`` (the same settings as command-line options);
-- ``budget`` (limits held by the host), ``events`` (what observers see), ``result``
-  (:class:`RLMResult`);
+- ``services`` (what a run shares with its child runs and candidates: settings,
+  clients, ledger, budget guard, recorder, observer; a run's model clients composed in
+  one place), ``budget`` (limits held by the host), ``events`` (what observers see),
+  ``result`` (:class:`RLMResult`);
 - ``answer/`` (the answer's text, typed answers, grounding, answer sources, the vote),
   ``strategies/`` (candidates, ``rlm_query``'s child runs), ``replay/`` (recording,
   resume), ``session/`` (task terms, user tools, the conversation, warm start).

@@ -1,6 +1,8 @@
 """The public entry point of the engine: :class:`RLM` builds the model clients, the
-budget and the run, and returns its :class:`RLMResult`.  The loop itself, one step top
-to bottom, is :class:`~rlm_kernel.engine.run.Run`.
+run's services (:class:`~rlm_kernel.engine.services.RunServices`: the clients composed
+with redaction, record, budget and trace, the ledger, the budget guard) and the run, and
+returns its :class:`RLMResult`.  The loop itself, one step top to bottom, is
+:class:`~rlm_kernel.engine.run.Run`.
 
 Imports nothing from Jupyter.  A run works over an :class:`Executor` (plain ``exec``
 here, the kernel's shell in the kernel) and a :class:`LanguageModel` (litellm).  Shape

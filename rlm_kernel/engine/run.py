@@ -1,7 +1,7 @@
 """One run of the RLM loop, top to bottom, in one object.
 
 :class:`Run` owns a run's state (the conversation, the trajectory, the held answer),
-its settings, its clients behind the budget guard, its REPL tools and the replay
+its settings, its services' clients, the functions its code calls and the replay
 record it is checked against.  A step reads in order::
 
     execute()                       the run; errors end it with a stopped_by reason
@@ -129,7 +129,8 @@ def reply_text(client: LanguageModel, messages: list[dict[str, str]], **kwargs: 
 
 
 class Run:
-    """One run (or child run) of the loop: its state, settings, clients and tools.
+    """One run (or child run) of the loop: its state, settings, clients and the REPL
+    functions its code calls (``functions``: :class:`REPLFunctions`).
 
     Args:
         question: the task, in natural language.
@@ -179,7 +180,7 @@ class Run:
         self.ns.update(bound)
         metas = [describe_variable(n, v, preview_length=cfg.preview_chars)
                  for n, v in variables.items()]
-        self.tools = REPLFunctions(sub, self.guard, self.ns, depth=depth,
+        self.functions = REPLFunctions(sub, self.guard, self.ns, depth=depth,
                                    max_concurrency=cfg.max_concurrency,
                                    child_runner=child_runner,
                                    client_kwargs={"temperature": cfg.temperature,
@@ -188,8 +189,8 @@ class Run:
                                    data_name="context" if "context" in variables
                                    else next(iter(variables), "context"),
                                    compose=services.compose)
-        self.tools.notify = self.notify
-        self.reserved = self.tools.functions()
+        self.functions.notify = self.notify
+        self.reserved = self.functions.functions()
         protected = task.protected
         self.inputs = {n: v for n, v in variables.items()
                        if protected is None or n in protected} if cfg.protect_inputs else {}
@@ -427,7 +428,7 @@ class Run:
         outcome.output, outcome.success = combined_output(res), res.success
         outcome.seconds, outcome.llm_calls = res.execution_time, res.llm_calls
         outcome.signals = self._take_signals()
-        self._take_answer(outcome, self.tools.take_final(), step)
+        self._take_answer(outcome, self.functions.take_final(), step)
         return outcome
 
     def _execute(self, code: str, step: int) -> REPLResult:
@@ -438,8 +439,8 @@ class Run:
         def on_output(stream: str, text: str) -> None:
             self.notify(StepOutput(step=step, stream=stream, text=text))
 
-        self.tools.take_final()  # a FINAL left over from outside this step does not count
-        self.tools.step_calls = calls = []  # this step's llm_query records
+        self.functions.take_final()  # a FINAL left over from outside this step does not count
+        self.functions.step_calls = calls = []  # this step's llm_query records
         timeout, left = self.config.step_timeout, self.guard.seconds_left()
         if left is not None:
             timeout = max(left, MIN_SECONDS) if timeout is None else \
@@ -484,13 +485,13 @@ class Run:
         validated and coerced first; a value that fails is no answer: the step fails,
         and its output (the step cell) and the next message (the model) say why."""
         if type(value) is str:  # the text answer may hold a secret; other types are data
-            value = self.tools.redact(value)
+            value = self.functions.redact(value)
         answer_type = self.task.output_type if self.depth == 0 else None
         if answer_type is not None:
             try:
                 value = answer_type.validate(value)
             except AnswerTypeError as exc:
-                problem = self.tools.redact(str(exc))
+                problem = self.functions.redact(str(exc))
                 outcome.success = False
                 outcome.error_for_model = (f"Your FINAL was not accepted: {problem}. Call "
                                            f"FINAL with a value of type {answer_type.name}.")
@@ -506,7 +507,7 @@ class Run:
         outcome.final, outcome.answer_value = True, value
         shown = answer_type.to_json(value) if answer_type is not None \
             and not isinstance(value, (str, int, float, bool)) else value
-        outcome.answer = self.tools.redact(answer_text(shown))
+        outcome.answer = self.functions.redact(answer_text(shown))
 
     def _notice(self, outcome: StepOutcome, step: int, text: str, reason: str) -> None:
         """A note of the host's about ``step`` (an input put back, an answer refused):
@@ -602,7 +603,7 @@ class Run:
             if outcome.final:
                 self._accept(outcome)
             else:  # a policy that stops without FINAL (a reward threshold): its text
-                answer = self.tools.redact(policy_answer) \
+                answer = self.functions.redact(policy_answer) \
                     if isinstance(policy_answer, str) and policy_answer.strip() else None
                 self.result.answer = self.result.answer_value = answer
                 self.result.stopped_by = "final"
@@ -681,7 +682,7 @@ class Run:
         grounding check finds ``outcome``'s FINAL value (None: no FINAL to check)."""
         folder = tuple(self.task.folder.functions()) if self.task.folder is not None else ()
         read = any_input_read((e.code for e in self.result.history.entries),
-                              self.user_inputs, data_name=self.tools.data_name,
+                              self.user_inputs, data_name=self.functions.data_name,
                               folder=folder)
         ungrounded = outcome is not None and outcome.final and not is_grounded(
             outcome.code, outcome.answer_value, self._outputs(), self.ns)
