@@ -26,7 +26,7 @@ and no litellm.
 
 from __future__ import annotations
 
-from .answer.sources import how_reached
+from .answer.sources import ANSWER_SOURCE_KINDS, AnswerSource, how_reached, is_plain
 from .answer.text import answer_text, describe_variable
 from .answer.types import parse_type
 from .config import RLMConfig, Setting, settings
@@ -71,7 +71,8 @@ __all__ = [
     "StepOutput", "SubCall", "StepNotice", "StepFinished", "AnswerCheck", "RunFinished",
     "CandidateStarted", "CandidateFinished",
     # answers
-    "ANSWER_SOURCES", "answer_text", "describe_variable", "how_reached", "parse_type",
+    "ANSWER_SOURCES", "ANSWER_SOURCE_KINDS", "AnswerSource", "answer_text",
+    "describe_variable", "how_reached", "is_plain", "parse_type",
     "short_answer", "vote_line",
     # the REPL namespace and the task's terms
     "HISTORY_NAME", "RESERVED_NAMES", "SIGNAL_NAMES", "check_tools", "describe_tool",

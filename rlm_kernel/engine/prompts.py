@@ -35,6 +35,16 @@ __all__ = [
     "grounding_message",
     "next_message",
     "SUB_CALL_SYSTEM_PROMPT",
+    "final_var_failed",
+    "answer_type_line",
+    "answer_type_refusal",
+    "answer_type_notice",
+    "ungrounded_answer",
+    "question_with_type",
+    "restored_note",
+    "sub_call_error",
+    "sub_call_prompt",
+    "sub_run_failed",
 ]
 
 SYSTEM_PROMPT = """\
@@ -371,3 +381,118 @@ def grounding_message(question: str, finding: str, step: int, max_steps: int) ->
             "only if the outputs support it.\n"
             f"The question: {question}\n"
             f"Step {step} of {max_steps}.")
+
+
+# -- what the host says about a step's FINAL ----------------------------------------------
+def final_var_failed(reason: str) -> str:
+    """Put before the next step line when ``FINAL_VAR`` named no variable.
+
+    Args:
+        reason: the termination spec's message (the name, and the names that exist).
+    """
+    return f"FINAL_VAR failed: {reason}"
+
+
+def answer_type_line(type_name: str, schema: str | None = None) -> str:
+    """The task message's line about the answer's type
+    (:meth:`~rlm_kernel.engine.answer.types.AnswerType.prompt_line`).
+
+    Args:
+        type_name: the type as written (``list[str]``, a model's name).
+        schema: the type's JSON Schema as compact JSON, when the type has fields.
+    """
+    line = f"The answer must be of type {type_name}: call FINAL with a Python value of that type"
+    if schema:
+        line += f" (JSON Schema: {schema})"
+    return line + "."
+
+
+def answer_type_refusal(problem: str, type_name: str, holders: Sequence[str] = ()) -> str:
+    """Put before the next step line when a ``FINAL`` value is not of the answer's type.
+
+    Args:
+        problem: why the value failed (the type check's message, redacted).
+        type_name: the answer's type as written.
+        holders: names of the model's variables that hold a value of that type.
+    """
+    text = (f"Your FINAL was not accepted: {problem}. Call FINAL with a value of type "
+            f"{type_name}.")
+    if holders:
+        text += (f" Your variables of that type: {', '.join(holders)} (e.g. "
+                 f"FINAL_VAR({holders[0]!r}) answers with the first).")
+    return text
+
+
+def answer_type_notice(problem: str) -> str:
+    """The note added to a step's output (and its cell) when its ``FINAL`` value is
+    refused for its type; ``problem`` as in :func:`answer_type_refusal`."""
+    return f"FINAL not accepted: {problem}"
+
+
+def ungrounded_answer(answer: str, part: str | None = None) -> str:
+    """What the grounding check found
+    (:func:`~rlm_kernel.engine.answer.grounding.finding`), one sentence that
+    :func:`grounding_message` puts in front of the model.
+
+    Args:
+        answer: the answer's value as shown (a guarded repr).
+        part: the part of the answer no evidence holds, as shown; None when it is
+            the whole answer.
+    """
+    where = "does not appear in any output of your code or in any variable."
+    if part is None:
+        return f"The answer {answer} {where}"
+    return f"The answer {answer} has {part}, which {where}"
+
+
+def question_with_type(question: str, type_name: str | None) -> str:
+    """The question as restated in the step line, with the answer's type when one is
+    asked for (``... (answer type: list[str])``)."""
+    return question + (f" (answer type: {type_name})" if type_name else "")
+
+
+# -- what the host says after a step rebound a protected name -------------------------------
+def restored_note(reserved: Sequence[str], inputs: Sequence[str],
+                  tools: Sequence[str]) -> str | None:
+    """The warnings added to a step's output (and its cell) when its code rebound or
+    changed names the host puts back; None when there are none.
+
+    Args:
+        reserved: reserved names (``llm_query``, ``FINAL`` ...) that were restored.
+        inputs: the task's input variables that were restored.
+        tools: the user's tools that were restored.
+    """
+    notes = []
+    if reserved:
+        notes.append(f"Warning: {', '.join(reserved)} "
+                     f"{'is' if len(reserved) == 1 else 'are'} reserved; the original "
+                     "was restored.")
+    if inputs:
+        notes.append(f"Warning: {', '.join(inputs)} "
+                     f"{'is' if len(inputs) == 1 else 'are'} the task's input and "
+                     "read-only; the original was restored. Store results under a "
+                     "new name.")
+    if tools:
+        notes.append(f"Warning: {', '.join(tools)} "
+                     f"{'is a tool' if len(tools) == 1 else 'are tools'} of the "
+                     "user's and read-only (its code, defaults and the globals it "
+                     "reads); the original was restored.")
+    return "\n".join(notes) if notes else None
+
+
+# -- what model code gets back from a sub-call ----------------------------------------------
+def sub_call_error(reason: str) -> str:
+    """The text a failed sub-call returns to model code in place of a reply
+    (``llm_query_batched``'s slot, ``rlm_query``): ``Error: <reason>``."""
+    return f"Error: {reason}"
+
+
+def sub_run_failed(stopped_by: str, error: str | None) -> str:
+    """What ``rlm_query`` returns when its child run ended without an answer."""
+    return sub_call_error(f"the sub-run ended without an answer ({stopped_by}: {error})")
+
+
+def sub_call_prompt(prompt: str, context: Any = None) -> str:
+    """The prompt of ``rlm_query`` answered by ``llm_query`` (beyond the depth limit):
+    the prompt, then ``context`` as text when one is given."""
+    return str(prompt) if context is None else f"{prompt}\n\n{context}"

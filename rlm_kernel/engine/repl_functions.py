@@ -16,13 +16,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn
 
 from ..context import DataHelper, current_namespace, data_helpers
-from ..executors import Redactor, host_thread, is_quarantined
+from ..executors import Redactor, host_thread
 from ..models import LanguageModel, LLMError, UsageLedger, make_client
 from ..termination import FINAL, FINAL_VAR, FinalOutput
+from .answer.final import FinalRecord
 from .answer.text import describe_variable
 from .budget import Budget, BudgetGuard
 from .events import Event, SubCall
-from .prompts import SUB_CALL_SYSTEM_PROMPT
+from .prompts import SUB_CALL_SYSTEM_PROMPT, sub_call_error, sub_call_prompt
 from .replay.recording import Recorder
 from .services import compose_client
 
@@ -101,7 +102,7 @@ class REPLFunctions:
         self.client_kwargs = dict(client_kwargs or {})
         self.compose = compose or (lambda client: compose_client(client, guard, Recorder()))
         self.step_calls: list[dict[str, Any]] = []
-        self.final_output: dict[str, Any] | None = None  # first FINAL of the step
+        self.finals = FinalRecord()  # the step's first FINAL, kept host-side
         self.redact = Redactor()  # secrets out of sub-call records and answers
         self.active_subcalls = 0
         self.notify: Callable[[Event], None] | None = None  # the run's, for sub_call
@@ -130,7 +131,7 @@ class REPLFunctions:
         try:
             FINAL(answer)
         except FinalOutput as exc:
-            self._record_final(exc.output)
+            self.finals.keep(exc.output)
             raise
 
     def final_var(self, variable_name: str) -> NoReturn:
@@ -142,23 +143,13 @@ class REPLFunctions:
         try:
             FINAL_VAR(variable_name)
         except FinalOutput as exc:
-            self._record_final(exc.output)
+            self.finals.keep(exc.output)
             raise
 
-    def _record_final(self, output: dict[str, Any]) -> None:
-        """Keep the step's first ``FINAL``; one from a thread an earlier step left
-        running (a timer firing later) is not the current step's and is dropped."""
-        if is_quarantined():
-            return
-        with self._lock:
-            if self.final_output is None:
-                self.final_output = output
-
     def take_final(self) -> dict[str, Any] | None:
-        """The first ``FINAL``/``FINAL_VAR`` recorded since the last call, or None."""
-        with self._lock:
-            output, self.final_output = self.final_output, None
-        return output
+        """The first ``FINAL``/``FINAL_VAR`` recorded since the last call, or None
+        (:meth:`~rlm_kernel.engine.answer.final.FinalRecord.take`)."""
+        return self.finals.take()
 
     def _client(self, model: str | None) -> LanguageModel:
         if not model:
@@ -236,11 +227,11 @@ class REPLFunctions:
             try:
                 return self.llm_query(prompt, model=model)
             except LLMError as exc:
-                return f"Error: {exc}"
+                return sub_call_error(str(exc))
             except Exception as exc:  # noqa: BLE001 - one bad prompt must not sink the batch
-                return f"Error: {type(exc).__name__}: {exc}"
+                return sub_call_error(f"{type(exc).__name__}: {exc}")
             except BaseException as exc:  # BudgetExceeded: tell this slot, keep the rest
-                return f"Error: {exc}"
+                return sub_call_error(str(exc))
 
         if len(prompts) <= 1:
             return [one(p) for p in prompts]
@@ -260,8 +251,7 @@ class REPLFunctions:
         self.guard.check()
         answer = None if self.child_runner is None else self.child_runner(str(prompt), context)
         if answer is None:  # no runner, or the host's depth limit is reached
-            text = str(prompt) if context is None else f"{prompt}\n\n{context}"
-            return self.llm_query(text)
+            return self.llm_query(sub_call_prompt(prompt, context))
         return answer
 
 

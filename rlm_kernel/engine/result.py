@@ -7,22 +7,12 @@ from typing import Any
 
 from ..models import LLMCall
 from ..repl_types import REPLHistory, REPLVariable
+from .answer.sources import ANSWER_SOURCES  # the kinds of ``answer_source``, in words
 
 __all__ = ["ANSWER_SOURCES", "RLMResult", "STOP_REASONS"]
 
 STOP_REASONS = ("final", "max_iterations", "budget", "interrupt", "stuck", "error")
 """Why a run ended. ``stuck``: the model repeated itself after being told so."""
-
-ANSWER_SOURCES = {
-    "data": "computed by the model's code from the data the user gave",
-    "output": "taken from text the model or its code printed, not from a FINAL call",
-    "ungrounded": "the grounding check could not find it in the data or the output",
-    "vote": "chosen by a vote of candidates",
-    "no_input": "reached without reading any data the user gave",
-    "forced": "the best answer so far, asked for after the run stopped early",
-}
-"""How an answer was reached (``RLMResult.answer_source``), in words a user reads.
-Only ``data`` is a plain success; every other kind is shown for what it is."""
 
 
 @dataclass
@@ -66,7 +56,8 @@ class RLMResult:
             (:meth:`~rlm_kernel.engine.session.conversation.Conversation.to_list`), oldest first.
         new_variables: metadata of the data variables the run's steps created or
             rebound (the conversation's working state after this task).
-        answer_source: how the answer was reached, a key of :data:`ANSWER_SOURCES`;
+        answer_source: how the answer was reached, a key of
+            :data:`~rlm_kernel.engine.answer.sources.ANSWER_SOURCE_KINDS`;
             None when there is no answer.
         votes: after a vote, ``(k, n)``: k of the n candidates agreed with the
             answer; else None.

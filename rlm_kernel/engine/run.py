@@ -11,8 +11,8 @@ record it is checked against.  A step reads in order::
                                     repeats an earlier step's code is shown so and
                                     sampled again, once per run)
           _run_code(reply, n)       reasoning and code split; code executed; the
-                                    step's FINAL taken from the host's record and,
-                                    with an answer type, validated (_set_answer)
+                                    step's FINAL taken from the host's record and
+                                    checked (_take_answer: engine.answer.checks)
           _restore_names(outcome)   reserved names, protected inputs and tools put
                                     back (_notice: in the output and the step's cell)
           _check_repetition(n, o)   the same code, output or error as an earlier step
@@ -27,11 +27,13 @@ record it is checked against.  A step reads in order::
       _answer_now()                 after max_iterations, or when stuck
                                     (_stop_stuck): one last call for FINAL
 
-The answer has one path: ``FINAL``/``FINAL_VAR`` record it host-side in
-:class:`~rlm_kernel.engine.repl_functions.REPLFunctions` when called (model code catching the
-exception does not lose it); :meth:`Run._run_code` takes that record, resolves it to
-the value, and renders its text once (:func:`~rlm_kernel.engine.answer.text.answer_text`).
-The policy decides *whether* to stop, never what a FINAL's answer is.
+The answer has one path: ``FINAL``/``FINAL_VAR`` record it host-side
+(:class:`~rlm_kernel.engine.answer.final.FinalRecord`, held by the run's REPL functions:
+:mod:`~rlm_kernel.engine.repl_functions`) when called (model code catching the exception
+does not lose it); :meth:`Run._run_code` takes that record and hands it to the
+host's checks (:class:`~rlm_kernel.engine.answer.checks.FinalChecks`: resolved to the
+value, its type checked, its text rendered once; later the look back and the answer's
+source).  The policy decides *whether* to stop, never what a FINAL's answer is.
 
 What the task asks beyond its question (the answer's type, the earlier tasks of the
 conversation, the user's tools, which inputs are protected) is a
@@ -49,17 +51,17 @@ import time
 import traceback
 from collections.abc import Callable, Collection, MutableMapping
 from dataclasses import replace
+from functools import cached_property
 from typing import Any
 
 from ..executors import MIN_SECONDS, Executor, combined_output, executor_kind
 from ..models import LanguageModel, LLMError, tracing
 from ..policies import ActionResult, PolicyContext, PolicyRegistry
 from ..repl_types import REPLResult, REPLVariable
-from ..termination import detect_final_in_code, resolve_final_var
-from .answer.grounding import finding, is_grounded
-from .answer.sources import answer_source, any_input_read
-from .answer.text import answer_text, describe_variable
-from .answer.types import AnswerTypeError
+from ..termination import detect_final_in_code
+from .answer.checks import FinalChecks
+from .answer.final import final_from_text
+from .answer.text import describe_variable
 from .budget import BudgetExceeded
 from .config import RLMConfig
 from .events import (
@@ -78,10 +80,10 @@ from .events import (
 from .prompts import (
     answer_now_message,
     build_messages,
-    check_answer_message,
-    grounding_message,
     next_message,
+    question_with_type,
     repetition_message,
+    restored_note,
     stuck_message,
     task_message,
 )
@@ -97,7 +99,6 @@ from .step import (
     SIGNAL_NAMES,
     TRACEBACK_LINE,
     StepOutcome,
-    final_from_text,
     model_words,
     split_reply,
     writes_final,
@@ -414,8 +415,7 @@ class Run:
         reasoning, blocks, kept = split_reply(reply, self.config.cut_after_first_block)
         outcome = StepOutcome(reply=reply, reply_for_history=kept, reasoning=reasoning)
         if not blocks:
-            found, value, error = final_from_text(reply, self.ns)
-            outcome.error_for_model = error
+            found, value, outcome.error_for_model = final_from_text(reply, self.ns)
             if found:
                 self._set_answer(outcome, value, step)
             return outcome
@@ -460,54 +460,32 @@ class Run:
                 signals[key] = float(value)
         return signals
 
+    # -- the step's FINAL (the rules: engine.answer.checks) ------------------------------
+    @cached_property
+    def checks(self) -> FinalChecks:
+        """The host's checks of this run's ``FINAL`` values
+        (:class:`~rlm_kernel.engine.answer.checks.FinalChecks`), built at first use."""
+        return FinalChecks(
+            self.question, self.config,
+            answer_type=self.task.output_type, top_level=self.depth == 0, namespace=self.ns,
+            inputs=self.inputs, user_inputs=self.user_inputs, data_name=self.functions.data_name,
+            folder=self.task.folder.functions() if self.task.folder is not None else (),
+            redact=self.functions.redact)
+
     def _take_answer(self, outcome: StepOutcome, record: dict[str, Any] | None,
                      step: int) -> None:
         """Turn the step's recorded ``FINAL``/``FINAL_VAR`` (if any) into ``outcome``'s
-        answer; a ``FINAL_VAR`` of a missing name fails the step and tells the model."""
-        if record is None:
-            return
-        if record.get("type") != "variable":
-            self._set_answer(outcome, record.get("answer"), step)
-            return
-        try:
-            value = resolve_final_var(record["var"], self.ns)
-        except KeyError as exc:
-            outcome.success = False
-            outcome.error_for_model = f"FINAL_VAR failed: {exc.args[0]}"
-            return
-        self._set_answer(outcome, value, step)
+        answer (:meth:`FinalChecks.take`: a ``FINAL_VAR`` of a missing name fails the
+        step and tells the model; a value of the wrong type is refused, :meth:`_notice`)."""
+        if (notice := self.checks.take(outcome, record)) is not None:
+            self._notice(outcome, step, notice, "answer_type")
 
     def _set_answer(self, outcome: StepOutcome, value: Any, step: int) -> None:
-        """The answer of a step: the value as given (a text with secrets redacted),
-        and its text rendered once, guarded and capped.
-
-        With an answer type (:attr:`TaskSpec.output_type`, top-level runs) the value is
-        validated and coerced first; a value that fails is no answer: the step fails,
-        and its output (the step cell) and the next message (the model) say why."""
-        if type(value) is str:  # the text answer may hold a secret; other types are data
-            value = self.functions.redact(value)
-        answer_type = self.task.output_type if self.depth == 0 else None
-        if answer_type is not None:
-            try:
-                value = answer_type.validate(value)
-            except AnswerTypeError as exc:
-                problem = self.functions.redact(str(exc))
-                outcome.success = False
-                outcome.error_for_model = (f"Your FINAL was not accepted: {problem}. Call "
-                                           f"FINAL with a value of type {answer_type.name}.")
-                candidates = {n: v for n, v in user_variables(self.ns).items()
-                              if n not in self.inputs and v is not value}
-                holders = answer_type.holders(candidates)
-                if holders:
-                    outcome.error_for_model += (
-                        f" Your variables of that type: {', '.join(holders)} (e.g. "
-                        f"FINAL_VAR({holders[0]!r}) answers with the first).")
-                self._notice(outcome, step, f"FINAL not accepted: {problem}", "answer_type")
-                return
-        outcome.final, outcome.answer_value = True, value
-        shown = answer_type.to_json(value) if answer_type is not None \
-            and not isinstance(value, (str, int, float, bool)) else value
-        outcome.answer = self.functions.redact(answer_text(shown))
+        """Make ``value`` (a ``FINAL`` written in prose) ``outcome``'s answer, after the
+        host's checks (:meth:`FinalChecks.accept`); a refused one is noted in the
+        step's output and cell (:meth:`_notice`)."""
+        if (notice := self.checks.accept(outcome, value)) is not None:
+            self._notice(outcome, step, notice, "answer_type")
 
     def _notice(self, outcome: StepOutcome, step: int, text: str, reason: str) -> None:
         """A note of the host's about ``step`` (an input put back, an answer refused):
@@ -535,23 +513,8 @@ class Run:
                 if self.lent.bound[name] is not tool and ns.get(name) is self.lent.bound[name]:
                     ns[name] = tool
             return
-        notes = []
-        if broken:
-            notes.append(f"Warning: {', '.join(broken)} "
-                         f"{'is' if len(broken) == 1 else 'are'} reserved; the original "
-                         "was restored.")
-        if changed:
-            notes.append(f"Warning: {', '.join(changed)} "
-                         f"{'is' if len(changed) == 1 else 'are'} the task's input and "
-                         "read-only; the original was restored. Store results under a "
-                         "new name.")
-        if tampered:
-            notes.append(f"Warning: {', '.join(tampered)} "
-                         f"{'is a tool' if len(tampered) == 1 else 'are tools'} of the "
-                         "user's and read-only (its code, defaults and the globals it "
-                         "reads); the original was restored.")
-        if notes:
-            self._notice(outcome, step, "\n".join(notes), "restored")
+        if (note := restored_note(broken, changed, tampered)) is not None:
+            self._notice(outcome, step, note, "restored")
 
     def _new_variables(self) -> list[REPLVariable]:
         """Metadata of the data variables the run's steps created or rebound (the
@@ -637,36 +600,15 @@ class Run:
         - else ``verify_answer``: the model checks the answer against the question.
 
         Tells the observer ``answer_check`` (``reason`` ``"grounding"`` or ``"verify"``).
+        The rules: :meth:`FinalChecks.look_back`.
         """
-        cfg = self.config
-        if self.pending is not None or step >= cfg.max_iterations:
+        held = self.checks.look_back(step, outcome, self.result.history) \
+            if self.pending is None else None
+        if held is None:
             return None
-        found = None
-        if cfg.ground_answer and self.depth == 0:
-            found = finding(outcome.code, outcome.answer_value, self._outputs(), self.ns)
-        if found is not None:
-            text = grounding_message(self.question, found, step + 1, cfg.max_iterations)
-        elif cfg.verify_answer:
-            evidence = outcome.output
-            if not evidence.strip() and len(self.result.history) >= 2:
-                evidence = self.result.history.entries[-2].output
-            text = check_answer_message(self.question, outcome.answer_value, evidence,
-                                        step + 1, cfg.max_iterations)
-        else:
-            return None
-        self.notify(AnswerCheck(step=step, answer=outcome.answer,
-                                reason="verify" if found is None else "grounding",
-                                finding=found))
-        return text
-
-    def _outputs(self) -> list[str]:
-        """What the run's executed code produced so far: each step's output and its
-        sub-calls' responses (as kept in the trajectory)."""
-        texts = []
-        for entry in self.result.history.entries:
-            texts.append(entry.output)
-            texts.extend(str(call.get("response", "")) for call in entry.llm_calls)
-        return texts
+        self.notify(AnswerCheck(step=step, answer=outcome.answer, reason=held.reason,
+                                finding=held.finding))
+        return held.message
 
     def _accept(self, outcome: StepOutcome) -> None:
         """End the run with ``outcome``'s FINAL as the answer, and say how it was
@@ -679,21 +621,16 @@ class Run:
                 from_text: bool = False) -> str:
         """How the answer is reached (:func:`~rlm_kernel.engine.answer.sources.answer_source`):
         whether the trajectory's code read one of the user's inputs, and whether the
-        grounding check finds ``outcome``'s FINAL value (None: no FINAL to check)."""
-        folder = tuple(self.task.folder.functions()) if self.task.folder is not None else ()
-        read = any_input_read((e.code for e in self.result.history.entries),
-                              self.user_inputs, data_name=self.functions.data_name,
-                              folder=folder)
-        ungrounded = outcome is not None and outcome.final and not is_grounded(
-            outcome.code, outcome.answer_value, self._outputs(), self.ns)
-        return answer_source(read_input=read, ungrounded=ungrounded, forced=forced,
-                             from_text=from_text)
+        grounding check finds ``outcome``'s FINAL value (None: no FINAL to check);
+        :meth:`FinalChecks.source`."""
+        return self.checks.source(self.result.history, outcome, forced=forced,
+                                  from_text=from_text)
 
     def _next_message(self, code: str, output: str, success: bool, step: int,
                       repetition: Repetition | None = None, error: str | None = None) -> str:
         """The user message after ``step``: its output and the next step's line."""
         cfg, asked = self.config, self.task.output_type
-        question = self.question + (f" (answer type: {asked.name})" if asked else "")
+        question = question_with_type(self.question, asked.name if asked else None)
         return next_message(code, output, success, step + 1, cfg.max_iterations,
                             limit=cfg.max_output_chars, repetition=repetition,
                             error=error, question=question if cfg.restate_question else None)

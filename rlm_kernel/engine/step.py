@@ -1,7 +1,8 @@
 """What a step is made of: the model's reply split into reasoning and code (the
-termination spec's ``extract_code_blocks``), a ``FINAL`` written in prose, the step's
-record (:class:`StepOutcome`) and its notebook cell source.  The step itself runs in
-:meth:`rlm_kernel.engine.run.Run._step`.
+termination spec's ``extract_code_blocks``), the step's record (:class:`StepOutcome`)
+and its notebook cell source.  The step itself runs in
+:meth:`rlm_kernel.engine.run.Run._step`; a ``FINAL`` written in prose is read by
+:func:`~rlm_kernel.engine.answer.final.final_from_text`.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..termination import detect_final_in_text, extract_code_blocks, resolve_final_var
+from ..termination import extract_code_blocks
 
-__all__ = ["SIGNAL_NAMES", "TRACEBACK_LINE", "StepOutcome", "before_traceback", "final_from_text",
-           "model_words", "split_reply", "step_source", "writes_final"]
+__all__ = ["SIGNAL_NAMES", "TRACEBACK_LINE", "StepOutcome", "before_traceback", "model_words",
+           "split_reply", "step_source", "writes_final"]
 
 #: REPL variables through which model code (or code a caller's task asks for) reports
 #: how a step went: their number goes to the termination policy (``RLM_REWARD`` as
@@ -27,7 +28,6 @@ TRACEBACK_LINE = "Traceback (most recent call last)"
 """The line that starts a Python or IPython traceback in a step's output."""
 
 _FENCE_LINE = re.compile(r"^[ \t]*```", re.MULTILINE)  # a line that opens or closes a block
-_IDENT = re.compile(r"^[A-Za-z_]\w*$")
 _FINAL_CALL = re.compile(r"\bfinal(?:_var)?\s*\(", re.IGNORECASE)  # FINAL(, FINAL_VAR(, any case
 
 
@@ -99,8 +99,9 @@ def writes_final(text: str) -> bool:
     """True when ``text`` holds something shaped like a ``FINAL(`` or ``FINAL_VAR(``
     call, in any letter case.  A policy that stops on such words of the model is not
     given the last word: a FINAL written in prose is judged by the spec's text
-    fallback alone (:func:`final_from_text`, a reply without code), and a reply with
-    code answers only through the ``FINAL`` its code executed."""
+    fallback alone (:func:`~rlm_kernel.engine.answer.final.final_from_text`, a reply
+    without code), and a reply with code answers only through the ``FINAL`` its code
+    executed."""
     return _FINAL_CALL.search(text) is not None
 
 
@@ -134,23 +135,3 @@ def step_source(reasoning: str, code: str) -> str:
     """
     comments = [f"# {line}".rstrip() for line in reasoning.strip().splitlines()]
     return "\n".join([*comments, code.strip("\n")] if code.strip() else comments)
-
-
-def final_from_text(reply: str, ns: Any) -> tuple[bool, Any, str | None]:
-    """FINAL written in prose: (found, value, error).  Accepted only when it cannot
-    be a placeholder: a quoted literal, or a name that exists in the REPL."""
-    det = detect_final_in_text(reply)
-    if not det.detected or det.content is None:
-        return False, None, None
-    if det.final_type == "variable":
-        try:
-            return True, resolve_final_var(det.content, ns), None
-        except KeyError as exc:
-            return False, None, str(exc.args[0])
-    raw = det.raw_match or ""
-    inner = raw[raw.find("(") + 1:].strip()
-    if inner[:1] in "\"'":
-        return True, det.content, None
-    if _IDENT.match(det.content) and det.content in ns:
-        return True, ns[det.content], None
-    return False, None, None

@@ -5,8 +5,9 @@ JupyterLab extension adds, the inline fallback) says the same thing the same way
 
 - an answer computed from the user's data (``answer_source`` ``data``) is a plain
   success (``success``, green);
-- any other answer is shown for what it is (``warning``, amber) with the sentence of
-  :data:`~rlm_kernel.engine.result.ANSWER_SOURCES` (``Answer: reached without reading
+- any other answer is shown for what it is (``warning``, amber) with its kind's
+  notebook sentence (:data:`~rlm_kernel.engine.answer.sources.ANSWER_SOURCE_KINDS`, the
+  table the command line and the export read too: ``Answer: reached without reading
   any data the user gave``; a vote says how many candidates agreed);
 - a stop without an answer is amber too (a step limit, a budget, an interrupt, a run
   that was stuck), except a real error (``stopped_by`` ``error``), the only red end.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine import ANSWER_SOURCES
+from ..engine import ANSWER_SOURCES, is_plain
 
 __all__ = ["STOP_WORDS", "answer_note", "end_style", "stop_text"]
 
@@ -43,7 +44,7 @@ def answer_note(answer: str | None, answer_source: str | None,
     Returns:
         e.g. ``"Answer: chosen by a vote of candidates (2 of 3 agreed)"``.
     """
-    if answer is None or answer_source in (None, "data"):
+    if answer is None or is_plain(answer_source):
         return None
     sentence = ANSWER_SOURCES.get(answer_source, answer_source)
     if answer_source == "vote" and isinstance(votes, list | tuple) and len(votes) == 2:
@@ -60,8 +61,7 @@ def end_style(answer: str | None, stopped_by: str, answer_source: str | None) ->
         error that left no answer; ``"warning"`` (amber) for everything else.
     """
     if answer is not None:
-        plain = stopped_by == "final" and answer_source in (None, "data")
-        return "success" if plain else "warning"
+        return "success" if stopped_by == "final" and is_plain(answer_source) else "warning"
     return "danger" if stopped_by == "error" else "warning"
 
 

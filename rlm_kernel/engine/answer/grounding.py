@@ -57,6 +57,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from ...executors import guarded_repr
+from ..prompts import ungrounded_answer
 from ..repl_functions import RESERVED_NAMES, SESSION_NAMES
 
 __all__ = ["MEMBERS", "SCAN_CHARS", "finding", "is_grounded", "is_literal_final"]
@@ -109,10 +110,9 @@ def finding(code: str, value: Any, outputs: Sequence[str],
     log.debug("a typed FINAL value is not grounded: %s not in %d outputs or %d variables",
               guarded_repr(missing, max_chars=80), len(outputs), len(namespace))
     shown = guarded_repr(value, max_chars=200)
-    where = "does not appear in any output of your code or in any variable."
     if missing is value or (type(value) in _PLAIN_CONTAINERS and len(value) == 1):
-        return f"The answer {shown} {where}"
-    return f"The answer {shown} has {guarded_repr(missing, max_chars=120)}, which {where}"
+        return ungrounded_answer(shown)
+    return ungrounded_answer(shown, guarded_repr(missing, max_chars=120))
 
 
 def is_grounded(code: str, value: Any, outputs: Sequence[str],

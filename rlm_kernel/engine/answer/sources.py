@@ -50,9 +50,11 @@ import ast
 import logging
 import re
 from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 
-__all__ = ["DATA_HELPERS", "FOLDER_READERS", "answer_source", "any_input_read", "how_reached",
-           "inputs_read", "voted_source"]
+__all__ = ["ANSWER_SOURCES", "ANSWER_SOURCE_KINDS", "DATA_HELPERS", "FOLDER_READERS",
+           "AnswerSource", "answer_source", "any_input_read", "how_reached", "inputs_read",
+           "is_plain", "voted_source"]
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +124,7 @@ def any_input_read(codes: Iterable[str], inputs: Collection[str], *,
 
 def answer_source(*, read_input: bool, ungrounded: bool = False, forced: bool = False,
                   from_text: bool = False) -> str:
-    """The key of :data:`~rlm_kernel.engine.result.ANSWER_SOURCES` for an answer.
+    """The key of :data:`ANSWER_SOURCE_KINDS` for an answer.
 
     Args:
         read_input (bool): the run's executed code read at least one of the user's
@@ -155,14 +157,64 @@ def voted_source(source: str | None) -> str | None:
     return "vote" if source in _SOURCES_BEFORE_A_VOTE else source
 
 
-_HOW = {
-    "data": "computed by the model's code from your data",
-    "output": "taken from text the model wrote, not from a FINAL its code ran",
-    "ungrounded": "not found in your data or in any output of the model's code "
-                  "(the grounding check could not find it)",
-    "no_input": "reached without reading your data",
-    "forced": "the model's best guess, asked for after the run stopped early",
+@dataclass(frozen=True)
+class AnswerSource:
+    """One kind of ``RLMResult.answer_source``, in the words each view uses.
+
+    Attributes:
+        phrase (str): the command line's and the exported notebook's words, lower-case,
+            without a final period, read after "The answer was ..." (:func:`how_reached`).
+        sentence (str): the notebook's words (the task cell's progress view, the answer
+            cell the JupyterLab extension adds), read after "Answer: ".
+        plain (bool): a plain success, shown green (only ``data``); every other kind
+            is shown for what it is, amber.
+        no_data_phrase (str | None): :attr:`phrase` when the run was given no data at
+            all (``no_input`` only).
+    """
+
+    phrase: str
+    sentence: str
+    plain: bool = False
+    no_data_phrase: str | None = None
+
+
+ANSWER_SOURCE_KINDS: dict[str, AnswerSource] = {
+    "data": AnswerSource(
+        "computed by the model's code from your data",
+        "computed by the model's code from the data the user gave", plain=True),
+    "output": AnswerSource(
+        "taken from text the model wrote, not from a FINAL its code ran",
+        "taken from text the model or its code printed, not from a FINAL call"),
+    "ungrounded": AnswerSource(
+        "not found in your data or in any output of the model's code "
+        "(the grounding check could not find it)",
+        "the grounding check could not find it in the data or the output"),
+    "vote": AnswerSource("chosen by a vote", "chosen by a vote of candidates"),
+    "no_input": AnswerSource(
+        "reached without reading your data",
+        "reached without reading any data the user gave",
+        no_data_phrase="reached without any data (none was given)"),
+    "forced": AnswerSource(
+        "the model's best guess, asked for after the run stopped early",
+        "the best answer so far, asked for after the run stopped early"),
 }
+"""How an answer was reached, by ``RLMResult.answer_source`` kind: the one table the
+command line, the notebook and the export read (:class:`AnswerSource`)."""
+
+ANSWER_SOURCES: dict[str, str] = {kind: s.sentence for kind, s in ANSWER_SOURCE_KINDS.items()}
+"""How an answer was reached (``RLMResult.answer_source``), in the notebook's words
+(:attr:`AnswerSource.sentence`).  Only ``data`` is a plain success; every other kind
+is shown for what it is."""
+
+
+def is_plain(source: str | None) -> bool:
+    """True when an answer reached this way is a plain success, shown green
+    (:attr:`AnswerSource.plain`: ``data``), or when the result does not say (None: a
+    result from before answers said how); False for every other kind, known or not."""
+    if source is None:
+        return True
+    kind = ANSWER_SOURCE_KINDS.get(source)
+    return kind is not None and kind.plain
 
 
 def how_reached(source: str | None, votes: tuple[int, int] | list[int] | None = None,
@@ -182,12 +234,11 @@ def how_reached(source: str | None, votes: tuple[int, int] | list[int] | None = 
     """
     if source is None:
         return None
-    if source == "no_input" and no_data:
-        text = "reached without any data (none was given)"
-    elif source == "vote":
-        text = "chosen by a vote"
+    kind = ANSWER_SOURCE_KINDS.get(source)
+    if kind is None:
+        text = source
     else:
-        text = _HOW.get(source, source)
+        text = kind.no_data_phrase if no_data and kind.no_data_phrase else kind.phrase
     if votes:
         k, n = votes
         counted = f"{k} of {n} candidate{'s' * (n != 1)} agreed"

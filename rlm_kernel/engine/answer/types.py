@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ...executors import RemoteValue, time_limit
+from ..prompts import answer_type_line
 
 __all__ = ["AnswerType", "AnswerTypeError", "as_answer_type", "parse_type"]
 
@@ -105,11 +106,9 @@ class AnswerType:
     def prompt_line(self) -> str:
         """The task message's line about the answer's type: the type as written, and
         the JSON Schema when the type has fields (a model, a dataclass, a schema)."""
-        line = (f"The answer must be of type {self.name}: call FINAL with a Python value "
-                "of that type")
-        if isinstance(self.spec, dict) or _has_fields(self.schema):
-            line += f" (JSON Schema: {json.dumps(self.schema, separators=(',', ':'))})"
-        return line + "."
+        schema = json.dumps(self.schema, separators=(",", ":")) \
+            if isinstance(self.spec, dict) or _has_fields(self.schema) else None
+        return answer_type_line(self.name, schema)
 
     # -- checking a value ---------------------------------------------------------------
     def validate(self, value: Any) -> Any:

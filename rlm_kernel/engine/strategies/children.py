@@ -9,6 +9,7 @@ from typing import Any
 
 from ...executors import close_executor, new_executor
 from ..budget import BudgetExceeded
+from ..prompts import sub_run_failed
 from ..run import Run
 from ..services import RunServices
 
@@ -60,7 +61,7 @@ def child_runner(services: RunServices, depth: int) -> Callable[[str, Any], str 
         if res.stopped_by == "budget":
             raise BudgetExceeded(res.error or "budget used up")
         if res.answer is None:
-            return f"Error: the sub-run ended without an answer ({res.stopped_by}: {res.error})"
+            return sub_run_failed(res.stopped_by, res.error)
         return res.answer
 
     return run_child

@@ -9,9 +9,11 @@ import pytest
 
 from rlm_kernel import RLM
 from rlm_kernel.engine.answer.sources import (
+    ANSWER_SOURCE_KINDS,
     answer_source,
     how_reached,
     inputs_read,
+    is_plain,
     voted_source,
 )
 from rlm_kernel.engine.events import Event
@@ -97,6 +99,21 @@ def test_how_reached_in_words():
     assert how_reached(None) is None
     for source in ANSWER_SOURCES:
         assert how_reached(source)
+
+
+def test_one_table_gives_each_kind_its_words_for_every_view():
+    # the notebook's sentences are the table's; the command line's phrases too
+    assert ANSWER_SOURCES == {k: s.sentence for k, s in ANSWER_SOURCE_KINDS.items()}
+    for kind, words in ANSWER_SOURCE_KINDS.items():
+        assert how_reached(kind) == words.phrase and words.phrase != words.sentence
+        assert words.phrase[0].islower() and not words.phrase.endswith(".")
+    assert how_reached("output") == "taken from text the model wrote, not from a FINAL its code ran"
+    assert ANSWER_SOURCES["forced"] == (
+        "the best answer so far, asked for after the run stopped early")
+    # only an answer from the data is a plain success (and a result that does not say)
+    assert [k for k in ANSWER_SOURCE_KINDS if is_plain(k)] == ["data"]
+    assert is_plain(None) and not is_plain("a kind from elsewhere")
+    assert how_reached("a kind from elsewhere") == "a kind from elsewhere"
 
 
 # -- each kind on a run ---------------------------------------------------------------------
