@@ -319,10 +319,7 @@ export function answerText(data: {
         : `**Answer** (stopped by ${stopped}): ${answer}`;
     return data.answer_note ? `${head}\n\n*${noteSentence(data.answer_note)}*` : head;
   }
-  let reason = data.error ?? '';
-  if (reason.startsWith(`${stopped}: `)) {
-    reason = reason.slice(stopped.length + 2); // "stuck: step 4 repeats ..."
-  }
+  const reason = data.error ?? '';
   return `**No answer** (stopped by ${stopped})${reason ? `: ${reason}` : ''}`;
 }
 

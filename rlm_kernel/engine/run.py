@@ -697,8 +697,8 @@ class Run:
         rep, result = self.stuck, self.result
         assert rep is not None
         result.stopped_by = "stuck"
-        result.error = (f"stuck: step {step} repeats {rep.describe()} after the model was "
-                        "told of a repetition")
+        result.error = (f"step {step} repeats {rep.describe()} after the model was told of "
+                        "a repetition")
         self._answer_now(step + 1, stuck_message(rep))  # answer_source: forced at least
 
     def _answer_now(self, step: int | None = None, message: str | None = None) -> None:

@@ -461,8 +461,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
             print(f"RLM replay of run {record.run_id}: step {result.diverged_at} printed "
                   "other output than the record (diverged_at)", file=sys.stderr)
         if result.stopped_by != "final":
-            error = (result.error or "").removeprefix(f"{result.stopped_by}: ")
-            reason = f": {error}" if error else ""  # not "stuck: stuck: step 4 ..."
+            reason = f": {result.error}" if result.error else ""
             kept = f"{result.steps} step{'' if result.steps == 1 else 's'} kept"
             # stderr (red in JupyterLab) only for an error; a limit, an interrupt or a
             # stuck run is said plainly (the progress view shows it in amber)

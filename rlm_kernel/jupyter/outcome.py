@@ -69,8 +69,6 @@ def stop_text(stopped_by: str, error: str | None = None) -> str:
     """How the run ended, in one phrase: ``"finished: final"``, or ``"stopped: stuck
     (the model repeated itself) — step 4 repeats step 2"`` (the meaning of the reason,
     then ``error``: the reason's details, when there are any)."""
-    if error and error.startswith(f"{stopped_by}: "):  # "stuck: step 4 repeats ..."
-        error = error[len(stopped_by) + 2:]
     word = "finished" if stopped_by == "final" else "stopped"
     meaning = STOP_WORDS.get(stopped_by)
     text = f"{word}: {stopped_by}" + (f" ({meaning})" if meaning else "")

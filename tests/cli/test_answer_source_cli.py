@@ -67,3 +67,17 @@ def test_json_carries_the_source(replies, capsys, tmp_path):
     assert main(["run", "--json", "--context", str(tmp_path / "a.txt"), "How long?"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["answer_source"] == "data" and data["votes"] is None
+
+
+def test_a_stuck_run_says_why_once_in_its_line_and_its_json(replies, capsys, tmp_path):
+    (tmp_path / "a.txt").write_text("hello world\n")
+    replies += [block("print(data)")] * 4 + ["I cannot tell."]
+    main(["run", "--context", str(tmp_path / "a.txt"), "How long?"])
+    out = capsys.readouterr().out
+    assert "No answer: step 2 repeats step 1 (" in out and "stuck: step" not in out
+    assert out.rstrip().endswith("stopped by stuck)")
+    replies += [block("print(data)")] * 4 + ["I cannot tell."]
+    main(["run", "--json", "--context", str(tmp_path / "a.txt"), "How long?"])
+    data = json.loads(capsys.readouterr().out)
+    assert data["stopped_by"] == "stuck" and data["answer"] is None
+    assert data["error"].startswith("step 2 repeats step 1 (same ")

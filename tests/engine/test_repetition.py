@@ -173,7 +173,7 @@ def test_a_second_repetition_ends_the_run_stuck_with_the_best_answer_so_far():
         "print(data)", "FINAL(n)"]
     assert notices(events) == [(3, "repeated"), (4, "stuck")]
     assert "NameError: name 'data' is not defined" in res.error
-    assert "step 4 repeats step 2" in res.error
+    assert res.error.startswith("step 4 repeats step 2")  # the stop reason says "stuck"
     assert lm.temperatures == [None, None, None, 0.7, None]
     third = lm.calls[3][-1]["content"]  # the message after step 3
     assert "Your step repeats step 2 (same error: NameError" in third

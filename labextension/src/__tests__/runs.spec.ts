@@ -304,9 +304,8 @@ test('an answer not from the data says how it was reached, one from the data doe
     .toBe('**Answer** (stopped by stuck): 5\n\n*The best answer so far.*');
   expect(answerText({ answer: null, stopped_by: 'stuck', error: 'step 3 repeats step 2' }))
     .toBe('**No answer** (stopped by stuck): step 3 repeats step 2');
-  expect(answerText({ answer: null, stopped_by: 'stuck',
-                      error: 'stuck: step 3 repeats step 2' }))
-    .toBe('**No answer** (stopped by stuck): step 3 repeats step 2');
+  expect(answerText({ answer: null, stopped_by: 'max_iterations', error: null }))
+    .toBe('**No answer** (stopped by max_iterations)');
 });
 
 test('run_started marks a prose task cell, and a later code run unmarks it', () => {
