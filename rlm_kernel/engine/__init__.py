@@ -26,6 +26,7 @@ and no litellm.
 
 from __future__ import annotations
 
+from . import moved_modules
 from .answer.sources import ANSWER_SOURCE_KINDS, AnswerSource, how_reached, is_plain
 from .answer.text import answer_text, describe_variable
 from .answer.types import parse_type
@@ -59,6 +60,8 @@ from .session.task import check_tools, describe_tool
 from .session.warmup import prewarm
 from .step import SIGNAL_NAMES, TRACEBACK_LINE, step_source
 from .strategies.candidates import short_answer, vote_line
+
+moved_modules.install()  # the old module paths (engine/loop.py ...) still import
 
 __all__ = [
     # running
