@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar, TypedDict
 
 from ..models import UsageLedger
@@ -92,6 +92,18 @@ class Event:
     def deliver(self, observer: RunObserver) -> None:
         """Call ``observer``'s method for this kind (``on_<kind>(self)``)."""
         raise NotImplementedError(f"{type(self).__name__} has no observer method")
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The event's fields as one dict (``event.data["depth"]``), as observers written
+        for the earlier untyped events read them: the kind's own fields and the common
+        ones; ``totals`` only when set, ``candidate``/``candidates`` only in a
+        candidates run.  A new copy each time; prefer the attributes."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name in ("totals", "candidate", "candidates"):
+            if data[name] is None:
+                del data[name]
+        return data
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

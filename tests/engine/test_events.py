@@ -138,3 +138,18 @@ def test_a_subclass_overrides_only_what_it_needs():
     observer = Steps()
     res = record(observer)
     assert observer.steps == [1, 2, 3] and res.steps == 3
+
+
+def test_data_gives_the_fields_as_observers_of_untyped_events_read_them():
+    from rlm_kernel.engine.events import ModelCall, RunStarted
+
+    started = RunStarted(question="q", variables=[], max_iterations=3, model="m",
+                         inputs=["context"], no_data=False, depth=1, elapsed=0.5)
+    assert started.data == {"question": "q", "variables": [], "max_iterations": 3,
+                            "model": "m", "inputs": ["context"], "no_data": False,
+                            "depth": 1, "elapsed": 0.5}
+    call = ModelCall(step=2, totals={"llm_calls": 1, "prompt_tokens": 5,
+                                     "completion_tokens": 2, "cost_usd": 0.0},
+                     candidate=1, candidates=3)
+    assert call.data["step"] == 2 and call.data["candidate"] == 1
+    assert call.data["totals"]["llm_calls"] == 1
