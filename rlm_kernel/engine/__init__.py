@@ -26,6 +26,8 @@ and no litellm.
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import moved_modules
 from .answer.sources import ANSWER_SOURCE_KINDS, AnswerSource, how_reached, is_plain
 from .answer.text import answer_text, describe_variable
@@ -50,7 +52,7 @@ from .events import (
 )
 from .options import add_setting_options, config_overrides, non_empty, positive_int
 from .repetition import without_comments
-from .repl_functions import RESERVED_NAMES, session_tools, user_variables
+from .repl_functions import RESERVED_NAMES, session_functions, user_variables
 from .replay.recording import load_recording, output_digest, step_exchanges
 from .replay.resume import Continuation
 from .result import ANSWER_SOURCES, RLMResult
@@ -79,9 +81,23 @@ __all__ = [
     "short_answer", "vote_line",
     # the REPL namespace and the task's terms
     "HISTORY_NAME", "RESERVED_NAMES", "SIGNAL_NAMES", "check_tools", "describe_tool",
-    "session_tools", "user_variables",
+    "session_functions", "user_variables",
     # steps and replay
     "TRACEBACK_LINE", "load_recording", "output_digest", "step_exchanges", "step_source",
     # repetition
     "without_comments",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Names renamed since (``session_tools``, now :func:`session_functions`) still
+    resolve, with a :class:`DeprecationWarning` naming the new one.
+
+    Raises:
+        AttributeError: any other unknown name.
+    """
+    if name == "session_tools":
+        from . import repl_functions
+
+        return getattr(repl_functions, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

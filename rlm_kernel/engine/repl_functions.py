@@ -27,7 +27,8 @@ from .prompts import SUB_CALL_SYSTEM_PROMPT, sub_call_error, sub_call_prompt
 from .replay.recording import Recorder
 from .services import compose_client
 
-__all__ = ["REPLFunctions", "RESERVED_NAMES", "SESSION_NAMES", "session_tools", "user_variables"]
+__all__ = ["REPLFunctions", "RESERVED_NAMES", "SESSION_NAMES", "session_functions",
+           "user_variables"]
 
 RESERVED_NAMES = ("llm_query", "llm_query_batched", "rlm_query", "FINAL", "FINAL_VAR",
                   "SHOW_VARS", "search", "split_documents", "parse_records", "code_outline")
@@ -266,10 +267,10 @@ def show_vars() -> None:
     return None  # printed already; returning it would print twice at a trailing call
 
 
-def session_tools(sub_model: str | None, namespace: MutableMapping[str, Any],
-                  max_concurrency: int = 16,
-                  recorded: list[dict[str, Any]] | None = None) -> REPLFunctions:
-    """The REPL tools for use outside any run (a re-run exported notebook, a cell of
+def session_functions(sub_model: str | None, namespace: MutableMapping[str, Any],
+                      max_concurrency: int = 16,
+                      recorded: list[dict[str, Any]] | None = None) -> REPLFunctions:
+    """The REPL functions for use outside any run (a re-run exported notebook, a cell of
     the user's): ``llm_query`` & co. on ``sub_model`` (a litellm model string; None =
     the embedded model), with a fresh usage ledger and no budget.  With ``recorded``
     (a run's exchanges, see :mod:`rlm_kernel.engine.replay.recording`), calls the record holds
@@ -286,3 +287,19 @@ def session_tools(sub_model: str | None, namespace: MutableMapping[str, Any],
     sub.ledger = ledger
     guard = BudgetGuard(Budget(), ledger, time.monotonic())
     return REPLFunctions(sub, guard, namespace, depth=0, max_concurrency=max_concurrency)
+
+
+def __getattr__(name: str) -> Any:
+    """``session_tools``, this function's name before the REPL's functions stopped
+    being called tools, still resolves, with a :class:`DeprecationWarning`.
+
+    Raises:
+        AttributeError: any other unknown name.
+    """
+    if name == "session_tools":
+        import warnings
+
+        warnings.warn("session_tools is now session_functions", DeprecationWarning,
+                      stacklevel=2)
+        return session_functions
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,7 +17,7 @@ from ..executors import host_thread_type
 from ..termination import FinalOutput
 from .magic import RLMMagics
 from .prose import register_prose_hint
-from .session import bind_session_tools, final_outside_run, protect_question_mark
+from .session import bind_session_functions, final_outside_run, protect_question_mark
 from .settings import register_section
 
 __all__ = ["load_ipython_extension"]
@@ -35,7 +35,7 @@ def load_ipython_extension(shell: Any) -> None:
     register_section(shell, magics)  # %config RLM lists the options
     register_prose_hint(shell, lambda: magics.session.running)  # `hello`: tasks are prose or %%rlm
     model, sub_model = magics.run_config().models()
-    bind_session_tools(shell, sub_model)
+    bind_session_functions(shell, sub_model)
     shell.set_custom_exc((FinalOutput,), final_outside_run)
     _subshells_are_the_kernels()
     if magics.warm_start:  # litellm imported, the embedded model's prompt head read

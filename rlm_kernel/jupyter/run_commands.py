@@ -11,7 +11,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from .session import bind_session_tools
+from .session import bind_session_functions
 
 __all__ = ["RunCommands", "RunRecord"]
 
@@ -85,7 +85,7 @@ class RunCommands:
         except (ValueError, AssertionError):
             raise UsageError("%%rlm recorded: the cell must hold a JSON list of recorded "
                              "exchanges") from None
-        bind_session_tools(self.shell, self.run_config().models()[1], exchanges)
+        bind_session_functions(self.shell, self.run_config().models()[1], exchanges)
 
     def _replay(self, args: list[str], opts: argparse.Namespace) -> Any:
         """``%rlm replay [PATH.ipynb|PATH.json] [--run ID]``: run a recorded task again

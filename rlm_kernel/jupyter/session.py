@@ -60,7 +60,7 @@ from ..engine import (
 from ..termination import resolve_final_var
 
 __all__ = ["RUN_NAMES", "ClientFactory", "ModelVariables", "NotebookSession", "TaskPlan",
-           "assigned_names", "bind_session_tools", "final_outside_run", "lent_namespace",
+           "assigned_names", "bind_session_functions", "final_outside_run", "lent_namespace",
            "no_data_notice", "protect_question_mark"]
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ def lent_namespace(shell: Any, names: tuple[str, ...] = RUN_NAMES) -> Iterator[N
     """Lend ``shell``'s namespace to one run: on exit, whatever way the block ends
     (an answer, an error, an interrupt), each of ``names`` is what the user had
     before the block (the same object, or absent again), and the session's helpers
-    (:func:`bind_session_tools`) are hidden from builtins inside it.
+    (:func:`bind_session_functions`) are hidden from builtins inside it.
 
     Args:
         shell: the IPython shell whose ``user_ns`` the run uses.
@@ -308,7 +308,7 @@ class NotebookSession:
             yield
         finally:
             self.running = False
-            bind_session_tools(self.shell, self._sub_model())  # builtins only
+            bind_session_functions(self.shell, self._sub_model())  # builtins only
             if plan.isolated:
                 from .isolated_steps import copy_back
 
@@ -419,7 +419,7 @@ def _hide_session_builtins(shell: Any) -> dict[str, Any]:
     return hidden
 
 
-def bind_session_tools(shell: Any, sub_model: str | None,
+def bind_session_functions(shell: Any, sub_model: str | None,
                        recorded: list[dict[str, Any]] | None = None) -> None:
     """Make ``llm_query`` & co. available outside runs (re-running an exported
     notebook) as the shell's builtins: the user's own names shadow them, and the
@@ -430,10 +430,10 @@ def bind_session_tools(shell: Any, sub_model: str | None,
         sub_model: litellm model string of ``llm_query`` (None: the embedded model).
         recorded: a run's recorded exchanges to answer from first (``%%rlm recorded``).
     """
-    from ..engine import session_tools
+    from ..engine import session_functions
 
-    tools = session_tools(sub_model, shell.user_ns, recorded=recorded)
-    functions = tools.functions()
+    repl_functions = session_functions(sub_model, shell.user_ns, recorded=recorded)
+    functions = repl_functions.functions()
 
     def final(answer: Any) -> None:
         """Outside a run: show the answer and keep it in ``rlm_answer``."""

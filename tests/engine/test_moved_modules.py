@@ -41,3 +41,14 @@ def test_a_patch_through_the_old_path_acts_on_the_engine():
 def test_an_unknown_engine_module_is_still_an_import_error():
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("rlm_kernel.engine.no_such_module")
+
+
+def test_session_tools_is_session_functions_with_a_warning():
+    import rlm_kernel.engine as engine
+    from rlm_kernel.engine import repl_functions
+
+    for owner in (engine, repl_functions):
+        with pytest.warns(DeprecationWarning, match="session_functions"):
+            assert owner.session_tools is engine.session_functions
+    with pytest.raises(AttributeError):
+        engine.no_such_name  # noqa: B018

@@ -34,7 +34,7 @@ def test_a_private_method_used_exists_with_its_parameters(owner, name, params, u
 
 
 def test_the_builtin_trap_and_compiler_members_used_exist():
-    """``bind_session_tools`` reads the builtin trap's ``_nested_level`` and
+    """``bind_session_functions`` reads the builtin trap's ``_nested_level`` and
     ``_orig_builtins`` (binding a helper mid-cell); the isolated steps read the
     compiler's ``_filename_map`` (a step's ``Cell In[n]``)."""
     start_ipython()
