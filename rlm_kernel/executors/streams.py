@@ -12,6 +12,9 @@ stands in for ``sys.stdout``/``sys.stderr`` during a step and
   ``print`` is one chunk and a flood is a handful; live text also stops at
   ``max_chars`` with a note;
 * passes everything through a :class:`~rlm_kernel.executors.redaction.Redactor` first.
+
+The step's record is :meth:`StreamTee.getvalue`, never the live text: the end of a flood
+(where a final error or result usually is) is kept even when the live view stopped.
 """
 
 from __future__ import annotations
@@ -110,10 +113,7 @@ class StreamTee(io.TextIOBase):
     def _queue(self, text: str) -> None:
         room = self._max_chars - self._forwarded
         if room <= 0:
-            if not self._cut_noted:
-                self._cut_noted = True
-                self._pending.append(f"\n[output beyond {self._max_chars:,} characters is "
-                                     "not shown live]\n")
+            self._note_cut()
             return
         if not self._pending:
             self._pending_since = time.monotonic()
@@ -128,9 +128,20 @@ class StreamTee(io.TextIOBase):
             host_thread(self._timer)
             self._timer.start()
 
+    def _note_cut(self) -> None:
+        """Queue the note that live text stopped at the cap, once."""
+        if not self._cut_noted:
+            self._cut_noted = True
+            self._pending.append(f"\n[output beyond {self._max_chars:,} characters is "
+                                 "not shown live]\n")
+
     def flush(self) -> None:
-        """Forward the text written since the last chunk, as one chunk."""
-        self._forward(final=True)
+        """Forward the text written since the last chunk, as one chunk (with the note
+        that live text stopped at the cap, if the write that crossed it was the last)."""
+        with self._lock:
+            if self._callback is not None and self._written > self._max_chars:
+                self._note_cut()
+            self._forward(final=True)
 
     def _forward(self, final: bool) -> None:
         """Forward what is pending as one chunk; unless ``final``, the end of it that
@@ -154,6 +165,13 @@ class StreamTee(io.TextIOBase):
         """Forward what is pending; later writes are kept no more (the stream is closed)."""
         self.flush()
         super().close()
+
+    @property
+    def overflowed(self) -> bool:
+        """True when more than ``max_chars`` characters were written: :meth:`getvalue`
+        is then the head, the marker and the tail, and the live text (what the callback
+        got) stopped at ``max_chars`` with its note, so the two differ."""
+        return self._written > self._max_chars
 
     def getvalue(self) -> str:
         """What was kept: all of it, or its head, a marker and its tail; redacted."""

@@ -6,7 +6,10 @@ execution count and goes into ``In``/history).  Every output the step makes
 (stream text, ``display()``, the value of a last expression, an error) is
 captured as an nbformat output dict and handed to ``on_rich_output``; the
 frontend layer decides where it is shown (a step cell, or an inline block in
-the task cell).  The model is shown the text form of the same outputs.
+the task cell).  The model is shown the text form of the same outputs, except a
+stream that printed more than the cap: live it stops with a note, in the step's
+record (the model's view, the trajectory) it is the head, the one marker and the
+tail, as every executor keeps it (:meth:`StepCapture.keep_cut_streams`).
 """
 
 from __future__ import annotations
@@ -112,6 +115,7 @@ class StepCapture:
         self.count = shell.execution_count  # the step's execution count
         self.user_interrupt = False  # the user's SIGINT arrived during the step
         self.forwarding = False  # on_rich_output runs: what it publishes is not the step's
+        self.tees: list[StreamTee] = []  # the step's stdout and stderr (see keep_cut_streams)
 
     def sink(self, output: dict[str, Any]) -> None:
         """Keep (capped, redacted) and pass on one output; count it past
@@ -186,6 +190,7 @@ class StepCapture:
         returns the step's host-state scope (:func:`step_scope`)."""
         out = StreamTee("stdout", self.stream, redact=self.redact)
         err = StreamTee("stderr", self.stream, redact=self.redact)
+        self.tees = [out, err]
         stack.callback(err.flush)
         stack.callback(out.flush)
         stack.enter_context(_swap(sys, "stdout", out))
@@ -195,6 +200,28 @@ class StepCapture:
         stack.enter_context(step_in_progress(self) if step_in_progress is not None
                             else stock_shell_hooks(self.shell, self))
         return scope
+
+    def keep_cut_streams(self) -> None:
+        """Record a flooded stream as every executor records it: its live chunks (which
+        stopped at the cap with the note that the rest is not shown live) are replaced,
+        in :attr:`outputs`, by one ``stream`` output at the place of the first, holding
+        what the stream kept (:meth:`StreamTee.getvalue`: the head, the one marker and
+        the tail, where a flood's final lines are).  Call it when the streams are flushed
+        and before the host's notes are added.  What was shown live is left as it was."""
+        for tee in self.tees:
+            if not tee.overflowed:
+                continue
+            kept: list[dict[str, Any]] = []
+            placed = False
+            for output in self.outputs:
+                if output.get("output_type") != "stream" or output.get("name") != tee.name:
+                    kept.append(output)
+                elif not placed:
+                    kept.append({**output, "text": tee.getvalue()})
+                    placed = True
+            if not placed:  # its chunks came past MAX_OUTPUTS: the kept text goes last
+                kept.append({"output_type": "stream", "name": tee.name, "text": tee.getvalue()})
+            self.outputs = kept
 
     def text(self, stderr: bool) -> str:
         """The model's view: the text of every output but stderr, or of stderr only,
@@ -257,6 +284,7 @@ class ShellExecutor:
             except StepTimeout:  # fired outside the cell's own code (hooks)
                 result, capture.timeout = None, True
         capture.user_interrupt = scope.user_interrupt
+        capture.keep_cut_streams()
         if capture.dropped:
             capture.outputs.append({"output_type": "stream", "name": "stderr",
                                     "text": f"[{capture.dropped:,} more outputs of this step "
