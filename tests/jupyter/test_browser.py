@@ -41,7 +41,6 @@ from nbformat.sign import NotebookNotary
 
 from evals.questions import defines_function_question
 from rlm_kernel.engine.result import ANSWER_SOURCES
-from tests.kernel_client import script_model_code
 from tests.lab_harness import (
     EXTENSION_NAME,
     LOAD_JSON_CELL,
@@ -56,6 +55,7 @@ from tests.lab_harness import (
     write_notebook,
 )
 from tests.replies import block
+from tests.scripted import SCRIPTED_SETTINGS
 
 _MISSING = missing_prerequisites()
 pytestmark = pytest.mark.slow
@@ -383,7 +383,7 @@ def test_a_saved_notebook_reads_well_after_the_kernel_is_gone(lab, page, extensi
     if not extension:
         pytest.fail(f"{EXTENSION_NAME} is not installed")
     replies = [block("n = len(hits)\nprint(n)"), block("FINAL(n)"), block("FINAL('b')")]
-    cells = [script_model_code(replies, max_iterations=4), SCRIPTED_DATA,
+    cells = [_script_cell(replies, max_iterations=4), SCRIPTED_DATA,
              "%%rlm\nHow many hits are there?", "%%rlm\nSay b."]
     write_notebook(lab.root / "static.ipynb", "rlm", "RLM (Python)", cells)
     nb = NotebookPage(page, lab, "static.ipynb").open()
@@ -537,10 +537,24 @@ def test_a_follow_up_task_uses_the_previous_tasks_variables(lab, page, extension
         sources
 
 
+_SESSION = "get_ipython().magics_manager.registry['RLMMagics'].session"
+"""The kernel's ``%rlm`` session (:class:`~rlm_kernel.jupyter.session.NotebookSession`),
+as code run in the kernel."""
+
+
 # -- the views of issue 26, each checked and saved as a screenshot -------------------------
 def _script_cell(replies: list[str], **config: Any) -> str:
-    """A cell that scripts the model for the next task (a fresh reply queue)."""
-    return script_model_code(replies, **config)
+    """A cell that scripts the model for the next task (a fresh reply queue): a
+    :class:`~rlm_kernel.models.scripted.ScriptedModel` of ``replies`` as every client the
+    kernel's ``%rlm`` session makes (its ``client_factory``, the seam the in-process
+    tests use), the settings of every scripted run (:data:`tests.scripted.SCRIPTED_SETTINGS`),
+    then ``c.RLM.<key> = value`` for each of ``config``."""
+    lines = ["from rlm_kernel.models.scripted import ScriptedModel as _S",
+             f"_lm = _S({replies!r})",
+             f"{_SESSION}.client_factory = lambda model: _lm"]
+    lines += [f"get_ipython().run_line_magic('config', {f'RLM.{k} = {v!r}'!r})"
+              for k, v in {**SCRIPTED_SETTINGS, **config}.items()]
+    return "\n".join(lines)
 
 
 VIEW_REPLIES = {
@@ -562,7 +576,7 @@ VIEW_TASKS = {
     "candidates": "%%rlm --candidates 3\nHow long is the context?",
 }
 RESTORE_MODEL = ("import os\nos.environ.pop('OPENAI_API_KEY', None)\n"
-                 "_e.make_client = _real_make_client")
+                 f"{_SESSION}.client_factory = None")  # the engine's own litellm clients
 
 
 @pytest.fixture()
@@ -580,7 +594,7 @@ def test_every_view_of_a_run_is_checked_and_saved(scripted_lab, page, extension)
     key) that leaves no progress block, and a candidates run's one summary."""
     if not extension:
         pytest.fail(f"{EXTENSION_NAME} is not installed")
-    cells = ["import rlm_kernel.engine.rlm as _e\n_real_make_client = _e.make_client"]
+    cells: list[str] = []
     task_at: dict[str, int] = {}
     for view in ("no_data", "running", "stuck", "isolated", "error", "candidates"):
         if view == "running":

@@ -8,7 +8,6 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-import rlm_kernel.engine.rlm as engine
 from rlm_kernel import RLM
 from rlm_kernel.engine.events import Event
 from rlm_kernel.engine.replay.recording import _from_notebook
@@ -17,6 +16,7 @@ from rlm_kernel.jupyter.frontend import StepRenderer
 from rlm_kernel.jupyter.magic import parse_line
 from rlm_kernel.jupyter.widgets import ProgressView
 from rlm_kernel.models.scripted import ScriptedModel
+from tests.jupyter.scripted_magic import script
 from tests.jupyter.test_protocol import check, run_comms
 from tests.replies import block
 
@@ -36,9 +36,8 @@ def ip(ip):
 
 
 def scripted(monkeypatch) -> ScriptedModel:
-    lm = ScriptedModel(list(REPLIES))
-    monkeypatch.setattr(engine, "make_client", lambda model, **kw: lm)
-    return lm
+    """REPLIES as every model client the shell's ``%rlm`` session makes."""
+    return script(monkeypatch, list(REPLIES))
 
 
 def test_the_magic_takes_candidates():

@@ -11,9 +11,8 @@ from pathlib import Path
 import comm as comm_module
 import pytest
 
-import rlm_kernel.engine.rlm as engine
 from rlm_kernel.jupyter import protocol
-from rlm_kernel.models.scripted import ScriptedModel
+from tests.jupyter.scripted_magic import script
 from tests.replies import block
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
@@ -83,8 +82,7 @@ THOUGHT = "Measure first.\n\nThen print."
 
 
 def test_each_message_of_a_run_matches_its_typeddict(ip, monkeypatch):
-    lm = ScriptedModel([block("n = len(context)\nprint(n)", THOUGHT), block("FINAL(n)", THOUGHT)])
-    monkeypatch.setattr(engine, "make_client", lambda model, **kw: lm)
+    script(monkeypatch, [block("n = len(context)\nprint(n)", THOUGHT), block("FINAL(n)", THOUGHT)])
     comms = run_comms(ip, monkeypatch)
     ip.user_ns["context"] = "hello world"
     ip.run_cell("%%rlm --context context\nHow long?", store_history=True)
