@@ -113,8 +113,9 @@ def ours_in_process(steps: int) -> tuple[list[float], float, Any]:
 def _our_run(client: Any, steps: int) -> tuple[float, Any]:
     """One run of our loop on ``client``; (seconds, answer)."""
     start = time.perf_counter()
-    res = RLM(root_client=client, sub_client=client, max_iterations=steps + 1).run(
-        QUESTION, context=CONTEXT)
+    # the same trivial step on purpose: repetition detection off (rlms has none)
+    res = RLM(root_client=client, sub_client=client, max_iterations=steps + 1,
+              repeat_limit=None).run(QUESTION, context=CONTEXT)
     seconds = time.perf_counter() - start
     if res.stopped_by != "final":
         raise RuntimeError(f"our run stopped by {res.stopped_by}: {res.error}")
