@@ -30,6 +30,7 @@ __all__ = [
     "no_code_message",
     "answer_now_message",
     "repetition_message",
+    "repeated_step",
     "stuck_message",
     "check_answer_message",
     "grounding_message",
@@ -298,6 +299,27 @@ def next_message(code: str, output: str, success: bool, step: int, max_steps: in
     return f"{error}\n{text}" if error else text
 
 
+def repeated_step(rep: Repetition, error_chars: int = 200) -> str:
+    """The step a :class:`~rlm_kernel.engine.repetition.Repetition` repeats and what is
+    the same, as the model, the notebook's notices and a stuck run's error read it.
+
+    Args:
+        rep: the repetition found.
+        error_chars: the repeated error line is cut to this many characters.
+
+    Returns:
+        ``step 2 (same code, same error: NameError: ...)``, or ``a step of an earlier
+        task (same code)``.
+    """
+    where = "a step of an earlier task" if rep.step == EARLIER_TASK else f"step {rep.step}"
+    same = [f"same {kind}" for kind in rep.what if kind != "error"]
+    if rep.error:
+        error = rep.error if len(rep.error) <= error_chars \
+            else rep.error[: error_chars - 3] + "..."
+        same.append(f"same error: {error}")
+    return f"{where} ({', '.join(same)})"
+
+
 def repetition_message(rep: Repetition) -> str:
     """What the model is told the first time a step repeats an earlier one
     (:class:`~rlm_kernel.engine.repetition.Repetition`): which step, what is the same,
@@ -312,14 +334,14 @@ def repetition_message(rep: Repetition) -> str:
         advice = ("It finds nothing new. Do something different: if an output you saw shows "
                   "the answer, call FINAL(...) with it now; else try another way (another "
                   "search text, another helper, another variable).")
-    return (f"Your step repeats {rep.describe()}. {advice} If you repeat a step again, the "
+    return (f"Your step repeats {repeated_step(rep)}. {advice} If you repeat a step again, the "
             "run stops.")
 
 
 def stuck_message(rep: Repetition) -> str:
     """The last message of a run stopped for repeating itself after being told: ask
     for the best answer so far at once."""
-    return (f"Your step repeats {rep.describe()} again, so the run stops here. Reply now "
+    return (f"Your step repeats {repeated_step(rep)} again, so the run stops here. Reply now "
             "with one ```repl block that calls FINAL(answer) with your best answer from "
             "what you have seen.")
 

@@ -195,7 +195,8 @@ def signature(code: str, output: str, success: bool, *, reply: str = "",
 
 @dataclass(frozen=True, slots=True)
 class Repetition:
-    """A step found repeating an earlier one.
+    """A step found repeating an earlier one (data only: what the model and the
+    notebook read of it is :func:`~rlm_kernel.engine.prompts.repeated_step`).
 
     Attributes:
         step: the step repeated (the first that showed the repeated part), or
@@ -207,18 +208,6 @@ class Repetition:
     step: int
     what: tuple[str, ...]
     error: str | None = None
-
-    def describe(self, error_chars: int = 200) -> str:
-        """``step 2 (same code, same error: NameError: ...)``, or ``a step of an
-        earlier task (same code)``; the error cut to ``error_chars`` characters."""
-        where = "a step of an earlier task" if self.step == EARLIER_TASK \
-            else f"step {self.step}"
-        same = [f"same {kind}" for kind in self.what if kind != "error"]
-        if self.error:
-            error = self.error if len(self.error) <= error_chars \
-                else self.error[: error_chars - 3] + "..."
-            same.append(f"same error: {error}")
-        return f"{where} ({', '.join(same)})"
 
 
 @dataclass

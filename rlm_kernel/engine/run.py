@@ -82,6 +82,7 @@ from .prompts import (
     build_messages,
     next_message,
     question_with_type,
+    repeated_step,
     repetition_message,
     restored_note,
     stuck_message,
@@ -381,7 +382,7 @@ class Run:
             self.notify(StepNotice(
                 step=step, reason="repeated",
                 text=f"The model's first reply to this step repeated "
-                     f"{asked_again.describe()}; it was told so and asked again."))
+                     f"{repeated_step(asked_again)}; it was told so and asked again."))
         rep = self.repetitions.observe(step, signature(
             outcome.code, outcome.output, outcome.success, reply=outcome.reply_for_history,
             error=outcome.error_for_model))
@@ -392,13 +393,13 @@ class Run:
             self.resample = True
             self.notify(StepNotice(
                 step=step, reason="repeated",
-                text=f"This step repeats {rep.describe()}: the model is told so, and its "
+                text=f"This step repeats {repeated_step(rep)}: the model is told so, and its "
                      "next step is sampled differently."))
             return
         self.stuck = rep
         self.notify(StepNotice(
             step=step, reason="stuck",
-            text=f"This step repeats {rep.describe()} after the model was told of a "
+            text=f"This step repeats {repeated_step(rep)} after the model was told of a "
                  "repetition: the run stops here (stuck), with the model's best answer "
                  "so far."))
 
@@ -697,7 +698,7 @@ class Run:
         rep, result = self.stuck, self.result
         assert rep is not None
         result.stopped_by = "stuck"
-        result.error = (f"step {step} repeats {rep.describe()} after the model was told of "
+        result.error = (f"step {step} repeats {repeated_step(rep)} after the model was told of "
                         "a repetition")
         self._answer_now(step + 1, stuck_message(rep))  # answer_source: forced at least
 

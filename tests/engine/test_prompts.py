@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from rlm_kernel.engine import prompts
+from rlm_kernel.engine.repetition import EARLIER_TASK, Repetition
 
 ENGINE = Path(prompts.__file__).parent
 
@@ -52,6 +53,19 @@ def test_what_a_failed_sub_call_returns():
     assert prompts.sub_call_prompt("Sum it.", [1, 2]) == "Sum it.\n\n[1, 2]"
 
 
+def test_what_a_repeated_step_repeats():
+    rep = Repetition(2, ("code", "error"), "NameError: name 'x' is not defined")
+    assert prompts.repeated_step(rep) == (
+        "step 2 (same code, same error: NameError: name 'x' is not defined)")
+    assert prompts.repeated_step(Repetition(EARLIER_TASK, ("code", "output"))) == (
+        "a step of an earlier task (same code, same output)")
+    cut = prompts.repeated_step(Repetition(3, ("error",), "E" * 300), error_chars=10)
+    assert cut == "step 3 (same error: EEEEEEE...)"
+    assert prompts.repetition_message(rep).startswith(
+        "Your step repeats step 2 (same code, same error: NameError: ")
+    assert prompts.stuck_message(rep).startswith("Your step repeats step 2 (same code, ")
+
+
 def string_literals(path: Path) -> list[str]:
     """The string constants of a module's code (f-strings' text parts included), its
     docstrings left out."""
@@ -70,6 +84,7 @@ def string_literals(path: Path) -> list[str]:
     "Your FINAL was not accepted", "FINAL not accepted", "FINAL_VAR failed",
     "The answer must be of type", "does not appear in any output", "(answer type:",
     "the original was restored", "the sub-run ended without an answer",
+    "same error: ",
 ])
 def test_no_other_engine_module_builds_the_models_texts(words):
     assert any(words in text for text in string_literals(ENGINE / "prompts.py"))

@@ -8,6 +8,7 @@ import pytest
 
 from rlm_kernel import RLM, RLMConfig
 from rlm_kernel.engine.events import Event
+from rlm_kernel.engine.prompts import repeated_step
 from rlm_kernel.engine.repetition import (
     EARLIER_TASK,
     MIN_OUTPUT_CHARS,
@@ -96,7 +97,7 @@ def test_different_code_with_the_same_output_or_error_repeats():
     rep = det.observe(4, signature("len(data)", err, False))
     assert rep.step == 3 and rep.what == ("error",)
     assert rep.error == "NameError: name 'data' is not defined"
-    assert "same error: NameError" in rep.describe()
+    assert "same error: NameError" in repeated_step(rep)
 
 
 def test_searches_that_each_find_nothing_are_not_a_repetition():
@@ -123,7 +124,7 @@ def test_an_earlier_tasks_step_counts_once():
     assert det.repeats_code("h = search('def encode')\nh").step == EARLIER_TASK
     rep = det.observe(1, signature("h = search('def encode')\nprint(h)", "", True))
     assert rep == Repetition(EARLIER_TASK, ("code",))
-    assert rep.describe() == "a step of an earlier task (same code)"
+    assert repeated_step(rep) == "a step of an earlier task (same code)"
     # normalised code given again is the same step
     again = RepetitionDetector(2, earlier_code=[normalise_code(earlier[0])])
     assert again.repeats_code(earlier[0]) is not None
