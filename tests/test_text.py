@@ -180,10 +180,10 @@ def test_the_export_keeps_the_cut_output_with_the_marker(tmp_path):
 
 def test_a_notebook_step_that_prints_too_much_reaches_the_model_with_the_marker():
     """A real ``rlm`` kernel started by jupyter_client, ``%rlm`` over a scripted model: the
-    model's next prompt shows the step's output cut with the one marker.  (The task cell
-    shows the output live as it is printed, its first 100,000 characters and a note that
-    the rest is not shown live, and the kernel's executor keeps that live text as the
-    step's record: the model's cut is of those 100,000 characters.)"""
+    model's next prompt shows the step's output cut with the one marker, its last line
+    included.  (The task cell shows the output live as it is printed, its first 100,000
+    characters and a note that the rest is not shown live; the step's record is what the
+    plain executor keeps, head, marker and tail, and the model's cut is of that.)"""
     from tests.kernel_client import execute, script_model, start, stop, text_of
 
     km, kc = start("rlm")
@@ -195,7 +195,10 @@ def test_a_notebook_step_that_prints_too_much_reaches_the_model_with_the_marker(
         _, prompt = execute(kc, "print(_lm.calls[1][-1]['content'])", timeout=30)
         shown = text_of(prompt)
         cut, hint = cut_of(shown)
-        assert hint == PRINT_LESS and cut > MAX_KEPT_CHARS - 1000
+        kept = PlainExecutor().execute("for i in range(30000):\n    print(i)").stdout
+        # the record is what the plain executor keeps (the view drops its final newline)
+        assert hint == PRINT_LESS and cut == len(kept.rstrip("\n")) - 500
+        assert "\n29998\n29999\n" in shown and "not shown live" not in shown
         assert shown.startswith("Output:\n```\n0\n1\n2\n")
     finally:
         stop(km, kc)

@@ -61,7 +61,7 @@ from .protocol import (
 from .protocol import RunFinished as RunFinishedMessage
 from .protocol import RunStarted as RunStartedMessage
 from .protocol import StepFinished as StepFinishedMessage
-from .shell_executor import output_text
+from .shell_executor import output_text, record_cut_streams
 from .variables_view import ROOT_STYLE
 
 __all__ = ["RUN_TARGET", "FRONTEND_TARGET", "FrontendRegistry", "StepRenderer",
@@ -206,7 +206,8 @@ class StepRenderer(RunObserver):
             return
         count = getattr(self.executor, "last_execution_count", None)
         cur["count"], cur["seconds"] = count, outcome.seconds
-        self.step_outputs.append(_merge_streams(cur["outputs"]))
+        cut = getattr(self.executor, "last_cut_streams", None) or {}  # a flood's kept end
+        self.step_outputs.append(_merge_streams(record_cut_streams(cur["outputs"], cut)))
         self.execution_counts.append(count)
         self.step_candidates.append(cur.get("candidate"))
         if self.use_comm:

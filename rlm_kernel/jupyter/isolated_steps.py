@@ -33,6 +33,7 @@ from typing import Any
 from ..engine import TRACEBACK_LINE
 from ..executors import IsolatedExecutor, OutputCallback, Redactor, WorkerError, redact_output
 from ..repl_types import REPLResult
+from .shell_executor import LIVE_CUT
 
 __all__ = ["IsolatedSteps", "TracebackHold", "copy_back", "error_output"]
 
@@ -123,6 +124,10 @@ class IsolatedSteps(IsolatedExecutor):
 
     on_rich_output: Any = None
     last_execution_count: int | None = None
+    last_cut_streams: dict[str, str] = {}  # noqa: RUF012 - replaced, never mutated
+    """``{stream name: kept text}`` of the last step's streams whose live text stopped at
+    the cap (see :attr:`ShellExecutor.last_cut_streams
+    <rlm_kernel.jupyter.shell_executor.ShellExecutor.last_cut_streams>`)."""
 
     def execute(self, code: str, *, timeout: float | None = None,
                 on_output: OutputCallback | None = None) -> REPLResult:
@@ -133,10 +138,14 @@ class IsolatedSteps(IsolatedExecutor):
             self._step_counts = {**getattr(self, "_step_counts", {}),
                                  code: self.last_execution_count}
         hold = TracebackHold()
+        self.last_cut_streams = {}
+        cut: set[str] = set()  # streams whose live text stopped at the cap
 
         def tee(name: str, text: str) -> None:
             if on_output is not None:
                 on_output(name, text)
+            if LIVE_CUT in text:
+                cut.add(name)
             if name == "stderr" and shell is not None:
                 text = hold.feed(text)
             elif shell is not None:  # the step went on after a traceback it printed?
@@ -146,6 +155,7 @@ class IsolatedSteps(IsolatedExecutor):
         result = None
         try:
             result = super().execute(code, timeout=timeout, on_output=tee)
+            self.last_cut_streams = {name: getattr(result, name) for name in sorted(cut)}
         finally:
             self._show_error(shell, hold, failed=result is not None and not result.success)
         return result

@@ -40,7 +40,7 @@ from ..termination import FinalOutput
 from ..text import middle_cut
 
 __all__ = ["RichOutputCallback", "ShellExecutor", "StepCapture", "display_output",
-           "output_text", "stock_shell_hooks"]
+           "output_text", "record_cut_streams", "stock_shell_hooks", "LIVE_CUT"]
 
 RichOutputCallback = Callable[[dict[str, Any]], None]
 MAX_OUTPUTS = 500
@@ -201,27 +201,18 @@ class StepCapture:
                             else stock_shell_hooks(self.shell, self))
         return scope
 
-    def keep_cut_streams(self) -> None:
-        """Record a flooded stream as every executor records it: its live chunks (which
-        stopped at the cap with the note that the rest is not shown live) are replaced,
-        in :attr:`outputs`, by one ``stream`` output at the place of the first, holding
-        what the stream kept (:meth:`StreamTee.getvalue`: the head, the one marker and
-        the tail, where a flood's final lines are).  Call it when the streams are flushed
-        and before the host's notes are added.  What was shown live is left as it was."""
-        for tee in self.tees:
-            if not tee.overflowed:
-                continue
-            kept: list[dict[str, Any]] = []
-            placed = False
-            for output in self.outputs:
-                if output.get("output_type") != "stream" or output.get("name") != tee.name:
-                    kept.append(output)
-                elif not placed:
-                    kept.append({**output, "text": tee.getvalue()})
-                    placed = True
-            if not placed:  # its chunks came past MAX_OUTPUTS: the kept text goes last
-                kept.append({"output_type": "stream", "name": tee.name, "text": tee.getvalue()})
-            self.outputs = kept
+    def keep_cut_streams(self) -> dict[str, str]:
+        """Record a flooded stream as every executor records it (:func:`record_cut_streams`
+        over :attr:`outputs`, with what the stream kept: :meth:`StreamTee.getvalue`, the
+        head, the one marker and the tail, where a flood's final lines are).  Call it when
+        the streams are flushed.  What was shown live is left as it was.
+
+        Returns:
+            ``{stream name: kept text}`` of the streams that passed the cap."""
+        kept = {tee.name: tee.getvalue() for tee in self.tees if tee.overflowed}
+        if kept:
+            self.outputs = record_cut_streams(self.outputs, kept)
+        return kept
 
     def text(self, stderr: bool) -> str:
         """The model's view: the text of every output but stderr, or of stderr only,
@@ -247,6 +238,10 @@ class ShellExecutor:
         self.on_rich_output = on_rich_output
         self.store_history = store_history
         self.last_execution_count: int | None = None
+        self.last_cut_streams: dict[str, str] = {}
+        """``{stream name: kept text}`` of the last step's streams that passed the cap:
+        the notebook's record of the step (``%rlm export``) takes them for the live text
+        (:func:`record_cut_streams`)."""
 
     def execute(self, code: str, *, timeout: float | None = None,
                 on_output: OutputCallback | None = None) -> REPLResult:
@@ -255,6 +250,7 @@ class ShellExecutor:
         Raises:
             KeyboardInterrupt: the user interrupted the step.
         """
+        self.last_cut_streams = {}
         capture = StepCapture(self.shell, self.on_rich_output, on_output)
         start = time.perf_counter()
         result = self._run_cell(code, timeout, capture)
@@ -284,7 +280,7 @@ class ShellExecutor:
             except StepTimeout:  # fired outside the cell's own code (hooks)
                 result, capture.timeout = None, True
         capture.user_interrupt = scope.user_interrupt
-        capture.keep_cut_streams()
+        self.last_cut_streams = capture.keep_cut_streams()
         if capture.dropped:
             capture.outputs.append({"output_type": "stream", "name": "stderr",
                                     "text": f"[{capture.dropped:,} more outputs of this step "
@@ -303,6 +299,41 @@ class ShellExecutor:
             self.shell.exit_now = False
             _drop_exit_payload(self.shell)
             capture.stream("stderr", "exit() ignored: model code may not stop the kernel\n")
+
+
+LIVE_CUT = "characters is not shown live]\n"
+"""The end of the note with which a stream's live text stops at its cap
+(:class:`~rlm_kernel.executors.StreamTee`)."""
+
+
+def record_cut_streams(outputs: list[dict[str, Any]], kept: dict[str, str]
+                       ) -> list[dict[str, Any]]:
+    """A step's outputs as its record: for each stream named in ``kept`` (one that printed
+    more than the cap), its live chunks, from the first to the one that ends with the note
+    that the rest is not shown live (or to its last chunk), are replaced by one ``stream``
+    output at the place of the first, holding the stream's kept text.  Other outputs
+    (results, displays, errors, the host's notes after the streams) stay where they are.
+
+    Args:
+        outputs: nbformat output dicts of one step, in order, as shown live.
+        kept: ``{"stdout" or "stderr": kept text}`` (head, one marker, tail).
+
+    Returns:
+        A new list (``outputs`` is not changed).
+    """
+    record = list(outputs)
+    for name, text in kept.items():
+        chunks = [i for i, o in enumerate(record)
+                  if o.get("output_type") == "stream" and o.get("name") == name]
+        if not chunks:  # its chunks came past MAX_OUTPUTS: the kept text goes last
+            record.append({"output_type": "stream", "name": name, "text": text})
+            continue
+        end = next((i for i in chunks if LIVE_CUT in str(record[i].get("text", ""))),
+                   chunks[-1])
+        drop = {i for i in chunks if i <= end}
+        record = [{**o, "text": text} if i == chunks[0] else o
+                  for i, o in enumerate(record) if i == chunks[0] or i not in drop]
+    return record
 
 
 def _capped(output: dict[str, Any]) -> dict[str, Any]:
