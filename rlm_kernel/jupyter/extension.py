@@ -37,15 +37,22 @@ def load_ipython_extension(shell: Any) -> None:
     model, sub_model = magics.run_config().models()
     bind_session_functions(shell, sub_model)
     shell.set_custom_exc((FinalOutput,), final_outside_run)
-    _subshells_are_the_kernels()
+    _kernel_threads_are_the_kernels()
     if magics.warm_start:  # litellm imported, the embedded model's prompt head read
         prewarm(model)
 
 
-def _subshells_are_the_kernels() -> None:
+def _kernel_threads_are_the_kernels() -> None:
     """ipykernel's subshell threads (JupyterLab asks for one when a run's widgets
-    appear) are the kernel's: a step they start in is not told it left a thread, and
-    their output is never dropped."""
+    appear) and pyzmq's garbage collector thread (started when the kernel first sends a
+    large message, e.g. a flood's output shown while a step runs) are the kernel's: a
+    step they start in is not told it left a thread, and their output is never dropped."""
+    try:  # pyzmq's collector of zero-copy frames, started at the kernel's first large send
+        from zmq.utils.garbage import GarbageCollectorThread
+    except ImportError:  # not in a kernel
+        pass
+    else:
+        host_thread_type(GarbageCollectorThread)
     try:
         from ipykernel.subshell import SubshellThread
     except ImportError:  # ipykernel before subshells, or not in a kernel

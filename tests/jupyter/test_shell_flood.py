@@ -59,3 +59,19 @@ def test_a_notebook_flood_reaches_the_model_trajectory_and_export_with_its_end(
     # the live view (the task cell, inline without the extension) stopped with its note
     live = json.dumps([m["content"] for m in messages])
     assert "not shown live" in live and LAST not in live
+
+
+def test_a_flood_shown_while_the_step_runs_is_not_told_it_left_a_thread(kc):
+    """The first large message a fresh kernel sends (here the task cell's view of a flood's
+    live chunks, sent while the step sleeps) starts pyzmq's garbage collector of zero-copy frames: a thread of the
+    kernel, not of the step, so the model is not told the step left one running."""
+    code = "import time\nfor j in range(5):\n    print('x' * 30000)\n    time.sleep(0.15)\nprint('done')"
+    script_model(kc, [block(code), block("FINAL('ok')")])
+    reply, messages = execute(kc, "%rlm Print a lot.", timeout=120)
+    assert reply["content"]["status"] == "ok", text_of(messages)
+    seen = printed_json(kc, (
+        f"import json, threading\n_r = {RUN}\n"
+        "print(json.dumps({'entry': _r.result.history.entries[0].output, 'threads': "
+        "[type(t).__name__ for t in threading.enumerate()]}))"))
+    assert seen["entry"].rstrip().endswith("done")
+    assert "thread(s) running" not in seen["entry"]
