@@ -8,16 +8,37 @@ llama.cpp until a call needs them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from . import tracing
 from .base import ClientWrapper, LanguageModel, LLMError, Message
-from .cache import configure_cache
 from .factory import is_embedded, make_client
 from .litellm_client import LiteLLMClient, import_litellm
-from .local.server import ensure_server, find_running, stop_all_servers, stop_server
-from .local.weights import LocalModelError, get_spec, is_prepared, prepare, weights_path
 from .usage import Completion, LLMCall, UsageLedger
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .cache import configure_cache
+    from .local.server import ensure_server, find_running, stop_all_servers, stop_server
+    from .local.weights import LocalModelError, get_spec, is_prepared, prepare, weights_path
 
 __all__ = ["ClientWrapper", "LanguageModel", "LiteLLMClient", "LLMError", "Message", "import_litellm",
            "is_embedded", "make_client", "Completion", "LLMCall", "UsageLedger",
            "configure_cache", "ensure_server", "find_running", "stop_all_servers", "stop_server",
            "LocalModelError", "get_spec", "is_prepared", "prepare", "weights_path", "tracing"]
+
+# Names whose modules load on first use: the embedded model's server and weights, and
+# the sub-call cache, are not needed by every process that imports this package (the
+# isolated worker imports it, and would pay about 45 ms at each start).
+_LAZY = {"configure_cache": "cache", "ensure_server": "local.server",
+         "find_running": "local.server", "stop_all_servers": "local.server",
+         "stop_server": "local.server", "LocalModelError": "local.weights",
+         "get_spec": "local.weights", "is_prepared": "local.weights",
+         "prepare": "local.weights", "weights_path": "local.weights"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
