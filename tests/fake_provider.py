@@ -1,37 +1,73 @@
 """A local OpenAI-compatible chat-completions server for tests of the litellm client:
 real HTTP, real litellm, no network.  Each request is counted; the reply text is
-``reply(n)`` for the n-th request (from 1)."""
+``reply(n)`` for the n-th request (from 1), or ``reply(n, body)`` when ``reply`` takes
+two arguments (``body``: the request's JSON, e.g. its ``messages``)."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class FakeServer:
+    """A running fake provider: its ``api_base`` (``.../v1``), the requests it has
+    answered (``seen``, one entry each) and :meth:`shutdown` to stop it mid-test (a
+    later request to it is refused)."""
+
+    api_base: str
+    seen: list[int]
+    httpd: ThreadingHTTPServer = field(repr=False)
+    _stopped: bool = False
+
+    def shutdown(self) -> None:
+        """Stop serving and close the port (idempotent)."""
+        if not self._stopped:
+            self._stopped = True
+            self.httpd.shutdown()
+            self.httpd.server_close()
 
 
 @contextmanager
-def fake_provider(reply: Callable[[int], str], prompt_tokens: int = 5,
-                  completion_tokens: int = 2) -> Iterator[tuple[str, list[int]]]:
+def fake_server(reply: Callable[..., str], prompt_tokens: int = 5,
+                completion_tokens: int = 2, delay: float = 0.0) -> Iterator[FakeServer]:
     """Serve ``/v1/chat/completions`` on a free 127.0.0.1 port.
 
+    Args:
+        reply: ``reply(n)`` or ``reply(n, body)``: the text of the n-th reply.
+        prompt_tokens / completion_tokens: the usage each reply reports.
+        delay: seconds each request waits before its reply (a model's latency).
+
     Yields:
-        ``(api_base, seen)``: the ``.../v1`` base URL and the list of requests so far.
+        A :class:`FakeServer`, shut down when the block ends.
     """
     seen: list[int] = []
+    with_body = len(inspect.signature(reply).parameters) >= 2
+    lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):  # quiet
+        def log_message(self, *args: Any) -> None:  # quiet
             pass
 
-        def do_POST(self):  # noqa: N802 - http.server API
-            self.rfile.read(int(self.headers.get("content-length", 0)))
-            seen.append(1)
+        def do_POST(self) -> None:  # noqa: N802 - http.server API
+            raw = self.rfile.read(int(self.headers.get("content-length", 0)))
+            with lock:
+                seen.append(1)
+                n = len(seen)
+            if delay:
+                time.sleep(delay)
+            text = reply(n, json.loads(raw or b"{}")) if with_body else reply(n)
             data = json.dumps({
                 "id": "x", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini",
                 "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": reply(len(seen))}}],
+                             "message": {"role": "assistant", "content": text}}],
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                           "total_tokens": prompt_tokens + completion_tokens},
             }).encode()
@@ -42,9 +78,19 @@ def fake_provider(reply: Callable[[int], str], prompt_tokens: int = 5,
             self.wfile.write(data)
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    server = FakeServer(f"http://127.0.0.1:{httpd.server_port}/v1", seen, httpd)
     try:
-        yield f"http://127.0.0.1:{httpd.server_port}/v1", seen
+        yield server
     finally:
-        httpd.shutdown()
-        httpd.server_close()
+        server.shutdown()
+
+
+@contextmanager
+def fake_provider(reply: Callable[..., str], prompt_tokens: int = 5,
+                  completion_tokens: int = 2) -> Iterator[tuple[str, list[int]]]:
+    """:func:`fake_server` as ``(api_base, seen)``: the ``.../v1`` base URL and the list
+    of requests so far."""
+    with fake_server(reply, prompt_tokens, completion_tokens) as server:
+        yield server.api_base, server.seen
