@@ -13,7 +13,8 @@ The layers above (``export``, ``cli``, ``jupyter``) import the engine from here 
 - ``services`` (what a run shares with its child runs and candidates: settings,
   clients, ledger, budget guard, recorder, observer; a run's model clients composed in
   one place), ``budget`` (limits held by the host), ``events`` (what observers see),
-  ``result`` (:class:`RLMResult`);
+  ``result`` (:class:`RLMResult`); ``mapping`` (many independent runs on a
+  ``concurrent.futures`` executor: :meth:`RLM.map`, ``rlm batch``);
 - ``answer/`` (the answer's text, typed answers, grounding, answer sources, the vote),
   ``strategies/`` (candidates, ``rlm_query``'s child runs), ``replay/`` (recording,
   resume), ``session/`` (task terms, user tools, the conversation, warm start).
@@ -50,6 +51,15 @@ from .events import (
     SubCall,
     Totals,
 )
+from .mapping import (
+    ClusterMissing,
+    ContextRef,
+    load_context,
+    local_dask_executor,
+    map_runs,
+    run_task,
+    worker_name,
+)
 from .options import add_setting_options, config_overrides, non_empty, positive_int
 from .repetition import without_comments
 from .repl_functions import RESERVED_NAMES, session_functions, user_variables
@@ -68,6 +78,9 @@ moved_modules.install()  # the old module paths (engine/loop.py ...) still impor
 __all__ = [
     # running
     "RLM", "RLMConfig", "RLMResult", "Continuation", "Conversation", "prewarm",
+    # many runs at once (RLM.map, rlm batch)
+    "ClusterMissing", "ContextRef", "load_context", "local_dask_executor", "map_runs",
+    "run_task", "worker_name",
     # settings as options
     "Setting", "settings", "add_setting_options", "config_overrides", "non_empty",
     "positive_int",

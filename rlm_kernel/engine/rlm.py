@@ -12,7 +12,8 @@ per step, at most ``max_iterations`` steps, then one last "answer now" call.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor as FuturesExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -22,6 +23,7 @@ from .answer.types import as_answer_type
 from .budget import Budget
 from .config import RLMConfig
 from .events import Observer
+from .mapping import map_runs
 from .replay.recording import ReplayModel, load_recording
 from .replay.resume import Continuation
 from .result import RLMResult
@@ -94,6 +96,7 @@ class RLM:
         self.observer = observer
         self._root_client = root_client
         self._sub_client = sub_client
+        self._clients_given = root_client is not None or sub_client is not None
         self.tools = check_tools(tools)
 
     # -- public -------------------------------------------------------------------------
@@ -173,6 +176,42 @@ class RLM:
             services.guard.close()  # nothing spends the run's budget once it has returned
             if own:
                 close_executor(executor)
+
+    def map(self, questions: Sequence[str], contexts: Any = None, *,
+            executor: FuturesExecutor | None = None, returns: Any = None) -> list[RLMResult]:
+        """Answer many questions, each an independent run with this RLM's settings, on
+        ``executor``; see :mod:`rlm_kernel.engine.mapping`.
+
+        Args:
+            questions: the tasks (a str alone is one task).
+            contexts: one context per question (any picklable values, or
+                :class:`~rlm_kernel.engine.mapping.ContextRef` read on the worker), or
+                one value for all, or None.
+            executor: any ``concurrent.futures.Executor``: Dask's
+                ``client.get_executor()``, a ``ThreadPoolExecutor``, a
+                ``ProcessPoolExecutor``; None: a Dask ``LocalCluster`` (one worker
+                process per CPU, at most one per question), closed at the end.
+            returns: the answers' type, as :meth:`run`'s ``output_type`` (text, a
+                type or a JSON Schema dict; it must pickle for process workers).
+
+        Returns:
+            One :class:`RLMResult` per question, in input order; a failed task's
+            result has ``stopped_by="error"`` and the reason, nothing is raised for it.
+
+        Raises:
+            ValueError: model clients were given as objects (``root_client``,
+                ``sub_client``) or a replay: a worker builds its own from the
+                settings; or the lengths differ, or ``returns`` is not a type.
+            ClusterMissing: no executor given and Dask ``distributed`` is not
+                installed (the message says ``pip install 'rlm-kernel[cluster]'``).
+        """
+        if self._clients_given or self.replay is not None:
+            raise ValueError("map() builds each task's model clients from the settings on "
+                             "its worker: give model strings, not root_client/sub_client "
+                             "or a replay")
+        config = self.config.replace(model=self.model, sub_model=self.sub_model)
+        return map_runs(config, questions, contexts, executor=executor, returns=returns,
+                        tools=self.tools or None)
 
     # -- internals ----------------------------------------------------------------------
     def _folder(self) -> WorkFolder | None:
