@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--export", metavar="PATH.ipynb",
                      help="write the run as a notebook (kernel rlm) that re-runs top to "
                      "bottom; PATH.jsonl: as alexzhang13/rlm's trajectory log")
+    from .batch import add_batch_parser
+
+    add_batch_parser(sub)  # rlm batch TASKS.jsonl --out RESULTS.jsonl ...
     model = sub.add_parser("model", help="the embedded local model")
     model.add_argument("action", choices=["status", "prepare", "serve"])
     model.add_argument("--name", help="embedded model (default qwen2.5-coder-1.5b)")
@@ -194,6 +197,10 @@ def _main(args: argparse.Namespace) -> int:
             from .model import model_command
 
             return model_command(args.action, args.name)
+        if args.command == "batch":
+            from .batch import batch_command
+
+            return batch_command(args)
         return _run(args)
     except ContextError as exc:
         return _fail(args, str(exc), 2)

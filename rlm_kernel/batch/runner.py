@@ -1,0 +1,188 @@
+"""Run a batch's tasks on a Dask cluster: submit them a few at a time (``client.submit``
+with a stable key per id, Dask's retries, ``as_completed``), write each result line as
+it arrives, export each trajectory on the client, and stop submitting once the
+finished tasks' cost reaches ``max_cost``.  Dask schedules, retries and reschedules the
+task of a worker that died; nothing here queues or balances."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..engine import RLMConfig, RLMResult
+from .progress import BatchProgress
+from .results import ResultsFile, result_line
+from .tasks import TaskRow
+from .worker import TaskOutcome, run_row
+
+__all__ = ["BatchReport", "notebook_path", "run_batch", "task_key"]
+
+log = logging.getLogger(__name__)
+
+_UNSAFE = re.compile(r"[^\w.-]")
+
+
+@dataclass
+class BatchReport:
+    """What a batch did.
+
+    Attributes:
+        total: tasks in the tasks file.
+        skipped: tasks already in ``--out`` (not run again).
+        answered / failed: tasks run now that have an answer / have none (an error,
+            a limit reached, their worker lost too often).
+        not_run: tasks not run because ``max_cost`` was reached (a re-run does them).
+        cost_usd: the cost of the tasks run now, in USD.
+        seconds: wall-clock time of the batch.
+        stopped_for_cost: submission stopped at ``max_cost``.
+        export_errors: one message per notebook that could not be written.
+    """
+
+    total: int = 0
+    skipped: int = 0
+    answered: int = 0
+    failed: int = 0
+    not_run: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+    stopped_for_cost: bool = False
+    export_errors: list[str] = field(default_factory=list)
+
+
+def task_key(task_id: str) -> str:
+    """The Dask key of a task: stable per id (the dashboard names it ``rlm-task-<id>``)."""
+    return f"rlm-task-{task_id}"
+
+
+def notebook_path(folder: str | Path, task_id: str) -> Path:
+    """``folder/<id>.ipynb``, characters other than letters, digits, ``.``, ``-``, ``_``
+    of the id replaced by ``_``."""
+    return Path(folder) / (_UNSAFE.sub("_", task_id) + ".ipynb")
+
+
+def _export(result: RLMResult, row: TaskRow, folder: str | Path) -> str | None:
+    """Write one task's trajectory as a notebook; an error message, or None."""
+    from ..export import cli_setup_cells, export_run
+
+    path = notebook_path(folder, row.id)
+    if row.context is None:
+        setup: list[str] = []
+    elif "://" in row.context:
+        setup = ["from rlm_kernel.engine import load_context\n\n"
+                 f"context = load_context({row.context!r})"]
+    else:
+        setup = cli_setup_cells([row.context])
+    try:
+        export_run(result, path, setup_cells=setup)
+    except (OSError, ValueError) as exc:
+        return f"task {row.id}: cannot write {path}: {getattr(exc, 'strerror', None) or exc}"
+    return None
+
+
+def run_batch(tasks: list[TaskRow], client: Any, config: RLMConfig, out: ResultsFile, *,
+              export_dir: str | Path | None = None, max_cost: float | None = None,
+              retries: int = 1, in_flight: int | None = None,
+              progress: BatchProgress | None = None) -> BatchReport:
+    """Run the tasks not yet in ``out`` on the cluster ``client`` talks to.
+
+    Args:
+        tasks: the batch's rows (:func:`~rlm_kernel.batch.tasks.read_tasks`).
+        client: a ``distributed.Client``.
+        config: every task's settings (a row's limits override them for its task).
+        out: the results file; ids in ``out.done`` are skipped.
+        export_dir: a folder for each task's ``<id>.ipynb``, written here on the
+            client, or None.
+        max_cost: stop submitting once the finished tasks cost this many USD; tasks
+            already running finish and are written, queued ones are cancelled.
+        retries: Dask's ``retries`` of a task whose function raised (a worker that
+            dies is Dask's worker loss: it reschedules the task, up to its
+            ``distributed.scheduler.allowed-failures``).
+        in_flight: tasks submitted at a time (default twice the cluster's worker
+            threads, at least 2), so that ``max_cost`` can stop submission.
+        progress: the bar to update, or None.
+
+    Returns:
+        The :class:`BatchReport`.  Every task run has exactly one line in ``out``; a
+        task whose worker died too often has one with its error.
+    """
+    from distributed import as_completed
+
+    t0 = time.monotonic()
+    report = BatchReport(total=len(tasks))
+    todo = [row for row in tasks if row.id not in out.done]
+    report.skipped = len(tasks) - len(todo)
+    limit = in_flight or max(2, 2 * sum(client.nthreads().values()))
+    queue = iter(todo)
+    rows: dict[str, TaskRow] = {}
+    futures: dict[str, Any] = {}
+    completed = as_completed()
+
+    def submit_next() -> bool:
+        row = next(queue, None)
+        if row is None:
+            return False
+        future = client.submit(run_row, config, row.model_dump(), key=task_key(row.id),
+                               pure=False, retries=retries)
+        rows[future.key] = row
+        futures[future.key] = future
+        completed.add(future)
+        if progress is not None:
+            progress.submitted()
+        return True
+
+    for _ in range(limit):
+        if not submit_next():
+            break
+    for future in completed:
+        row = rows.pop(future.key)
+        futures.pop(future.key, None)
+        if future.cancelled():
+            continue
+        try:
+            outcome: TaskOutcome = future.result()
+        except Exception as exc:  # noqa: BLE001 - the task's worker failed: its error line
+            log.warning("task %s failed on the cluster: %s", row.id, exc)
+            outcome = TaskOutcome(row.id, RLMResult(
+                question=row.question, stopped_by="error",
+                error=f"its worker failed: {type(exc).__name__}: {exc}"), worker=None)
+        finally:
+            future.release()
+        result = outcome.result
+        out.write(result_line(row.id, result, outcome.worker))
+        answered = result.answer is not None and result.stopped_by != "error"
+        report.answered += answered
+        report.failed += not answered
+        report.cost_usd += result.cost_usd
+        if progress is not None:
+            progress.finished(answered=answered, cost_usd=result.cost_usd)
+        if export_dir is not None:
+            error = _export(result, row, export_dir)
+            if error:
+                report.export_errors.append(error)
+        if max_cost is not None and report.cost_usd >= max_cost and not report.stopped_for_cost:
+            report.stopped_for_cost = True
+            _cancel_queued(client, futures, rows, progress)
+        if not report.stopped_for_cost:
+            submit_next()
+    report.not_run = len(todo) - report.answered - report.failed
+    report.seconds = time.monotonic() - t0
+    return report
+
+
+def _cancel_queued(client: Any, futures: dict[str, Any], rows: dict[str, TaskRow],
+                   progress: BatchProgress | None) -> None:
+    """Cancel the submitted tasks no worker has started; running ones go on."""
+    running = {key for keys in client.processing().values() for key in keys}
+    queued = [f for key, f in futures.items() if key not in running]
+    if queued:
+        client.cancel(queued)
+    for future in queued:
+        futures.pop(future.key, None)
+        if progress is not None:
+            progress.running = max(0, progress.running - 1)
+    log.info("max cost reached: %d queued tasks cancelled, %d running go on",
+             len(queued), len(futures))
