@@ -66,6 +66,14 @@ class RLMConfig:
     sub_model: str | None = _opt(
         None, "Model for llm_query, a litellm model string; None or empty: "
         "$RLM_SUB_MODEL, else the root model.", flag="--sub-model")
+    router: str | None = _opt(
+        None, "Model fleet: the path of a litellm Router file in the litellm proxy's "
+        "format (model_list: model_name, litellm_params: model, api_base, api_key, rpm, "
+        "tpm ..., model_info: id; optional router_settings: routing_strategy, "
+        "num_retries, fallbacks, cooldown_time ...); model and sub_model then name a "
+        "model_name of it, and every call goes through one Router (spread over its "
+        "deployments, retried, failed over, within rpm/tpm).  The Python API also takes "
+        "the parsed dict.  None: models are called directly.", flag="--router")
     max_iterations: int = _opt(
         12, "Steps (root-model calls that run code) before the last 'answer now' call.",
         low=1, flag="--max-iterations")

@@ -269,21 +269,24 @@ def show_vars() -> None:
 
 def session_functions(sub_model: str | None, namespace: MutableMapping[str, Any],
                       max_concurrency: int = 16,
-                      recorded: list[dict[str, Any]] | None = None) -> REPLFunctions:
+                      recorded: list[dict[str, Any]] | None = None,
+                      router: Any = None) -> REPLFunctions:
     """The REPL functions for use outside any run (a re-run exported notebook, a cell of
-    the user's): ``llm_query`` & co. on ``sub_model`` (a litellm model string; None =
-    the embedded model), with a fresh usage ledger and no budget.  With ``recorded``
-    (a run's exchanges, see :mod:`rlm_kernel.engine.replay.recording`), calls the record holds
-    are answered from it and only others reach the model.
+    the user's): ``llm_query`` & co. on ``sub_model`` (a litellm model string, or a
+    model_name of the ``router`` fleet; None = the embedded model), with a fresh usage
+    ledger and no budget.  With ``recorded`` (a run's exchanges, see
+    :mod:`rlm_kernel.engine.replay.recording`), calls the record holds are answered from
+    it and only others reach the model.
 
     Raises:
         LocalModelError: ``sub_model`` names no embedded model.
+        LLMError: the ``router`` fleet cannot be read or lacks ``sub_model``.
     """
     from .replay.recording import RecordedFirst
 
     ledger = UsageLedger()
-    sub = RecordedFirst(recorded, lambda: make_client(sub_model)) if recorded \
-        else make_client(sub_model)
+    sub = RecordedFirst(recorded, lambda: make_client(sub_model, router=router)) \
+        if recorded else make_client(sub_model, router=router)
     sub.ledger = ledger
     guard = BudgetGuard(Budget(), ledger, time.monotonic())
     return REPLFunctions(sub, guard, namespace, depth=0, max_concurrency=max_concurrency)

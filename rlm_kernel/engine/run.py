@@ -187,7 +187,8 @@ class Run:
                                    child_runner=child_runner,
                                    client_kwargs={"temperature": cfg.temperature,
                                                   "max_tokens": cfg.max_sub_tokens,
-                                                  "cache": cfg.cache is not None},
+                                                  "cache": cfg.cache is not None,
+                                                  "router": cfg.router},
                                    data_name="context" if "context" in variables
                                    else next(iter(variables), "context"),
                                    compose=services.compose)

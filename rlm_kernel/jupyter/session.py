@@ -308,7 +308,8 @@ class NotebookSession:
             yield
         finally:
             self.running = False
-            bind_session_functions(self.shell, self._sub_model())  # builtins only
+            bind_session_functions(self.shell, self._sub_model(),  # builtins only
+                                   router=self._router())
             if plan.isolated:
                 from .isolated_steps import copy_back
 
@@ -340,6 +341,11 @@ class NotebookSession:
         them)."""
         settings = self.settings
         return settings.run_config().models()[1] if settings is not None else None
+
+    def _router(self) -> Any:
+        """The session's model fleet (``c.RLM.router``), or None."""
+        settings = self.settings
+        return settings.run_config().router if settings is not None else None
 
     def _isolated_executor(self, workdir: str | None, memory_limit: int | None) -> Any:
         """A sandboxed worker for one isolated task (closed when the task ends),
@@ -420,19 +426,26 @@ def _hide_session_builtins(shell: Any) -> dict[str, Any]:
 
 
 def bind_session_functions(shell: Any, sub_model: str | None,
-                       recorded: list[dict[str, Any]] | None = None) -> None:
+                       recorded: list[dict[str, Any]] | None = None,
+                       router: Any = None) -> None:
     """Make ``llm_query`` & co. available outside runs (re-running an exported
     notebook) as the shell's builtins: the user's own names shadow them, and the
     namespace (``user_ns``) is not touched.
 
     Args:
         shell: the IPython shell that gets the functions.
-        sub_model: litellm model string of ``llm_query`` (None: the embedded model).
+        sub_model: litellm model string of ``llm_query`` (None: the embedded model),
+            or a model_name of the ``router`` fleet.
         recorded: a run's recorded exchanges to answer from first (``%%rlm recorded``).
+        router: the session's model fleet (``c.RLM.router``), or None.
+
+    Raises:
+        LLMError: the fleet cannot be read or has no model_name ``sub_model``.
     """
     from ..engine import session_functions
 
-    repl_functions = session_functions(sub_model, shell.user_ns, recorded=recorded)
+    repl_functions = session_functions(sub_model, shell.user_ns, recorded=recorded,
+                                       router=router)
     functions = repl_functions.functions()
 
     def final(answer: Any) -> None:

@@ -72,6 +72,7 @@ class RLM(Configurable):
     # RLMConfig field has one.
     model = _setting_trait("model")
     sub_model = _setting_trait("sub_model")
+    router = _setting_trait("router")
     max_iterations = _setting_trait("max_iterations")
     max_depth = _setting_trait("max_depth")
     child_max_iterations = _setting_trait("child_max_iterations")

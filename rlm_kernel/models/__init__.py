@@ -1,6 +1,7 @@
 """Model clients: the :class:`LanguageModel` protocol the engine calls, usage records,
 the litellm client, the scripted stand-in for unit tests, and the embedded local
-model (``local/``: weights assembled from part packages, a llama.cpp server).
+model (``local/``: weights assembled from part packages, a llama.cpp server), and
+model fleets through litellm's Router (``router``).
 
 The engine gets clients from :func:`make_client`; nothing here imports litellm or
 llama.cpp until a call needs them.
@@ -20,11 +21,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from .cache import configure_cache
     from .local.server import ensure_server, find_running, stop_all_servers, stop_server
     from .local.weights import LocalModelError, get_spec, is_prepared, prepare, weights_path
+    from .router import Fleet, RouterClient, fleet_yaml, load_fleet
 
 __all__ = ["ClientWrapper", "LanguageModel", "LiteLLMClient", "LLMError", "Message", "import_litellm",
            "is_embedded", "make_client", "Completion", "LLMCall", "UsageLedger",
            "configure_cache", "ensure_server", "find_running", "stop_all_servers", "stop_server",
-           "LocalModelError", "get_spec", "is_prepared", "prepare", "weights_path", "tracing"]
+           "LocalModelError", "get_spec", "is_prepared", "prepare", "weights_path", "tracing",
+           "Fleet", "RouterClient", "fleet_yaml", "load_fleet"]
 
 # Names whose modules load on first use: the embedded model's server and weights, and
 # the sub-call cache, are not needed by every process that imports this package (the
@@ -33,7 +36,9 @@ _LAZY = {"configure_cache": "cache", "ensure_server": "local.server",
          "find_running": "local.server", "stop_all_servers": "local.server",
          "stop_server": "local.server", "LocalModelError": "local.weights",
          "get_spec": "local.weights", "is_prepared": "local.weights",
-         "prepare": "local.weights", "weights_path": "local.weights"}
+         "prepare": "local.weights", "weights_path": "local.weights",
+         "Fleet": "router", "RouterClient": "router", "fleet_yaml": "router",
+         "load_fleet": "router"}
 
 
 def __getattr__(name: str) -> Any:

@@ -17,22 +17,38 @@ def is_embedded(model: str | None) -> bool:
     return not model or model == "local" or model.startswith("local/")
 
 
-def make_client(model: str | None, **kwargs: Any) -> LanguageModel:
+def make_client(model: str | None, router: Any = None, **kwargs: Any) -> LanguageModel:
     """Build the client for a model string.
 
-    ``None``, ``""``, ``"local"`` or ``"local/<name>"`` select the embedded model
-    (``RLM_MODEL`` is read by the callers, not here); anything else is a litellm
-    model string.
+    With a ``router`` (a model fleet), a ``model`` that is one of its ``model_name``
+    values gets a :class:`~rlm_kernel.models.router.RouterClient` sending through the
+    fleet's one litellm Router.  Otherwise ``None``, ``""``, ``"local"`` or
+    ``"local/<name>"`` select the embedded model (``RLM_MODEL`` is read by the callers,
+    not here), and anything else is a litellm model string.
 
     Args:
-        model: the model string.
+        model: the model string, or a model_name of the fleet.
+        router: None, or the fleet: a fleet file's path, its parsed dict, or a
+            :class:`~rlm_kernel.models.router.Fleet` (see
+            :func:`~rlm_kernel.models.router.load_fleet`).
         **kwargs: client settings (``temperature``, ``max_tokens``, ``cache`` ...),
             passed to :class:`LiteLLMClient` (the embedded model's client is one);
             ``cache=True`` lets the client's sub-calls use litellm's cache.
 
     Raises:
         LocalModelError: ``local/<name>`` names no embedded model.
+        LLMError: the fleet cannot be read, or ``model`` is neither one of its
+            model_names nor a provider's model string (``provider/name``) nor the
+            embedded model (the message lists the fleet's model_names).
     """
+    if router is not None:
+        from .router import RouterClient, load_fleet
+
+        fleet = load_fleet(router)
+        if model in fleet.model_names:
+            return RouterClient(model, fleet, **kwargs)
+        if model and not is_embedded(model) and "/" not in model:
+            raise fleet.unknown(model)
     if is_embedded(model):
         from .local.server import LocalModelClient
         from .local.weights import get_spec

@@ -11,7 +11,8 @@ Span names are ``"{gen_ai.operation.name} {target}"``: ``invoke_agent rlm``,
 ``gen_ai.agent.name``, ``gen_ai.request.model``, ``gen_ai.provider.name``,
 ``gen_ai.tool.name``, ``gen_ai.usage.input_tokens``, ``gen_ai.usage.output_tokens`` (OpenTelemetry's GenAI conventions, which define no cost
 attribute); ``rlm.cost_usd`` (USD, litellm's price map), ``rlm.cached``, ``rlm.step``,
-``rlm.role``, ``rlm.depth``, ``rlm.question`` (its first 500 characters) are ours.
+``rlm.role``, ``rlm.depth``, ``rlm.question`` (its first 500 characters),
+``rlm.deployment`` (the fleet deployment that answered a call) are ours.
 
 The engine opens the spans: the run and step spans (:func:`run_span`, :func:`step_span`)
 and each call's ``chat`` span (:func:`chat_span`, opened by :class:`TracedClient`, the
@@ -191,12 +192,15 @@ class TracedClient(ClientWrapper):
 
 
 def call_attributes(call: Any) -> dict[str, Any]:
-    """A finished call's span attributes: :func:`usage_attributes`, ``rlm.cached`` and
-    ``gen_ai.provider.name`` (the prefix of the call's litellm model string, if any)."""
+    """A finished call's span attributes: :func:`usage_attributes`, ``rlm.cached``,
+    ``gen_ai.provider.name`` (the prefix of the call's litellm model string, if any) and
+    ``rlm.deployment`` (the fleet deployment that answered, if any)."""
     model = str(getattr(call, "model", "") or "")
     provider = model.split("/", 1)[0] if "/" in model else None
+    deployment = getattr(call, "deployment", None)
     return {**usage_attributes(call), "rlm.cached": bool(getattr(call, "cached", False)),
-            **({"gen_ai.provider.name": provider} if provider else {})}
+            **({"gen_ai.provider.name": provider} if provider else {}),
+            **({"rlm.deployment": deployment} if deployment else {})}
 
 
 def usage_attributes(call: Any) -> dict[str, Any]:

@@ -25,6 +25,9 @@ class LLMCall:
         error: the error message if the call failed, else ``None``.
         cached: answered from litellm's cache (``c.RLM.cache``): no request was
             sent, and ``cost_usd`` is 0.
+        deployment: for a call through a model fleet (``c.RLM.router``), the
+            deployment that answered: its ``model_info.id`` when the fleet gives one,
+            else ``<litellm model>@<api_base>``; None otherwise.
     """
 
     model: str
@@ -36,6 +39,7 @@ class LLMCall:
     depth: int = 0
     error: str | None = None
     cached: bool = False
+    deployment: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form for JSON output."""
