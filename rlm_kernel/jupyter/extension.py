@@ -10,10 +10,12 @@ kernel with this extension has neither (a task cell there shows its last step's 
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from ..engine import prewarm
 from ..executors import host_thread_type
+from ..models import LLMError
 from ..termination import FinalOutput
 from .magic import RLMMagics
 from .prose import register_prose_hint
@@ -34,8 +36,13 @@ def load_ipython_extension(shell: Any) -> None:
     shell.configurables.append(magics)
     register_section(shell, magics)  # %config RLM lists the options
     register_prose_hint(shell, lambda: magics.session.running)  # `hello`: tasks are prose or %%rlm
-    model, sub_model = magics.run_config().models()
-    bind_session_functions(shell, sub_model)
+    config = magics.run_config()
+    model, sub_model = config.models()
+    try:
+        bind_session_functions(shell, sub_model, router=config.router)
+    except LLMError as exc:  # a bad c.RLM.router: said now, and again by each task
+        print(f"RLM: {exc}", file=sys.stderr)
+        bind_session_functions(shell, sub_model)
     shell.set_custom_exc((FinalOutput,), final_outside_run)
     _kernel_threads_are_the_kernels()
     if magics.warm_start:  # litellm imported, the embedded model's prompt head read

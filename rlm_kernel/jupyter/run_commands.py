@@ -85,7 +85,9 @@ class RunCommands:
         except (ValueError, AssertionError):
             raise UsageError("%%rlm recorded: the cell must hold a JSON list of recorded "
                              "exchanges") from None
-        bind_session_functions(self.shell, self.run_config().models()[1], exchanges)
+        config = self.run_config()
+        bind_session_functions(self.shell, config.models()[1], exchanges,
+                               router=config.router)
 
     def _replay(self, args: list[str], opts: argparse.Namespace) -> Any:
         """``%rlm replay [PATH.ipynb|PATH.json] [--run ID]``: run a recorded task again
