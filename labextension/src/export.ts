@@ -7,9 +7,10 @@
 import { Notification } from '@jupyterlab/apputils';
 import type { ICodeCellModel } from '@jupyterlab/cells';
 import type { NotebookPanel } from '@jupyterlab/notebook';
-import { KernelMessage } from '@jupyterlab/services';
+import { Contents, KernelMessage } from '@jupyterlab/services';
+import type * as nbformat from '@jupyterlab/nbformat';
 
-import { rlmMeta } from './protocol';
+import { NOTEBOOK_MIME, rlmMeta } from './protocol';
 import { latestRunId, runOfCell, runOrderOf, stepCode } from './runs';
 
 export const COMMAND_EXPORT = 'rlm:export-run';
@@ -23,12 +24,18 @@ function shellQuote(word: string): string {
 }
 
 /**
- * `%rlm export <notebook>-rlm-<run>.ipynb --run <run>`, silently, in the kernel:
- * the run of the selected cell's task cell (`runOfCell`), else the notebook's
- * latest run.  The request names the task cell (`metadata.cellId`), as a run of
- * that cell would: without `--run`, the kernel exports that cell's last run.
+ * `%rlm export <notebook>-rlm-<run>.ipynb --run <run> --to-frontend`, silently, in
+ * the kernel: the run of the selected cell's task cell (`runOfCell`), else the
+ * notebook's latest run.  The request names the task cell (`metadata.cellId`), as a
+ * run of that cell would: without `--run`, the kernel exports that cell's last run.
+ * The kernel sends the notebook back (a `display_data` of `NOTEBOOK_MIME`) and it is
+ * saved through the server's contents API next to the open notebook: the kernel may
+ * run on another machine, behind a gateway, in a folder of its own.
  */
-export async function exportRun(panel: NotebookPanel): Promise<void> {
+export async function exportRun(
+  panel: NotebookPanel,
+  contents: Contents.IManager
+): Promise<void> {
   const model = panel.content.model;
   const kernel = panel.sessionContext.session?.kernel;
   if (!model) {
@@ -58,10 +65,11 @@ export async function exportRun(panel: NotebookPanel): Promise<void> {
   const stem = name.replace(/\.ipynb$/i, '');
   const file = `${stem}-rlm-${runId}.ipynb`;
   const shown = folder ? `${folder}/${file}` : file;
-  // The kernel's cwd is the notebook's folder.
-  const code = `%rlm export ${shellQuote(file)} --run ${runId}`;
+  const code = `%rlm export ${shellQuote(file)} --run ${runId} --to-frontend`;
   const taskCell = (active ? rlmMeta(active)?.task_cell : null) ?? selected;
   let errorText = '';
+  // what the kernel sent (a holder: TypeScript does not track the callback's writes)
+  const sent: { notebook: nbformat.INotebookContent | null } = { notebook: null };
   const future = kernel.requestExecute(
     {
       code,
@@ -74,6 +82,11 @@ export async function exportRun(panel: NotebookPanel): Promise<void> {
   future.onIOPub = msg => {
     if (KernelMessage.isErrorMsg(msg)) {
       errorText = `${msg.content.ename}: ${msg.content.evalue}`;
+    } else if (KernelMessage.isDisplayDataMsg(msg)) {
+      const data = msg.content.data[NOTEBOOK_MIME];
+      if (data && typeof data === 'object' && !Array.isArray(data)) {
+        sent.notebook = data as unknown as nbformat.INotebookContent;
+      }
     }
   };
   try {
@@ -83,7 +96,16 @@ export async function exportRun(panel: NotebookPanel): Promise<void> {
       ename?: string;
       evalue?: string;
     };
-    if (content.status === 'ok' && !errorText) {
+    if (content.status === 'ok' && !errorText && !sent.notebook) {
+      errorText =
+        'the kernel sent no notebook (is its rlm-kernel older than this extension?)';
+    }
+    if (content.status === 'ok' && !errorText && sent.notebook) {
+      await contents.save(shown, {
+        type: 'notebook',
+        format: 'json',
+        content: sent.notebook
+      });
       Notification.success(`Exported RLM run ${runId} to ${shown}`, {
         autoClose: 5000
       });

@@ -54,7 +54,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       execute: async () => {
         const panel = tracker.currentWidget;
         if (panel) {
-          await exportRun(panel);
+          await exportRun(panel, app.serviceManager.contents);
         }
       }
     });

@@ -11,6 +11,9 @@ export const FRONTEND_TARGET = 'rlm_kernel.frontend';
 export const RUN_TARGET = 'rlm_kernel.run';
 /** Protocol version sent in the announcement. */
 export const PROTOCOL_VERSION = 1;
+/** MIME type of the `display_data` holding an exported run's notebook
+ * (`%rlm export PATH --to-frontend`): the extension saves it. */
+export const NOTEBOOK_MIME = 'application/x-ipynb+json';
 
 /** The announcement's `comm_open` data. */
 export interface IAnnouncement {

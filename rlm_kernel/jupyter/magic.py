@@ -146,6 +146,9 @@ def _command_parsers() -> dict[str, _Parser]:
     export.add_argument("args", nargs=1, metavar="PATH")
     export.add_argument("--run")
     export.add_argument("--format", choices=["notebook", "rlm"])
+    export.add_argument("--to-frontend", action="store_true",
+                        help="send the notebook to the frontend (which saves it) instead "
+                             "of writing PATH where the kernel runs")
     replay = command("replay", "%rlm replay [PATH.ipynb | PATH.json] [--run ID]", task=True)
     replay.add_argument("args", nargs="?", metavar="PATH")
     replay.add_argument("--run")
@@ -331,7 +334,8 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
             "recorded": (None, lambda: self._use_recorded(cell)),
             "vars": (lambda: self._show_vars(opts.context), None),
             "export": (lambda: self._export(args, opts.run, opts.format,
-                                            cell_id=_cell_id(self.shell)), None),
+                                            cell_id=_cell_id(self.shell),
+                                            to_frontend=opts.to_frontend), None),
             "replay": (lambda: self._replay(args, opts), None),
             "tools": (lambda: self._tools_command(args), None),
         }[name]

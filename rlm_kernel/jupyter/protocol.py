@@ -12,6 +12,8 @@ Field names are exactly the document's; the TypeScript mirror
   their union, :data:`MESSAGE_TYPES` the ``type`` field's value -> its class.
 - :class:`~rlm_kernel.export.CellRLM`: a step cell's ``metadata.rlm``
   (:class:`CellMetadata` holds it under ``rlm``).
+- :data:`NOTEBOOK_MIME`: the MIME type of an exported run sent to the frontend
+  (``%rlm export PATH --to-frontend``), which saves it.
 """
 
 from __future__ import annotations
@@ -22,13 +24,16 @@ from ..engine import Totals
 from ..export import CellRLM
 
 __all__ = ["FRONTEND_TARGET", "RUN_TARGET", "Announcement", "CellMetadata", "CellRLM", "Continues",
-           "MESSAGE_TYPES", "RunFinished", "RunMessage", "RunStarted", "StepAdded",
+           "MESSAGE_TYPES", "NOTEBOOK_MIME", "RunFinished", "RunMessage", "RunStarted", "StepAdded",
            "StepFinished", "StepOutput", "Totals", "VariableInfo"]
 
 RUN_TARGET = "rlm_kernel.run"
 """The comm target a run opens (its ``comm_open`` data is :class:`RunStarted`)."""
 FRONTEND_TARGET = "rlm_kernel.frontend"
 """The comm target an extension opens to announce itself (data: :class:`Announcement`)."""
+NOTEBOOK_MIME = "application/x-ipynb+json"
+"""A ``display_data`` of this MIME type holds an exported run's notebook (nbformat v4
+JSON) for the frontend to save; its metadata under the same key: ``{path, run_id}``."""
 
 
 class Announcement(TypedDict, total=False):

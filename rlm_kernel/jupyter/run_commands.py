@@ -106,19 +106,31 @@ class RunCommands:
         return self.run_task(recording.question, opts, replay=recording)
 
     def _export(self, args: list[str], run_id: str | None, fmt: str | None = None,
-                cell_id: str | None = None) -> None:
+                cell_id: str | None = None, to_frontend: bool = False) -> None:
         """``%rlm export PATH.ipynb`` (a notebook that re-runs) or ``%rlm export
         PATH.jsonl --format rlm`` (alexzhang13/rlm's log, for its visualizer).
 
         The run: ``--run ID``; else the last run of the cell the request names
         (``cell_id``, JupyterLab's ``metadata.cellId``: the toolbar's export sends the
-        selected task cell's); else the last run of the session."""
+        selected task cell's); else the last run of the session.
+
+        ``to_frontend`` (``--to-frontend``, the toolbar's export): nothing is written
+        where the kernel runs; the notebook is sent as one ``display_data`` of MIME
+        :data:`~rlm_kernel.jupyter.protocol.NOTEBOOK_MIME` (metadata ``{"path": PATH,
+        "run_id": ...}``) and the frontend saves it next to the open notebook.  A
+        kernel behind a gateway (on another machine, in the gateway's working folder)
+        cannot write there.  Notebooks only: ``--format rlm`` is refused."""
         from ..export import export_rlm_log, export_run
 
         if len(args) != 1:
-            raise UsageError("usage: %rlm export PATH.ipynb [--run ID]  |  "
+            raise UsageError("usage: %rlm export PATH.ipynb [--run ID] [--to-frontend]  |  "
                              "%rlm export PATH.jsonl --format rlm [--run ID]")
         rec = self._run_record(run_id, "export", cell_id)
+        if to_frontend:
+            if fmt == "rlm" or (fmt is None and args[0].endswith(".jsonl")):
+                raise UsageError("%rlm export --to-frontend: notebooks only (PATH.ipynb)")
+            self._send_export(rec, args[0])
+            return
         try:
             if fmt == "rlm" or (fmt is None and args[0].endswith(".jsonl")):
                 cfg = self.run_config()
@@ -131,3 +143,21 @@ class RunCommands:
         except (OSError, ValueError) as exc:
             raise UsageError(f"%rlm export: {exc}") from None
         print(f"exported run {rec.run_id} to {args[0]}")
+
+    def _send_export(self, rec: RunRecord, path: str) -> None:
+        """The notebook of run ``rec`` as a ``display_data`` for the frontend to save
+        as ``path`` (see :meth:`_export`)."""
+        from IPython.display import publish_display_data
+
+        from ..export import export_run
+        from .protocol import NOTEBOOK_MIME
+
+        try:
+            nb = export_run(rec.result, None, run_id=rec.run_id,
+                            setup_cells=rec.setup_cells, step_outputs=rec.step_outputs,
+                            execution_counts=rec.execution_counts)
+        except ValueError as exc:
+            raise UsageError(f"%rlm export: {exc}") from None
+        publish_display_data(
+            {NOTEBOOK_MIME: dict(nb), "text/plain": f"run {rec.run_id} as {path}"},
+            metadata={NOTEBOOK_MIME: {"path": path, "run_id": rec.run_id}})
