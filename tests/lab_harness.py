@@ -18,6 +18,7 @@ Nothing here knows about the RLM extension beyond the cell metadata it writes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -31,6 +32,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -111,8 +113,10 @@ class JupyterLab:
         log: the server's combined stdout/stderr file.
     """
 
-    def __init__(self, start_timeout: float = 90.0) -> None:
+    def __init__(self, start_timeout: float = 90.0, extra_args: Sequence[str] = ()) -> None:
+        """``extra_args``: more ``jupyter lab`` options (e.g. ``--gateway-url=...``)."""
         self.start_timeout = start_timeout
+        self.extra_args = list(extra_args)
         self.token = secrets.token_hex(24)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -138,6 +142,7 @@ class JupyterLab:
             f"--LabServerApp.workspaces_dir={self._tmp / 'workspaces'}",
             # window.jupyterapp, to read cell models and hook the kernel connection.
             "--LabApp.expose_app_in_browser=True",
+            *self.extra_args,
         ]
 
     def start(self) -> JupyterLab:
@@ -187,19 +192,7 @@ class JupyterLab:
     def stop(self) -> None:
         """Stop the server (SIGTERM to its process group, then SIGKILL) and clean up."""
         proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait(timeout=10)
+        stop_process_group(proc)
         if getattr(self, "_log_file", None) is not None:
             self._log_file.close()
             self._log_file = None
@@ -214,6 +207,187 @@ class JupyterLab:
     def __exit__(self, *exc: object) -> None:
         self.stop()
         self.cleanup()
+
+
+class KernelGateway:
+    """A Jupyter Kernel Gateway (``jupyter kernelgateway``, websocket personality) on
+    127.0.0.1 in a temporary folder; use as a context manager.
+
+    Kernels it starts run in its own working folder (:attr:`cwd`, not a lab server's
+    root), with the environment a gateway gives them: ``PATH``, the variables named in
+    ``env_whitelist`` that its own process has, and the ``KERNEL_*`` variables of the
+    request.  Its kernelspecs are the venv's (``rlm`` is installed with ``--sys-prefix``).
+
+    Attributes:
+        port / token / url: where it listens and its auth token (``Authorization: token``).
+        cwd: the gateway's working folder, where its kernels start.
+        log: the gateway's combined stdout/stderr file.
+    """
+
+    def __init__(self, start_timeout: float = 60.0,
+                 env_whitelist: Sequence[str] = ("HOME", "RLM_CACHE_DIR", "XDG_CACHE_HOME",
+                                                 "LITELLM_LOCAL_MODEL_COST_MAP")) -> None:
+        """``env_whitelist``: the gateway's own environment variables its kernels get
+        (``KernelGatewayApp.env_process_whitelist``)."""
+        self.start_timeout = start_timeout
+        self.env_whitelist = list(env_whitelist)
+        self.token = secrets.token_hex(24)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._tmp = Path(tempfile.mkdtemp(prefix="rlm-gateway-"))
+        self.cwd = self._tmp / "gateway-cwd"
+        self.cwd.mkdir()
+        self.log = self._tmp / "kernel-gateway.log"
+        self.proc: subprocess.Popen | None = None
+        self._log_file: Any = None
+
+    def command(self) -> list[str]:
+        """The ``jupyter kernelgateway`` command line."""
+        return [
+            venv_bin("jupyter"), "kernelgateway",
+            "--KernelGatewayApp.ip=127.0.0.1", f"--KernelGatewayApp.port={self.port}",
+            "--KernelGatewayApp.port_retries=0",
+            "--KernelGatewayApp.api=kernel_gateway.jupyter_websocket",
+            f"--KernelGatewayApp.auth_token={self.token}",
+            # JupyterLab lists the kernels it may connect to (GET /api/kernels).
+            "--JupyterWebsocketPersonality.list_kernels=True",
+            *[f"--KernelGatewayApp.env_process_whitelist={name}"
+              for name in self.env_whitelist],
+        ]
+
+    def lab_args(self) -> list[str]:
+        """The ``jupyter lab`` options that make its kernels this gateway's."""
+        return [f"--gateway-url={self.url}", f"--GatewayClient.auth_token={self.token}"]
+
+    def start(self) -> KernelGateway:
+        """Start the gateway and wait until its REST API answers."""
+        env = dict(os.environ)
+        env["JUPYTER_RUNTIME_DIR"] = str(self._tmp / "runtime")
+        self._log_file = open(self.log, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(self.command(), cwd=self.cwd, env=env,
+                                     stdout=self._log_file, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"jupyter kernelgateway exited with "
+                                   f"{self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                self.get("/api")
+                return self
+            except (OSError, urllib.error.URLError):
+                pass
+            time.sleep(0.25)
+        self.stop()
+        raise RuntimeError(f"kernel gateway not ready after {self.start_timeout} s:\n"
+                           + self.log_tail())
+
+    def get(self, path: str) -> Any:
+        """GET ``path`` of the gateway's REST API with its token; the decoded JSON."""
+        return self.request("GET", path)
+
+    def request(self, method: str, path: str, body: Any = None,
+                timeout: float = 60.0) -> Any:
+        """``method`` ``path`` of the gateway's REST API with its token and ``body`` as
+        JSON; the decoded JSON answer (None when empty).  Raises ``urllib.error.HTTPError``
+        on an error status."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            f"{self.url}{path}", data=data, method=method,
+            headers={"Authorization": f"token {self.token}",
+                     "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            return json.loads(resp.read() or b"null")
+
+    def start_kernel(self, name: str = "rlm", env: dict[str, str] | None = None) -> str:
+        """Ask the gateway for a kernel of kernelspec ``name``, with ``env`` (only its
+        ``KERNEL_*`` variables reach the kernel), as JupyterLab's ``GatewayClient``
+        does; its id."""
+        return self.request("POST", "/api/kernels", {"name": name, "env": env or {}})["id"]
+
+    def ws_url(self, kernel_id: str) -> str:
+        """The websocket URL of a kernel's channels (``/api/kernels/<id>/channels``)."""
+        return f"ws://127.0.0.1:{self.port}/api/kernels/{kernel_id}/channels"
+
+    def kernels(self) -> list[dict[str, Any]]:
+        """The gateway's running kernels (``GET /api/kernels``: id, name, state ...)."""
+        return self.get("/api/kernels")
+
+    def kernel_processes(self) -> list[Any]:
+        """The gateway's kernel processes (``psutil.Process`` children running a
+        kernel: ``-m rlm_kernel`` or ``ipykernel_launcher``)."""
+        return kernel_processes(self.proc.pid) if self.proc is not None else []
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the gateway's log."""
+        try:
+            text = self.log.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        """Stop the gateway and its kernels: SIGTERM to its process group (it shuts its
+        kernels down), then SIGKILL; a kernel still alive after that is killed."""
+        proc, self.proc = self.proc, None
+        kernels = kernel_processes(proc.pid) if proc is not None else []
+        stop_process_group(proc)
+        for kernel in kernels:
+            with contextlib.suppress(Exception):
+                kernel.kill()
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def cleanup(self) -> None:
+        """Remove the temporary folder (after :meth:`stop`)."""
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> KernelGateway:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        self.cleanup()
+
+
+def kernel_processes(pid: int) -> list[Any]:
+    """The kernel processes below process ``pid`` (``psutil.Process`` objects whose
+    command line runs ``rlm_kernel`` or ``ipykernel_launcher``)."""
+    import psutil
+
+    found = []
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    for child in children:
+        try:
+            cmdline = " ".join(child.cmdline())
+        except psutil.Error:
+            continue
+        if "rlm_kernel" in cmdline or "ipykernel_launcher" in cmdline:
+            found.append(child)
+    return found
+
+
+def stop_process_group(proc: subprocess.Popen | None, timeout: float = 20.0) -> None:
+    """SIGTERM to ``proc``'s process group (started with ``start_new_session``), then
+    SIGKILL after ``timeout`` seconds; nothing if it has already exited."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=10)
 
 
 def launch_chromium(playwright: Any, user_data_dir: Path, **kwargs: Any) -> Any:
