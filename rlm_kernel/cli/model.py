@@ -1,24 +1,33 @@
-"""``rlm model status|prepare|serve``: the embedded model from the command line."""
+"""``rlm model status|prepare|serve``: the embedded model from the command line;
+``serve --replicas N`` starts N servers and prints the fleet file for them."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import sys
 import time
+from pathlib import Path
 
 from ..engine import prewarm
 from ..models import (
     LocalModelError,
     ensure_server,
     find_running,
+    fleet_yaml,
     get_spec,
     is_prepared,
     prepare,
+    running_replicas,
+    start_replicas,
+    stop_replicas,
     stop_server,
     weights_path,
 )
 
-__all__ = ["model_command", "prepare_with_progress"]
+__all__ = ["FLEET_MODEL_NAME", "model_command", "prepare_with_progress", "serve_replicas"]
+
+FLEET_MODEL_NAME = "local-fleet"
+"""The model_name of the fleet ``rlm model serve --replicas`` prints."""
 
 
 def prepare_with_progress(name: str | None = None) -> None:
@@ -47,9 +56,67 @@ def _llama_version() -> str:
         return "not installed (pip install 'rlm-kernel[local]')"
 
 
-def model_command(action: str, name: str | None) -> int:
-    """Run one ``rlm model`` action; returns the exit code."""
+def serve_replicas(count: int, name: str | None = None,
+                   fleet_file: str | None = None) -> int:
+    """``rlm model serve --replicas N``: start ``count`` servers of the embedded model
+    (:func:`~rlm_kernel.models.local.server.start_replicas`), print the fleet file for
+    them (model_name :data:`FLEET_MODEL_NAME`, one deployment per server, one request at
+    a time each) to stdout, write it to ``fleet_file`` too when given, and serve until
+    Ctrl-C (or until every server has died), then stop them all.  Returns the exit code.
+
+    Raises:
+        LocalModelError: the weights cannot be prepared or a server cannot start.
+    """
+    spec = get_spec(name)
+    prepare_with_progress(spec.name)
+    t0 = time.monotonic()
     try:
+        infos = start_replicas(count, spec.name)
+        text = fleet_yaml(FLEET_MODEL_NAME, [info.api_base for info in infos],
+                          model=f"openai/{spec.name}")
+        if fleet_file:
+            Path(fleet_file).expanduser().write_text(text, encoding="utf-8")
+        print(text, end="", flush=True)
+        where = f", fleet file {fleet_file}" if fleet_file else ""
+        print(f"Serving {count} replica(s) of {spec.name} (ready in "
+              f"{time.monotonic() - t0:.1f} s{where}); use it with rlm run --router FILE "
+              f"--model {FLEET_MODEL_NAME}. Ctrl-C stops them.", file=sys.stderr, flush=True)
+        alive = count
+        while alive:
+            time.sleep(2)
+            now = len(running_replicas())
+            if now < alive:
+                print(f"rlm: {alive - now} replica(s) stopped; {now} still serving",
+                      file=sys.stderr, flush=True)
+            alive = now
+        return 1  # every server died
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        stop_replicas()
+
+
+def model_command(action: str, name: str | None, *, replicas: int | None = None,
+                  fleet_file: str | None = None) -> int:
+    """Run one ``rlm model`` action; returns the exit code (2: bad options).
+
+    Args:
+        action: ``status``, ``prepare`` or ``serve``.
+        name: embedded model short name (None: the default).
+        replicas: ``serve`` only: start this many servers and print their fleet file
+            (:func:`serve_replicas`); None: one server that other processes find.
+        fleet_file: ``serve --replicas`` only: write the fleet file there too.
+    """
+    if (replicas is not None or fleet_file) and (action != "serve" or replicas is None):
+        print("rlm: error: --replicas and --fleet-file go with 'rlm model serve "
+              "--replicas N'", file=sys.stderr)
+        return 2
+    if replicas is not None and replicas < 1:
+        print(f"rlm: error: --replicas must be at least 1, got {replicas}", file=sys.stderr)
+        return 2
+    try:
+        if replicas is not None:
+            return serve_replicas(replicas, name, fleet_file)
         spec = get_spec(name)
         if action == "status":
             path = weights_path(spec)
@@ -80,4 +147,8 @@ def model_command(action: str, name: str | None) -> int:
         return 0
     except LocalModelError as exc:
         print(f"rlm: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # the fleet file cannot be written
+        print(f"rlm: error: {exc.strerror or exc}: {exc.filename or fleet_file}",
+              file=sys.stderr)
         return 1

@@ -2,7 +2,7 @@
 
     rlm run --context FILE [--context FILE ...] [--model M] [--returns TYPE] [--json]
             [--export X.ipynb] "question"
-    rlm model status | prepare | serve
+    rlm model status | prepare | serve [--replicas N [--fleet-file PATH]]
 """
 
 from __future__ import annotations
@@ -71,6 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
     model = sub.add_parser("model", help="the embedded local model")
     model.add_argument("action", choices=["status", "prepare", "serve"])
     model.add_argument("--name", help="embedded model (default qwen2.5-coder-1.5b)")
+    model.add_argument("--replicas", type=int, metavar="N",
+                       help="serve: start N servers and print the fleet file for them "
+                       "(rlm run --router FILE --model local-fleet)")
+    model.add_argument("--fleet-file", metavar="PATH",
+                       help="serve --replicas: also write the fleet file there")
     return parser
 
 
@@ -196,7 +201,8 @@ def _main(args: argparse.Namespace) -> int:
         if args.command == "model":
             from .model import model_command
 
-            return model_command(args.action, args.name)
+            return model_command(args.action, args.name, replicas=args.replicas,
+                                 fleet_file=args.fleet_file)
         if args.command == "batch":
             from .batch import batch_command
 

@@ -19,7 +19,15 @@ from .usage import Completion, LLMCall, UsageLedger
 
 if TYPE_CHECKING:  # pragma: no cover
     from .cache import configure_cache
-    from .local.server import ensure_server, find_running, stop_all_servers, stop_server
+    from .local.server import (
+        ensure_server,
+        find_running,
+        running_replicas,
+        start_replicas,
+        stop_all_servers,
+        stop_replicas,
+        stop_server,
+    )
     from .local.weights import LocalModelError, get_spec, is_prepared, prepare, weights_path
     from .router import Fleet, RouterClient, fleet_yaml, load_fleet
 
@@ -27,7 +35,8 @@ __all__ = ["ClientWrapper", "LanguageModel", "LiteLLMClient", "LLMError", "Messa
            "is_embedded", "make_client", "Completion", "LLMCall", "UsageLedger",
            "configure_cache", "ensure_server", "find_running", "stop_all_servers", "stop_server",
            "LocalModelError", "get_spec", "is_prepared", "prepare", "weights_path", "tracing",
-           "Fleet", "RouterClient", "fleet_yaml", "load_fleet"]
+           "Fleet", "RouterClient", "fleet_yaml", "load_fleet", "running_replicas",
+           "start_replicas", "stop_replicas"]
 
 # Names whose modules load on first use: the embedded model's server and weights, and
 # the sub-call cache, are not needed by every process that imports this package (the
@@ -38,7 +47,8 @@ _LAZY = {"configure_cache": "cache", "ensure_server": "local.server",
          "get_spec": "local.weights", "is_prepared": "local.weights",
          "prepare": "local.weights", "weights_path": "local.weights",
          "Fleet": "router", "RouterClient": "router", "fleet_yaml": "router",
-         "load_fleet": "router"}
+         "load_fleet": "router", "running_replicas": "local.server",
+         "start_replicas": "local.server", "stop_replicas": "local.server"}
 
 
 def __getattr__(name: str) -> Any:

@@ -6,6 +6,11 @@ process that started it exits (and killed by Linux if that process dies: see
 ``launcher``).  Other processes (``rlm model status``, a second ``rlm run``) find
 and reuse a server that ``rlm model serve`` keeps running through its state file
 (``discovery``).
+
+``rlm model serve --replicas N`` starts N more servers of one model
+(:func:`start_replicas`) for a model fleet (:mod:`rlm_kernel.models.router`): each on its
+own port with its share of the cores and its own log, none in the state file, so the
+single server other processes find is not one of them.
 """
 
 from __future__ import annotations
@@ -13,10 +18,13 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import logging
+import os
 import signal
 import subprocess
 import threading
 import time
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from ..base import LLMError, Message
@@ -48,13 +56,15 @@ log = logging.getLogger(__name__)
 
 __all__ = ["ServerInfo", "LocalModelClient", "ensure_server", "find_running", "stop_server",
            "server_command", "DEFAULT_N_CTX", "DEFAULT_SETTINGS", "START_TIMEOUT",
-           "ServerSettings"]
+           "ServerSettings", "replica_log_path", "running_replicas", "start_replicas",
+           "stop_replicas"]
 
 START_TIMEOUT = 180.0  # seconds to wait for the server to answer /v1/models
 DEFAULT_SETTINGS = ServerSettings()
 """How a server started here runs (``bench/bench_step_speed.py`` measured the choice)."""
 _lock = threading.Lock()
 _servers: dict[str, tuple[subprocess.Popen, ServerInfo]] = {}
+_replicas: list[tuple[subprocess.Popen, ServerInfo]] = []
 
 
 def _lookup(spec: LocalModelSpec, *, clean: bool) -> ServerInfo | None:
@@ -121,13 +131,14 @@ def ensure_server(name: str | None = None, *, settings: ServerSettings | None = 
         return info
 
 
-def _launch(spec: LocalModelSpec,
-            settings: ServerSettings) -> tuple[subprocess.Popen, ServerInfo]:
-    """Prepare the weights and start the server process on a free port."""
+def _launch(spec: LocalModelSpec, settings: ServerSettings,
+            log: Path | None = None) -> tuple[subprocess.Popen, ServerInfo]:
+    """Prepare the weights and start the server process on a free port, its output
+    to ``log`` (default: the model's server log)."""
     path = prepare(spec.name)
     port = free_port()
     cmd = server_command(path, spec.name, port, settings)
-    log_file = log_path(spec).open("wb")
+    log_file = (log or log_path(spec)).open("wb")
     # A session of its own: Ctrl-C or a kernel interrupt (sent to the process
     # group) must not kill the server mid-run.  It still dies with this process.
     try:
@@ -140,25 +151,129 @@ def _launch(spec: LocalModelSpec,
 
 
 def _wait_until_ready(spec: LocalModelSpec, proc: subprocess.Popen, info: ServerInfo,
-                      timeout: float) -> None:
-    """Poll ``/v1/models`` until it answers (seconds: ``timeout``).
+                      timeout: float, log: Path | None = None) -> None:
+    """Poll ``/v1/models`` until it answers (seconds: ``timeout``); ``log``: the
+    server's log when not the model's own (a replica's), quoted in errors.
 
     Raises:
         LocalModelError: the process exited, or did not answer in time (it is killed).
     """
     deadline = time.monotonic() + timeout
+
+    def tail() -> str:
+        if log is None:
+            return log_tail(spec)
+        try:
+            return " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
+        except OSError:
+            return "no log"
+
     while not healthy(info, timeout=1.0):
         if proc.poll() is not None:
             raise LocalModelError(
-                f"the model server exited with code {proc.returncode}: {log_tail(spec)}"
+                f"the model server exited with code {proc.returncode}: {tail()}"
             )
         if time.monotonic() > deadline:
             proc.kill()
             proc.wait()
             raise LocalModelError(
-                f"the model server did not answer within {timeout:.0f} s: {log_tail(spec)}"
+                f"the model server did not answer within {timeout:.0f} s: {tail()}"
             )
         time.sleep(0.25)
+
+
+def replica_log_path(name: str | None, index: int) -> Path:
+    """The log of replica ``index`` (from 1) of the embedded model ``name``: beside the
+    model's own server log, ``server-<name>-replica<index>.log``."""
+    spec = get_spec(name)
+    return log_path(spec).with_name(f"server-{spec.name}-replica{index}.log")
+
+
+def start_replicas(count: int, name: str | None = None, *,
+                   settings: ServerSettings | None = None,
+                   timeout: float = START_TIMEOUT) -> list[ServerInfo]:
+    """Start ``count`` servers of the embedded model for a model fleet, all at once.
+
+    Each listens on its own free 127.0.0.1 port and writes its own log
+    (:func:`replica_log_path`); none is written to the state file, so the server
+    ``rlm run`` finds and starts (:func:`ensure_server`) is unaffected.  They stop with
+    :func:`stop_replicas`, at this process's exit, or when it dies (Linux).  Each
+    serves one request at a time (llama.cpp's one slot).
+
+    Args:
+        count: how many servers (at least 1).
+        name: embedded model short name (default model if None).
+        settings: how each runs; default :data:`DEFAULT_SETTINGS` with the cores shared
+            out (``threads`` = CPU cores // ``count``, at least 1).
+        timeout: seconds to wait for them to become ready.
+
+    Returns:
+        The servers' :class:`ServerInfo`, in start order.
+
+    Raises:
+        ValueError: ``count`` is less than 1.
+        LocalModelError: llama-cpp-python is not installed, the weights cannot be
+            prepared, or a server exits or does not answer within ``timeout`` (then
+            every one started here is stopped).
+    """
+    if count < 1:
+        raise ValueError(f"replicas must be at least 1, got {count}")
+    spec = get_spec(name)
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise LocalModelError(
+            "the embedded model needs llama-cpp-python: pip install 'rlm-kernel[local]'")
+    if settings is None:
+        settings = replace(DEFAULT_SETTINGS, threads=max(1, (os.cpu_count() or 2) // count))
+    started: list[tuple[subprocess.Popen, ServerInfo, Path]] = []
+    try:
+        for index in range(1, count + 1):
+            replica_log = replica_log_path(spec.name, index)
+            proc, info = _launch(spec, settings, replica_log)
+            started.append((proc, info, replica_log))
+        for proc, info, replica_log in started:
+            _wait_until_ready(spec, proc, info, timeout, replica_log)
+    except BaseException:
+        for proc, _, _ in started:
+            _end(proc, grace=0)
+        raise
+    with _lock:
+        _replicas.extend((proc, info) for proc, info, _ in started)
+    log.info("%d replica(s) of %s (%s): %s", count, spec.name, settings,
+             ", ".join(f"{info.api_base} (pid {info.pid})" for _, info, _ in started))
+    return [info for _, info, _ in started]
+
+
+def running_replicas() -> list[ServerInfo]:
+    """The replicas this process started (:func:`start_replicas`) whose process runs."""
+    with _lock:
+        return [info for proc, info in _replicas if proc.poll() is None]
+
+
+def stop_replicas(grace: float = 3.0) -> int:
+    """Stop every replica this process started (:func:`start_replicas`); returns how
+    many were running.
+
+    Args:
+        grace: seconds to wait after SIGTERM before SIGKILL.
+    """
+    with _lock:
+        replicas = list(_replicas)
+        _replicas.clear()
+    alive = sum(proc.poll() is None for proc, _ in replicas)
+    for proc, _ in replicas:
+        _end(proc, grace)
+    return alive
+
+
+def _end(proc: subprocess.Popen, grace: float) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds; waits for the process."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def how_it_ended(name: str | None = None) -> str | None:
@@ -210,9 +325,10 @@ def stop_server(name: str | None = None, grace: float = 3.0) -> bool:
 
 @atexit.register
 def stop_all_servers() -> None:
-    """Stop every model server this process started (run at exit)."""
+    """Stop every model server this process started, replicas too (run at exit)."""
     for name in list(_servers):
         stop_server(name)
+    stop_replicas()
 
 
 class LocalModelClient(LiteLLMClient):
