@@ -66,19 +66,24 @@ class ResultsFile:
     Raises:
         OSError: the file cannot be read or opened for writing.
 
-    A line cut short by a killed batch is ignored when reading (its task runs again)
-    and the next line starts on a line of its own.
+    A last line cut short by a killed batch is removed at opening (its task runs
+    again), so the file stays one JSON object per line.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.done: set[str] = set()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        ends_cut = False
         if self.path.exists():
-            text = self.path.read_text(encoding="utf-8", errors="replace")
-            ends_cut = bool(text) and not text.endswith("\n")
-            for number, line in enumerate(text.splitlines(), start=1):
+            data = self.path.read_bytes()
+            if data and not data.endswith(b"\n"):  # a line cut short by a killed batch
+                keep = data.rfind(b"\n") + 1
+                log.warning("%s: its last line was cut short; removed (its task runs again)",
+                            self.path)
+                with self.path.open("r+b") as f:
+                    f.truncate(keep)
+                data = data[:keep]
+            for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
                 if not line.strip():
                     continue
                 try:
@@ -88,8 +93,6 @@ class ResultsFile:
                     continue
                 self.done.add(str(task_id))
         self._file: IO[str] = self.path.open("a", encoding="utf-8")
-        if ends_cut:
-            self._file.write("\n")
 
     def write(self, line: dict[str, Any]) -> bool:
         """Append one result line and flush it to disk.

@@ -101,8 +101,9 @@ def run_batch(tasks: list[TaskRow], client: Any, config: RLMConfig, out: Results
         retries: Dask's ``retries`` of a task whose function raised (a worker that
             dies is Dask's worker loss: it reschedules the task, up to its
             ``distributed.scheduler.allowed-failures``).
-        in_flight: tasks submitted at a time (default twice the cluster's worker
-            threads, at least 2), so that ``max_cost`` can stop submission.
+        in_flight: tasks submitted at a time (default: the cluster's worker threads,
+            asked again as each task finishes, so workers that join get work): no
+            task waits in a queue, so ``max_cost`` stops all that has not started.
         progress: the bar to update, or None.
 
     Returns:
@@ -115,10 +116,12 @@ def run_batch(tasks: list[TaskRow], client: Any, config: RLMConfig, out: Results
     report = BatchReport(total=len(tasks))
     todo = [row for row in tasks if row.id not in out.done]
     report.skipped = len(tasks) - len(todo)
-    limit = in_flight or max(2, 2 * sum(client.nthreads().values()))
+
+    def slots() -> int:
+        return in_flight or max(1, sum(client.nthreads().values()))
+
     queue = iter(todo)
-    rows: dict[str, TaskRow] = {}
-    futures: dict[str, Any] = {}
+    rows: dict[str, TaskRow] = {}  # by Dask key: the tasks submitted, not yet finished
     completed = as_completed()
 
     def submit_next() -> bool:
@@ -128,20 +131,15 @@ def run_batch(tasks: list[TaskRow], client: Any, config: RLMConfig, out: Results
         future = client.submit(run_row, config, row.model_dump(), key=task_key(row.id),
                                pure=False, retries=retries)
         rows[future.key] = row
-        futures[future.key] = future
         completed.add(future)
         if progress is not None:
             progress.submitted()
         return True
 
-    for _ in range(limit):
-        if not submit_next():
-            break
+    while len(rows) < slots() and submit_next():
+        pass
     for future in completed:
         row = rows.pop(future.key)
-        futures.pop(future.key, None)
-        if future.cancelled():
-            continue
         try:
             outcome: TaskOutcome = future.result()
         except Exception as exc:  # noqa: BLE001 - the task's worker failed: its error line
@@ -152,37 +150,23 @@ def run_batch(tasks: list[TaskRow], client: Any, config: RLMConfig, out: Results
         finally:
             future.release()
         result = outcome.result
-        out.write(result_line(row.id, result, outcome.worker))
         answered = result.answer is not None and result.stopped_by != "error"
         report.answered += answered
         report.failed += not answered
         report.cost_usd += result.cost_usd
+        if max_cost is not None and report.cost_usd >= max_cost and not report.stopped_for_cost:
+            report.stopped_for_cost = True
+            log.info("max cost reached: no new task; %d running go on", len(rows))
+        while not report.stopped_for_cost and len(rows) < slots() and submit_next():
+            pass  # the workers get their next task before this one is written
+        out.write(result_line(row.id, result, outcome.worker))
         if progress is not None:
             progress.finished(answered=answered, cost_usd=result.cost_usd)
         if export_dir is not None:
             error = _export(result, row, export_dir)
             if error:
                 report.export_errors.append(error)
-        if max_cost is not None and report.cost_usd >= max_cost and not report.stopped_for_cost:
-            report.stopped_for_cost = True
-            _cancel_queued(client, futures, rows, progress)
-        if not report.stopped_for_cost:
-            submit_next()
     report.not_run = len(todo) - report.answered - report.failed
     report.seconds = time.monotonic() - t0
     return report
 
-
-def _cancel_queued(client: Any, futures: dict[str, Any], rows: dict[str, TaskRow],
-                   progress: BatchProgress | None) -> None:
-    """Cancel the submitted tasks no worker has started; running ones go on."""
-    running = {key for keys in client.processing().values() for key in keys}
-    queued = [f for key, f in futures.items() if key not in running]
-    if queued:
-        client.cancel(queued)
-    for future in queued:
-        futures.pop(future.key, None)
-        if progress is not None:
-            progress.running = max(0, progress.running - 1)
-    log.info("max cost reached: %d queued tasks cancelled, %d running go on",
-             len(queued), len(futures))

@@ -1,0 +1,87 @@
+"""RLM.map: many independent runs on a concurrent.futures executor (a thread pool, a
+process pool, Dask's executor, and the default Dask LocalCluster), each a real run over
+litellm against a local OpenAI-compatible server (tests/batch/fleet.py); results in input
+order whatever order they finish in."""
+
+from __future__ import annotations
+
+import pickle
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from multiprocessing import get_context
+
+import pytest
+
+from rlm_kernel import RLM
+from rlm_kernel.engine import ContextRef, RLMResult
+from tests.batch.fleet import SETTINGS, local_cluster, provider_env
+from tests.scripted import scripted_rlm
+
+# The first task works longest: finishing order is the reverse of the input's.
+QUESTIONS = ["Say it loudly."] * 3
+CONTEXTS = ["0.9:first", "0.45:second", "0:third"]
+ANSWERS = ["FIRST", "SECOND", "THIRD"]
+
+
+@pytest.fixture(scope="module")
+def provider():
+    with provider_env() as seen:
+        yield seen
+
+
+def test_map_on_a_thread_pool_returns_results_in_input_order(provider):
+    finished: list[str] = []
+    rlm = RLM(**SETTINGS)
+    with ThreadPoolExecutor(3) as pool:
+        from rlm_kernel.engine import map_runs
+
+        results = map_runs(rlm.config, QUESTIONS, CONTEXTS, executor=pool,
+                           on_result=lambda i, r: finished.append(r.answer))
+    assert [r.answer for r in results] == ANSWERS
+    assert finished == ANSWERS[::-1]  # they did run at once
+    assert all(r.stopped_by == "final" and r.steps == 1 for r in results)
+
+
+def test_map_on_dask_and_a_process_pool_returns_results_in_order_and_they_pickle(provider):
+    rlm = RLM(**SETTINGS)
+    with local_cluster(2) as client:
+        on_dask = rlm.map(QUESTIONS, CONTEXTS, executor=client.get_executor())
+    # fork: the children have rlm_kernel and litellm imported already (spawn: seconds each)
+    with ProcessPoolExecutor(2, mp_context=get_context("fork")) as pool:
+        in_processes = rlm.map(QUESTIONS, CONTEXTS, executor=pool, returns="str")
+    for results in (on_dask, in_processes):
+        assert [r.answer for r in results] == ANSWERS
+        assert all(r.cost_usd > 0 and r.model == SETTINGS["model"] for r in results)
+    assert [r.answer_value for r in in_processes] == ANSWERS
+    copy = pickle.loads(pickle.dumps(on_dask[0]))
+    assert copy.answer == "FIRST" and copy.history.entries[0].code == on_dask[0].history.entries[0].code
+    assert copy.calls[0].prompt_tokens == 100_000
+
+
+def test_map_with_no_executor_starts_and_closes_a_local_dask_cluster(provider, tmp_path):
+    (tmp_path / "a.txt").write_text("0:from a file")
+    results = RLM(**SETTINGS).map(["q1", "q2"], [ContextRef(str(tmp_path / "a.txt")),
+                                                 ContextRef("file://" + str(tmp_path / "x"))])
+    assert results[0].answer == "FROM A FILE"
+    assert results[1].stopped_by == "error" and "context not found" in results[1].error
+    import distributed
+
+    with pytest.raises(ValueError):  # no default client is left behind
+        distributed.get_client()
+
+
+def test_a_task_error_stays_in_its_result_and_bad_calls_raise_at_once(provider):
+    rlm = RLM(**SETTINGS)
+    with ThreadPoolExecutor(2) as pool:
+        results = rlm.map(["ok", "missing"], ["0:fine", ContextRef("/nonexistent/rlm.txt")],
+                          executor=pool)
+        assert results[0].answer == "FINE"
+        assert results[1].stopped_by == "error"
+        assert "context path not found: /nonexistent/rlm.txt" in results[1].error
+        with pytest.raises(ValueError, match="2 questions but 1 contexts"):
+            rlm.map(["a", "b"], ["x"], executor=pool)
+        with pytest.raises(ValueError, match="unknown"):
+            rlm.map(["a"], ["x"], executor=pool, returns="nosuchtype")
+        scripted, _ = scripted_rlm(["FINAL(1)"])
+        with pytest.raises(ValueError, match="root_client"):
+            scripted.map(["a"], executor=pool)
+    assert isinstance(results[0], RLMResult)
