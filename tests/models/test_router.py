@@ -192,3 +192,34 @@ def test_max_llm_calls_holds_through_the_router():
         assert result.stopped_by == "budget", (result.stopped_by, result.error)
         assert len(result.calls) <= 6
         assert len(a.seen) + len(b.seen) == len(result.calls)
+
+
+def test_a_notebook_task_and_llm_query_outside_runs_use_the_fleet(kc, tmp_path):
+    """In a real rlm kernel: ``%config RLM.router``, a ``%%rlm --model fleet`` task whose
+    16 sub-calls reach both servers, and ``llm_query`` in a plain cell after it."""
+    import yaml
+
+    from tests.kernel_client import execute, printed_json, text_of
+
+    with fake_server(server_reply("A")) as a, fake_server(server_reply("B")) as b:
+        path = tmp_path / "fleet.yaml"
+        path.write_text(yaml.safe_dump(fleet(a.api_base, b.api_base)))
+        reply, messages = execute(kc, f"%config RLM.router = {str(path)!r}\n"
+                                      "%config RLM.sub_model = 'fleet'\n"
+                                      "%config RLM.cache = None", timeout=60)
+        assert reply["content"]["status"] == "ok", text_of(messages)
+        reply, messages = execute(kc, "%%rlm --model fleet --max-iterations 2\n"
+                                      "Ask 16 questions.", timeout=300)
+        assert reply["content"]["status"] == "ok", text_of(messages)
+        report = printed_json(kc, (
+            "import json\n"
+            "_r = list(get_ipython().magics_manager.registry['RLMMagics'].runs.values())"
+            "[-1].result\n"
+            "print(json.dumps({'answer': _r.answer, 'stopped_by': _r.stopped_by, "
+            "'deployments': [c.deployment for c in _r.calls], "
+            "'outside': llm_query('one more')}))"))
+        assert report["stopped_by"] == "final"
+        assert set(report["answer"].split()) == {"A", "B"}
+        assert set(report["deployments"]) == {"server-1", "server-2"}
+        assert re.fullmatch(r"[AB]:more", report["outside"])
+        assert len(a.seen) + len(b.seen) == 18
