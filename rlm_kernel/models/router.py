@@ -177,7 +177,8 @@ def get_router(fleet: Fleet) -> Any:
 
     ``cache_responses`` defaults to True so that calls asking for the cache
     (``cache={"use-cache": True}``, sub-calls with ``c.RLM.cache``) may use litellm's
-    cache; which calls do is decided per call (:mod:`rlm_kernel.models.cache`).
+    cache; which calls do is decided per call (:mod:`rlm_kernel.models.cache`), and
+    ``litellm.cache`` is left as it was.
 
     Raises:
         LLMError: litellm refuses the fleet (an unknown router setting, a bad
@@ -189,12 +190,18 @@ def get_router(fleet: Fleet) -> Any:
         if router is None:
             litellm = import_litellm()
             settings = {"cache_responses": True, **fleet.router_settings}
+            cache = litellm.cache
             try:
                 router = litellm.Router(model_list=_plain(fleet.model_list), **settings)
             except Exception as exc:  # TypeError for an unknown setting, litellm's own
                 raise LLMError(f"router: {fleet.source}: litellm refused the fleet: "
                                f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
                                ) from exc
+            finally:
+                # With no cache set, Router(cache_responses=True) installs one that
+                # answers every call (root turns too); the calls read litellm.cache
+                # when made, so the cache stays the one c.RLM.cache configured.
+                litellm.cache = cache
             log.info("router for %s: %d deployment(s) of %s", fleet.source,
                      len(fleet.model_list), ", ".join(fleet.model_names))
             _routers[key] = router

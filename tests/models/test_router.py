@@ -223,3 +223,31 @@ def test_a_notebook_task_and_llm_query_outside_runs_use_the_fleet(kc, tmp_path):
         assert set(report["deployments"]) == {"server-1", "server-2"}
         assert re.fullmatch(r"[AB]:more", report["outside"])
         assert len(a.seen) + len(b.seen) == 18
+
+
+def test_children_and_candidates_go_through_the_router():
+    """A child run (``rlm_query``) and a second candidate, with their sampling seeds,
+    send every call through the fleet: each record names a deployment."""
+    child = block("FINAL(llm_query('from the child'))")
+    parent = block("FINAL(rlm_query('go deeper'))")
+
+    def reply(n: int, body: dict) -> str:
+        first = str(body["messages"][0]["content"])
+        if "```repl" not in first:
+            return f"S:{_last_user(body).split()[-1]}"
+        return child if "go deeper" in json.dumps(body["messages"][1:]) else parent
+
+    with fake_server(reply) as a, fake_server(reply) as b:
+        result = RLM(model="fleet", router=fleet(a.api_base, b.api_base), cache=None,
+                     executor="in-process", max_iterations=2, max_depth=1, candidates=2,
+                     candidates_early_stop=False).run("Delegate.")
+        assert result.stopped_by == "final", result.error
+        assert result.answer == "S:child"
+        assert [c.role for c in result.calls].count("sub") == 2
+        assert len(result.calls) == 6  # per candidate: root, child root, child sub-call
+        assert all(c.deployment in ("server-1", "server-2") for c in result.calls)
+        assert len(a.seen) + len(b.seen) == 6  # cache off: nothing answered from it
+        assert not any(c.cached for c in result.calls)
+        from rlm_kernel.models import import_litellm
+
+        assert import_litellm().cache is None  # building the Router installed none
