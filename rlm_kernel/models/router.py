@@ -281,7 +281,8 @@ class RouterClient(LiteLLMClient):
             call.seconds = time.perf_counter() - start
             call.error = _describe(exc)
             log.warning("%s (%s call, fleet %s) failed: %s", self.model, role,
-                        self.fleet.source, call.error, exc_info=True)
+                        self.fleet.source, call.error)
+            log.debug("the Router's exception", exc_info=True)
             self._record(call)
             raise LLMError(f"{self.model}: {call.error}") from exc
         call.seconds = time.perf_counter() - start
