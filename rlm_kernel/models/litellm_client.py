@@ -198,7 +198,8 @@ class LiteLLMClient:
         except Exception as exc:
             call.seconds = time.perf_counter() - start
             call.error = _describe(exc, self.api_base, self.timeout)
-            log.warning("%s (%s call) failed: %s", self.model, role, call.error, exc_info=True)
+            log.warning("%s (%s call) failed: %s", self.model, role, call.error)
+            log.debug("litellm's exception", exc_info=True)  # the chain, for a maintainer
             self._record(call)
             raise LLMError(f"{self.model}: {call.error}") from exc
         call.seconds = time.perf_counter() - start
