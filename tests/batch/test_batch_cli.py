@@ -116,3 +116,17 @@ def test_a_bad_cluster_is_one_error(tmp_path, capsys, flags, says):
     assert main(["batch", str(tasks), "--out", str(tmp_path / "o.jsonl"), *flags]) == 2
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err
+
+
+def test_the_progress_bar_shows_done_running_failed_and_usd(client, tmp_path, capsys):
+    tasks = write_tasks(tmp_path, {"a": "0.2:x", "b": "0.2:y"})
+    with tasks.open("a") as f:
+        f.write(json.dumps({"id": "c", "question": "q", "context": "missing.txt"}) + "\n")
+    out = tmp_path / "results.jsonl"
+    settings = [flag for flag in CLI_SETTINGS if flag != "--no-progress"]
+    assert main(["batch", str(tasks), "--out", str(out), "--cluster",
+                 client.scheduler.address, *settings]) == 1
+    err = capsys.readouterr().err
+    assert "rlm batch: 100%" in err and "3/3" in err
+    assert "running 2" in err  # both workers busy at some point
+    assert "running 0, failed 1, $0.0300" in err  # the end: two answers at $0.015 each

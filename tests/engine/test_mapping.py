@@ -12,7 +12,7 @@ from multiprocessing import get_context
 import pytest
 
 from rlm_kernel import RLM
-from rlm_kernel.engine import ContextRef, RLMResult
+from rlm_kernel.engine import ContextRef, RLMResult, load_context
 from tests.batch.fleet import SETTINGS, local_cluster, provider_env
 from tests.scripted import scripted_rlm
 
@@ -43,8 +43,11 @@ def test_map_on_a_thread_pool_returns_results_in_input_order(provider):
 
 def test_map_on_dask_and_a_process_pool_returns_results_in_order_and_they_pickle(provider):
     rlm = RLM(**SETTINGS)
-    with local_cluster(2) as client:
-        on_dask = rlm.map(QUESTIONS, CONTEXTS, executor=client.get_executor())
+    on_dask = rlm.map(QUESTIONS, CONTEXTS)  # no executor: a LocalCluster's, closed after
+    import distributed
+
+    with pytest.raises(ValueError):  # no client is left behind
+        distributed.get_client()
     # fork: the children have rlm_kernel and litellm imported already (spawn: seconds each)
     with ProcessPoolExecutor(2, mp_context=get_context("fork")) as pool:
         in_processes = rlm.map(QUESTIONS, CONTEXTS, executor=pool, returns="str")
@@ -57,16 +60,16 @@ def test_map_on_dask_and_a_process_pool_returns_results_in_order_and_they_pickle
     assert copy.calls[0].prompt_tokens == 100_000
 
 
-def test_map_with_no_executor_starts_and_closes_a_local_dask_cluster(provider, tmp_path):
+def test_contexts_given_by_reference_are_read_by_the_worker(provider, tmp_path):
     (tmp_path / "a.txt").write_text("0:from a file")
-    results = RLM(**SETTINGS).map(["q1", "q2"], [ContextRef(str(tmp_path / "a.txt")),
-                                                 ContextRef("file://" + str(tmp_path / "x"))])
-    assert results[0].answer == "FROM A FILE"
-    assert results[1].stopped_by == "error" and "context not found" in results[1].error
-    import distributed
-
-    with pytest.raises(ValueError):  # no default client is left behind
-        distributed.get_client()
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "b.txt").write_text("0:from a url")
+    refs = [ContextRef(str(tmp_path / "a.txt")), ContextRef(f"file://{tmp_path}/d/b.txt"),
+            ContextRef(f"file://{tmp_path}/nothing")]
+    with local_cluster(1) as client:
+        results = RLM(**SETTINGS).map(["q1", "q2", "q3"], refs, executor=client.get_executor())
+    assert [r.answer for r in results[:2]] == ["FROM A FILE", "FROM A URL"]
+    assert results[2].stopped_by == "error" and "context not found" in results[2].error
 
 
 def test_a_task_error_stays_in_its_result_and_bad_calls_raise_at_once(provider):
@@ -85,3 +88,14 @@ def test_a_task_error_stays_in_its_result_and_bad_calls_raise_at_once(provider):
         with pytest.raises(ValueError, match="root_client"):
             scripted.map(["a"], executor=pool)
     assert isinstance(results[0], RLMResult)
+
+
+def test_a_folder_url_is_read_as_its_text_files(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.txt").write_text("alpha")
+    (tmp_path / "sub" / "b.md").write_text("beta")
+    (tmp_path / "blob.bin").write_bytes(b"\xff\xfe\x00")
+    (tmp_path / ".hidden").write_text("secret")
+    assert load_context(f"file://{tmp_path}") == {"a.txt": "alpha", "sub/b.md": "beta"}
+    assert load_context(f"file://{tmp_path}/a.txt") == "alpha"
+    assert load_context(str(tmp_path / "a.txt")) == "alpha"
