@@ -89,7 +89,8 @@ def batch_command(args: argparse.Namespace) -> int:
         if args.retries < 0:
             raise ValueError("--retries must be >= 0")
         config = RLMConfig().replace(**config_overrides(args))
-        config = config.replace(model=config.models()[0], sub_model=config.models()[1])
+        model, sub_model = config.models()  # $RLM_MODEL read here, not on each worker
+        config = config.replace(model=model, sub_model=sub_model)
         out = ResultsFile(args.out)
     except (TaskFileError, ClusterSpecError, ValueError, TypeError) as exc:
         _err(str(exc))
@@ -106,7 +107,8 @@ def batch_command(args: argparse.Namespace) -> int:
         if len(todo) < len(tasks):
             print(f"Resuming: {len(tasks) - len(todo)} of {len(tasks)} tasks already in "
                   f"{args.out}; running the other {len(todo)}.", file=sys.stderr)
-        if is_embedded(config.model):  # the weights, once, before any worker asks
+        if is_embedded(config.model) and args.cluster.startswith("local"):
+            # the weights, once, before any worker of this machine asks for them
             from .model import prepare_with_progress
 
             try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor as FuturesExecutor
 from concurrent.futures import Future
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..context import ContextError, load_contexts
+from ..models import LLMError
 from .config import RLMConfig
 from .result import RLMResult
 
@@ -112,8 +114,6 @@ def load_context(location: str) -> Any:
 def worker_name() -> str:
     """Who runs this task: the Dask worker's address inside a Dask worker, else
     ``host:pid``."""
-    import sys
-
     if "distributed" in sys.modules:
         try:
             from distributed import get_worker
@@ -162,8 +162,8 @@ def run_task(config: RLMConfig, question: str, context: Any = None,
 
 def _reason(exc: BaseException) -> str:
     """A task's failure in one line (the message alone for the errors users cause)."""
-    if isinstance(exc, (ContextError, ValueError, TypeError)) or \
-            type(exc).__name__ in ("LLMError", "LocalModelError"):
+    if isinstance(exc, (ContextError, LLMError, ValueError, TypeError)) or \
+            type(exc).__name__ == "LocalModelError":  # models loads it on first use
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
 
