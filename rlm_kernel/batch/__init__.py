@@ -13,12 +13,12 @@ Dask is imported when a cluster is opened, not with this package.
 from .cluster import ClusterSpecError, open_cluster, parse_cluster
 from .progress import BatchProgress
 from .results import ResultsFile, result_line
-from .runner import BatchReport, notebook_path, run_batch, task_key
+from .runner import BatchReport, batch_token, notebook_path, run_batch, task_key
 from .tasks import TaskFileError, TaskRow, read_tasks
 from .worker import TaskOutcome, run_row
 
 __all__ = [
-    "BatchProgress", "BatchReport", "ClusterSpecError", "ResultsFile", "TaskFileError",
+    "BatchProgress", "BatchReport", "batch_token", "ClusterSpecError", "ResultsFile", "TaskFileError",
     "TaskOutcome", "TaskRow", "notebook_path", "open_cluster", "parse_cluster", "read_tasks",
     "result_line", "run_batch", "run_row", "task_key",
 ]

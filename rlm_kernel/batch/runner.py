@@ -6,6 +6,7 @@ task of a worker that died; nothing here queues or balances."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import time
@@ -19,7 +20,7 @@ from .results import ResultsFile, result_line
 from .tasks import TaskRow
 from .worker import TaskOutcome, run_row
 
-__all__ = ["BatchReport", "notebook_path", "run_batch", "task_key"]
+__all__ = ["BatchReport", "batch_token", "notebook_path", "run_batch", "task_key"]
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +54,17 @@ class BatchReport:
     export_errors: list[str] = field(default_factory=list)
 
 
-def task_key(task_id: str) -> str:
-    """The Dask key of a task: stable per id (the dashboard names it ``rlm-task-<id>``)."""
-    return f"rlm-task-{task_id}"
+def task_key(task_id: str, batch: str = "") -> str:
+    """The Dask key of a task: ``rlm-task-<id>-<batch>``, stable per id within a batch
+    (a rescheduled or retried task keeps it); ``batch`` (:func:`batch_token`) keeps two
+    batches with the same ids on one shared cluster apart."""
+    return f"rlm-task-{task_id}" + (f"-{batch}" if batch else "")
+
+
+def batch_token(out: ResultsFile) -> str:
+    """A short token of the results file's absolute path: the same for a re-run of the
+    same batch, another for another batch."""
+    return hashlib.sha1(str(out.path.resolve()).encode()).hexdigest()[:8]
 
 
 def notebook_path(folder: str | Path, task_id: str) -> Path:
@@ -120,6 +129,7 @@ def run_batch(tasks: list[TaskRow], client: Any, config: RLMConfig, out: Results
     def slots() -> int:
         return in_flight or max(1, sum(client.nthreads().values()))
 
+    token = batch_token(out)
     queue = iter(todo)
     rows: dict[str, TaskRow] = {}  # by Dask key: the tasks submitted, not yet finished
     completed = as_completed()
@@ -128,7 +138,7 @@ def run_batch(tasks: list[TaskRow], client: Any, config: RLMConfig, out: Results
         row = next(queue, None)
         if row is None:
             return False
-        future = client.submit(run_row, config, row.model_dump(), key=task_key(row.id),
+        future = client.submit(run_row, config, row.model_dump(), key=task_key(row.id, token),
                                pure=False, retries=retries)
         rows[future.key] = row
         completed.add(future)

@@ -9,7 +9,7 @@ import signal
 import threading
 import time
 
-from rlm_kernel.batch import task_key
+from rlm_kernel.batch import ResultsFile, batch_token, task_key
 from tests.batch.fleet import batch, read_lines, worker_pids, write_tasks
 
 
@@ -38,6 +38,8 @@ def test_a_worker_killed_mid_batch_loses_no_task_and_writes_none_twice(client, t
     ids = [line["id"] for line in lines]
     assert sorted(ids) == sorted(texts)  # none lost, none twice
     assert all(line["answer"] == texts[line["id"]][4:].upper() for line in lines)
-    killed = next(line for line in lines if task_key(line["id"]) == keys[0])
+    with ResultsFile(out) as results:
+        token = batch_token(results)
+    killed = next(line for line in lines if task_key(line["id"], token) == keys[0])
     assert killed["worker"] != victim and killed["stopped_by"] == "final"
     assert "6 answered, 0 failed" in capsys.readouterr().err
