@@ -5,6 +5,10 @@ Used by ``tests/jupyter/test_browser.py`` and ``bench/bench_cell_latency.py``:
 * :class:`JupyterLab` starts ``jupyter lab`` on 127.0.0.1 (free port, random token,
   its own root, settings, workspaces and runtime folders, no network look-ups,
   ``window.jupyterapp`` exposed) and stops it.
+* :class:`KernelGateway` starts ``jupyter kernelgateway`` on 127.0.0.1 (free port, auth
+  token, its own working and runtime folders, the venv's kernelspecs); a
+  :class:`JupyterLab` made with its :meth:`~KernelGateway.lab_args` runs every kernel
+  there (``--gateway-url``).  Used by ``tests/jupyter/test_gateway.py``.
 * :func:`launch_chromium` opens Debian's Chromium (``/usr/bin/chromium``, installed by
   ``scripts/install_browser.sh``) through Playwright with a fresh user-data-dir.
   Playwright's own browsers are never downloaded.
@@ -548,6 +552,19 @@ class NotebookPage:
         }""")
         self.wait_for(lambda: (self.kernel() or {}).get("name") is None, timeout,
                       "the kernel to shut down")
+
+    def restart_kernel(self, timeout: float = 60.0) -> bool:
+        """Restart the notebook's kernel (as "Restart Kernel" does, without its dialog);
+        True once the page shows it idle, False if it does not within ``timeout`` s."""
+        self.page.evaluate("async () => {" + _JS_PRELUDE + """
+          await panel().sessionContext.restartKernel();
+        }""")
+        try:
+            self.wait_for(lambda: (self.kernel() or {}).get("status") == "idle", timeout,
+                          "the restarted kernel")
+        except AssertionError:
+            return False
+        return True
 
     def palette(self, command_label: str) -> None:
         """Run a command through the command palette, as a user would."""
