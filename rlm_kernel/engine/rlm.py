@@ -17,7 +17,14 @@ from concurrent.futures import Executor as FuturesExecutor
 from dataclasses import replace
 from typing import Any
 
-from ..executors import Executor, WorkFolder, close_executor, executor_kind, new_executor
+from ..executors import (
+    Executor,
+    WorkFolder,
+    close_executor,
+    executor_kind,
+    host_thread,
+    new_executor,
+)
 from ..models import LanguageModel, configure_cache, is_embedded, make_client, tracing
 from .answer.types import as_answer_type
 from .budget import Budget
@@ -156,6 +163,7 @@ class RLM:
             variables = {"context": context, **variables}
         if self.config.callbacks:
             tracing.enable(self.config.callbacks.split(","))
+        host_thread()  # the caller's thread is the host's, whichever step it began in
         root, sub = self._clients()
         root.check()
         if sub is not root:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import linecache
 import os
+import threading
 import time
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
@@ -62,6 +63,16 @@ def _compile_cell(code: str, filename: str) -> tuple[Any, Any]:
     body = compile(tree, filename, "exec")
     expr = compile(last, filename, "eval") if last is not None else None
     return body, expr
+
+
+_STEP_TURN = threading.RLock()
+"""Held by an in-process step: a step swaps the process's ``sys.stdout``/``sys.stderr``
+for its own streams (``contextlib.redirect_stdout``), and two threads swapping them at
+once leave one step's stream in place for good (every later print of the process lost),
+so the steps of runs in several threads of one process (a thread pool, ``RLM.map`` on
+one, a Dask worker with several threads) take turns; between steps (root-model calls)
+those runs go on together.  Re-entrant: a child run's steps (``rlm_query``) run inside
+their parent's step, in its thread."""
 
 
 class PlainExecutor:
@@ -141,7 +152,7 @@ class PlainExecutor:
         self._cells += 1
         filename = f"<rlm-step-{self._cells}>"
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-        with redirect_stdout(out), redirect_stderr(err), \
+        with _STEP_TURN, redirect_stdout(out), redirect_stderr(err), \
                 step_scope(out, err, namespace=self.namespace) as scope:
             yield filename, scope
 

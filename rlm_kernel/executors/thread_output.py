@@ -39,9 +39,16 @@ _lock = threading.Lock()
 
 def host_thread(thread: threading.Thread | None = None) -> None:
     """Register ``thread`` (default: the calling one) as the host's own: it is never
-    quarantined, whatever step it was started in.  Usable as a ``ThreadPoolExecutor``
-    initializer."""
-    _host.add(thread if thread is not None else threading.current_thread())
+    quarantined, whatever step it was started in, and one quarantined already is let go
+    (a thread of the user's pool that started while another thread's run was in a step,
+    and now starts a run of its own: ``RLM.run`` registers its caller).  Usable as a
+    ``ThreadPoolExecutor`` initializer."""
+    thread = thread if thread is not None else threading.current_thread()
+    _host.add(thread)
+    with _lock:
+        _blocked.discard(thread)
+        if thread.ident is not None:
+            _foreign.discard(thread.ident)
 
 
 def host_thread_type(cls: type) -> None:

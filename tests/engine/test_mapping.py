@@ -30,7 +30,9 @@ def provider():
 
 def test_map_on_a_thread_pool_returns_results_in_input_order(provider):
     finished: list[str] = []
-    rlm = RLM(**SETTINGS)
+    # isolated: in-process steps of runs in several threads take turns (they share
+    # sys.stdout: tests/engine/test_threads.py), and these steps are the slow part
+    rlm = RLM(**{**SETTINGS, "executor": "isolated"})
     with ThreadPoolExecutor(3) as pool:
         from rlm_kernel.engine import map_runs
 
