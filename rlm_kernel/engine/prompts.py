@@ -503,6 +503,11 @@ def restored_note(reserved: Sequence[str], inputs: Sequence[str],
 
 
 # -- what model code gets back from a sub-call ----------------------------------------------
+STEP_INTERRUPTED = "KeyboardInterrupt: the user stopped this step"
+"""The end of the output of a step the user stopped (the stop button, Ctrl-C): the
+step is kept in the trajectory, which a follow-up task's model reads."""
+
+
 def sub_call_error(reason: str) -> str:
     """The text a failed sub-call returns to model code in place of a reply
     (``llm_query_batched``'s slot, ``rlm_query``): ``Error: <reason>``."""

@@ -78,6 +78,7 @@ from .events import (
     usage_totals,
 )
 from .prompts import (
+    STEP_INTERRUPTED,
     answer_now_message,
     build_messages,
     next_message,
@@ -227,6 +228,7 @@ class Run:
         self.repeated: Repetition | None = None  # this step's first repetition
         self.asked_again: Repetition | None = None  # this step's reply, sampled again
         self.resample = False  # the next reply is sampled at resample_temperature
+        self.live_output: list[str] = []  # the running step's output as shown live
         self.stuck: Repetition | None = None  # a repetition after the model was told
         self.pending: StepOutcome | None = None  # a FINAL awaiting its check step
         self.failures = 0  # steps in a row that failed or ran no code
@@ -426,7 +428,14 @@ class Run:
             return outcome
         outcome.code = code
         self.notify(StepStarted(step=step, code=code, reasoning=reasoning))
-        res = self._execute(code, step)
+        try:
+            res = self._execute(code, step)
+        except KeyboardInterrupt:  # the user's stop: the step is kept, and told finished
+            shown = "".join(self.live_output).rstrip("\n")
+            outcome.output = f"{shown}\n{STEP_INTERRUPTED}".lstrip("\n")
+            outcome.success = False
+            self._record(step, outcome)
+            raise
         outcome.output, outcome.success = combined_output(res), res.success
         outcome.seconds, outcome.llm_calls = res.execution_time, res.llm_calls
         outcome.signals = self._take_signals()
@@ -438,7 +447,10 @@ class Run:
         left of ``max_seconds``: the time budget holds inside a step, and the next
         model call ends the run), streaming ``step_output`` events; the result's
         ``llm_calls`` are the sub-calls that returned while it ran."""
+        self.live_output = live = []  # what the step showed: kept if the user stops it
+
         def on_output(stream: str, text: str) -> None:
+            live.append(text)
             self.notify(StepOutput(step=step, stream=stream, text=text))
 
         self.functions.take_final()  # a FINAL left over from outside this step does not count

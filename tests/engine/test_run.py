@@ -370,3 +370,24 @@ def test_a_last_reply_without_final_is_no_answer():
     assert (res.stopped_by, res.answer, res.answer_value) == ("max_iterations", None, None)
     rlm, lm = make([block("print(1)"), 'The answer is FINAL("x.py")'], max_iterations=1)
     assert rlm.run("q", context="x").answer == "x.py"  # a FINAL in prose still counts
+
+
+class _StoppedByTheUser(PlainExecutor):
+    """An executor whose step shows some output, then is stopped by the user (the stop
+    button, Ctrl-C: ``KeyboardInterrupt`` out of ``execute``)."""
+
+    def execute(self, code, *, timeout=None, on_output=None):
+        on_output("stdout", "half done\n")
+        raise KeyboardInterrupt
+
+
+def test_a_step_the_user_stops_is_kept_and_told_finished():
+    events = []
+    rlm, _ = make([block("while True: pass"), block("FINAL(1)")], events=events)
+    res = rlm.run("q", context="x", executor=_StoppedByTheUser())
+    assert res.stopped_by == "interrupt" and res.steps == 1
+    entry = res.history.entries[0]
+    assert entry.code == "while True: pass"
+    assert entry.output == "half done\nKeyboardInterrupt: the user stopped this step"
+    finished = [e for e in events if type(e).__name__ == "StepFinished"]
+    assert [e.step for e in finished] == [1] and not finished[0].outcome.success

@@ -524,6 +524,8 @@ def test_the_stop_button_ends_a_run_in_a_gateway_kernel(gateway):
     messages = run_messages(task)
     kinds = [d["type"] for d in messages]
     assert kinds[:2] == ["run_started", "step_added"] and kinds[-1] == "run_finished", kinds
+    # the stopped step is finished too (its cell gets its number), and kept in the record
+    assert kinds[-2] == "step_finished", kinds
     outputs = [d["output"] for d in messages if d["type"] == "step_output"]
     assert [o["output_type"] for o in outputs] == ["stream", "error"], outputs
     assert outputs[0]["text"] == "started\n" and outputs[1]["ename"] == "KeyboardInterrupt"
