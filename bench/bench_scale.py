@@ -1,8 +1,9 @@
 """Benchmark: scale-out (issue 28), one table: Dask workers, Router deployments, the
 overhead of ``rlm batch``, and the embedded model on this machine.
 
-Run by hand (no network beyond 127.0.0.1; about 3 minutes; ``--embedded`` adds about
-10 minutes of the real embedded model):
+Run by hand (no network beyond 127.0.0.1; about 5 minutes on a quiet 2-core machine;
+``--embedded`` adds about 7 minutes of the real embedded model, much more when the
+machine is busy):
 
     .venv/bin/python bench/bench_scale.py [--quick] [--embedded] [--latency 0.5]
 
