@@ -108,7 +108,95 @@ def write_notebook(path: Path, kernel_name: str, display_name: str,
     return path
 
 
-class JupyterLab:
+class ServerProcess:
+    """A Jupyter server process (``jupyter lab``, ``jupyter kernelgateway``) on 127.0.0.1
+    in a temporary folder, started in its own process group; use as a context manager.
+    Subclasses give :meth:`command`, :meth:`ready` and the ``name`` and ``prefix``.
+
+    Attributes:
+        port / token / url: where it listens and its token.
+        log: the server's combined stdout/stderr file.
+    """
+
+    name = "server"  # for messages
+    prefix = "rlm-server-"  # of the temporary folder
+
+    def __init__(self, start_timeout: float) -> None:
+        self.start_timeout = start_timeout
+        self.token = secrets.token_hex(24)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._tmp = Path(tempfile.mkdtemp(prefix=self.prefix))
+        self.log = self._tmp / f"{self.name.split()[-1]}.log"
+        self.proc: subprocess.Popen | None = None
+        self._log_file: Any = None
+
+    def command(self) -> list[str]:
+        """The server's command line."""
+        raise NotImplementedError
+
+    def ready(self) -> bool:
+        """Whether the server answers; raises ``OSError``/``URLError`` while it cannot."""
+        raise NotImplementedError
+
+    def _launch(self, cwd: Path, env: dict[str, str]) -> None:
+        """Start :meth:`command` in ``cwd`` and wait until :meth:`ready`.
+
+        Raises:
+            RuntimeError: the server exited, or was not ready within ``start_timeout``
+                seconds (with its log's tail)."""
+        env["JUPYTER_RUNTIME_DIR"] = str(self._tmp / "runtime")
+        self._log_file = open(self.log, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(self.command(), cwd=cwd, env=env,
+                                     stdout=self._log_file, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"jupyter {self.name} exited with "
+                                   f"{self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                if self.ready():
+                    return
+            except (OSError, urllib.error.URLError):
+                pass
+            time.sleep(0.25)
+        self.stop()
+        raise RuntimeError(f"jupyter {self.name} not ready after {self.start_timeout} s:\n"
+                           + self.log_tail())
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the server log."""
+        try:
+            text = self.log.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM to its process group, then SIGKILL)."""
+        proc, self.proc = self.proc, None
+        stop_process_group(proc)
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def cleanup(self) -> None:
+        """Remove the temporary folder (after :meth:`stop`)."""
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def start(self) -> ServerProcess:
+        raise NotImplementedError
+
+    def __enter__(self) -> Any:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        self.cleanup()
+
+
+class JupyterLab(ServerProcess):
     """A ``jupyter lab`` server in a temporary folder; use as a context manager.
 
     Attributes:
@@ -117,18 +205,15 @@ class JupyterLab:
         log: the server's combined stdout/stderr file.
     """
 
+    name = "lab"
+    prefix = "rlm-lab-"
+
     def __init__(self, start_timeout: float = 90.0, extra_args: Sequence[str] = ()) -> None:
         """``extra_args``: more ``jupyter lab`` options (e.g. ``--gateway-url=...``)."""
-        self.start_timeout = start_timeout
+        super().__init__(start_timeout)
         self.extra_args = list(extra_args)
-        self.token = secrets.token_hex(24)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._tmp = Path(tempfile.mkdtemp(prefix="rlm-lab-"))
         self.root = self._tmp / "root"
         self.root.mkdir()
-        self.log = self._tmp / "jupyter-lab.log"
-        self.proc: subprocess.Popen | None = None
 
     def command(self) -> list[str]:
         """The ``jupyter lab`` command line."""
@@ -149,6 +234,12 @@ class JupyterLab:
             *self.extra_args,
         ]
 
+    def ready(self) -> bool:
+        """Whether the REST API answers."""
+        with urllib.request.urlopen(f"{self.url}/api/status?token={self.token}",
+                                    timeout=2) as resp:
+            return resp.status == 200
+
     def start(self) -> JupyterLab:
         """Start the server and wait until its REST API answers."""
         # No "get notified about official Jupyter news?" toast over the notebook.
@@ -158,62 +249,16 @@ class JupyterLab:
         notification.write_text(json.dumps({"fetchNews": "false"}))
         env = dict(os.environ)
         env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-        env["JUPYTER_RUNTIME_DIR"] = str(self._tmp / "runtime")
         env.pop("JUPYTER_TOKEN", None)
-        self._log_file = open(self.log, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(self.command(), cwd=self.root, env=env,
-                                     stdout=self._log_file, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"jupyter lab exited with {self.proc.returncode}:\n"
-                                   + self.log_tail())
-            try:
-                with urllib.request.urlopen(f"{self.url}/api/status?token={self.token}",
-                                            timeout=2) as resp:
-                    if resp.status == 200:
-                        return self
-            except (OSError, urllib.error.URLError):
-                pass
-            time.sleep(0.25)
-        self.stop()
-        raise RuntimeError(f"jupyter lab not ready after {self.start_timeout} s:\n"
-                           + self.log_tail())
-
-    def log_tail(self, lines: int = 40) -> str:
-        """The last lines of the server log."""
-        try:
-            text = self.log.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+        self._launch(self.root, env)
+        return self
 
     def notebook_url(self, name: str) -> str:
         """URL that opens ``name`` in a fresh (reset) workspace."""
         return f"{self.url}/lab/tree/{name}?reset&token={self.token}"
 
-    def stop(self) -> None:
-        """Stop the server (SIGTERM to its process group, then SIGKILL) and clean up."""
-        proc, self.proc = self.proc, None
-        stop_process_group(proc)
-        if getattr(self, "_log_file", None) is not None:
-            self._log_file.close()
-            self._log_file = None
 
-    def cleanup(self) -> None:
-        """Remove the temporary folder (after :meth:`stop`)."""
-        shutil.rmtree(self._tmp, ignore_errors=True)
-
-    def __enter__(self) -> JupyterLab:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-        self.cleanup()
-
-
-class KernelGateway:
+class KernelGateway(ServerProcess):
     """A Jupyter Kernel Gateway (``jupyter kernelgateway``, websocket personality) on
     127.0.0.1 in a temporary folder; use as a context manager.
 
@@ -228,22 +273,18 @@ class KernelGateway:
         log: the gateway's combined stdout/stderr file.
     """
 
+    name = "kernel gateway"
+    prefix = "rlm-gateway-"
+
     def __init__(self, start_timeout: float = 60.0,
                  env_whitelist: Sequence[str] = ("HOME", "RLM_CACHE_DIR", "XDG_CACHE_HOME",
                                                  "LITELLM_LOCAL_MODEL_COST_MAP")) -> None:
         """``env_whitelist``: the gateway's own environment variables its kernels get
         (``KernelGatewayApp.env_process_whitelist``)."""
-        self.start_timeout = start_timeout
+        super().__init__(start_timeout)
         self.env_whitelist = list(env_whitelist)
-        self.token = secrets.token_hex(24)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._tmp = Path(tempfile.mkdtemp(prefix="rlm-gateway-"))
         self.cwd = self._tmp / "gateway-cwd"
         self.cwd.mkdir()
-        self.log = self._tmp / "kernel-gateway.log"
-        self.proc: subprocess.Popen | None = None
-        self._log_file: Any = None
 
     def command(self) -> list[str]:
         """The ``jupyter kernelgateway`` command line."""
@@ -263,28 +304,15 @@ class KernelGateway:
         """The ``jupyter lab`` options that make its kernels this gateway's."""
         return [f"--gateway-url={self.url}", f"--GatewayClient.auth_token={self.token}"]
 
+    def ready(self) -> bool:
+        """Whether the REST API answers."""
+        self.get("/api")
+        return True
+
     def start(self) -> KernelGateway:
         """Start the gateway and wait until its REST API answers."""
-        env = dict(os.environ)
-        env["JUPYTER_RUNTIME_DIR"] = str(self._tmp / "runtime")
-        self._log_file = open(self.log, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(self.command(), cwd=self.cwd, env=env,
-                                     stdout=self._log_file, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"jupyter kernelgateway exited with "
-                                   f"{self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                self.get("/api")
-                return self
-            except (OSError, urllib.error.URLError):
-                pass
-            time.sleep(0.25)
-        self.stop()
-        raise RuntimeError(f"kernel gateway not ready after {self.start_timeout} s:\n"
-                           + self.log_tail())
+        self._launch(self.cwd, dict(os.environ))
+        return self
 
     def get(self, path: str) -> Any:
         """GET ``path`` of the gateway's REST API with its token; the decoded JSON."""
@@ -322,37 +350,14 @@ class KernelGateway:
         kernel: ``-m rlm_kernel`` or ``ipykernel_launcher``)."""
         return kernel_processes(self.proc.pid) if self.proc is not None else []
 
-    def log_tail(self, lines: int = 40) -> str:
-        """The last lines of the gateway's log."""
-        try:
-            text = self.log.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
     def stop(self) -> None:
         """Stop the gateway and its kernels: SIGTERM to its process group (it shuts its
         kernels down), then SIGKILL; a kernel still alive after that is killed."""
-        proc, self.proc = self.proc, None
-        kernels = kernel_processes(proc.pid) if proc is not None else []
-        stop_process_group(proc)
+        kernels = self.kernel_processes()
+        super().stop()
         for kernel in kernels:
             with contextlib.suppress(Exception):
                 kernel.kill()
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
-
-    def cleanup(self) -> None:
-        """Remove the temporary folder (after :meth:`stop`)."""
-        shutil.rmtree(self._tmp, ignore_errors=True)
-
-    def __enter__(self) -> KernelGateway:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-        self.cleanup()
 
 
 def kernel_processes(pid: int) -> list[Any]:
