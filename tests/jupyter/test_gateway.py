@@ -163,7 +163,7 @@ def open_notebook(page: Any, lab: JupyterLab, name: str) -> NotebookPage:
     Upstream, a page's kernel connection through JupyterLab's gateway client sometimes
     stays "starting"/"unknown" while the kernel is idle in the gateway: after a restart
     (a python3 kernel too: 3 of 5 restarts here) and, once in 8 runs here under load,
-    when a notebook opened.  Reloading the page, what the README tells users, connects
+    when a notebook opened.  Reloading the page, what docs/scale-out.md tells users, connects
     afresh."""
     page.goto("about:blank")
     try:
