@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A session started in the background by a non-interactive shell (``make test &``,
+    ``nohup``) inherits SIGINT ignored; the tests of the user's interrupt (Ctrl-C, the
+    stop button) and the commands they start (``rlm model serve`` stopped by Ctrl-C)
+    need it as a terminal gives it."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Kernels and shells of the tests start cold: a warm start (c.RLM.warm_start) would
 # send each new kernel's system prompt to the shared server in the background.

@@ -5,6 +5,8 @@ OpenAI-compatible server (tests/batch/fleet.py)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import nbformat
 import pytest
@@ -118,15 +120,20 @@ def test_a_bad_cluster_is_one_error(tmp_path, capsys, flags, says):
     assert says in err and "Traceback" not in err
 
 
-def test_the_progress_bar_shows_done_running_failed_and_usd(client, tmp_path, capsys):
-    tasks = write_tasks(tmp_path, {"a": "0.2:x", "b": "0.2:y"})
+def test_the_progress_bar_shows_done_running_failed_and_usd(client, tmp_path):
+    client.wait_for_workers(2, timeout=60)  # both slots there (a restarted worker rejoins)
+    tasks = write_tasks(tmp_path, {"a": "0.5:x", "b": "0.5:y"})
     with tasks.open("a") as f:
         f.write(json.dumps({"id": "c", "question": "q", "context": "missing.txt"}) + "\n")
     out = tmp_path / "results.jsonl"
     settings = [flag for flag in CLI_SETTINGS if flag != "--no-progress"]
-    assert main(["batch", str(tasks), "--out", str(out), "--cluster",
-                 client.scheduler.address, *settings]) == 1
-    err = capsys.readouterr().err
+    # the command in its own process, as a user runs it: tqdm.auto picks its bar once per
+    # process, a widget where an IPython kernel was set up (as tests of this suite do)
+    done = subprocess.run([sys.executable, "-m", "rlm_kernel.cli", "batch", str(tasks),
+                           "--out", str(out), "--cluster", client.scheduler.address,
+                           *settings], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    err = done.stderr
     assert "rlm batch: 100%" in err and "3/3" in err
     assert "running 2" in err  # both workers busy at some point
     assert "running 0, failed 1, $0.0300" in err  # the end: two answers at $0.015 each
