@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
+import psutil
 import pytest
 import yaml
 
@@ -88,7 +89,13 @@ def test_serve_two_replicas_and_run_through_their_fleet(tmp_path):
         assert all(c.deployment in ("local-fleet-1", "local-fleet-2") for c in result.calls)
     finally:
         proc.send_signal(signal.SIGINT)  # Ctrl-C
-        out, err = proc.communicate(timeout=60)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # no server is left running, whatever failed
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                child.kill()
+            proc.kill()
+            raise
     assert proc.returncode == 0, err
     assert yaml.safe_load(out) == yaml.safe_load(fleet_file.read_text())  # printed too
     assert all(_closed(base) for base in bases)
