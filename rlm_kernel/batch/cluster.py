@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..engine import ClusterMissing
+from ..engine import CLUSTER_EXTRA, ClusterMissing
 
 __all__ = ["ClusterSpecError", "open_cluster", "parse_cluster"]
 
@@ -75,7 +75,7 @@ def open_cluster(spec: str | None, *, dashboard: str | None = ":8787") -> Iterat
     try:
         from distributed import Client, LocalCluster
     except ImportError:
-        raise ClusterMissing("rlm batch runs on Dask: pip install 'rlm-kernel[cluster]'") \
+        raise ClusterMissing(f"rlm batch runs on Dask: {CLUSTER_EXTRA}") \
             from None
     if kind == "address":
         with Client(where) as client:

@@ -52,6 +52,7 @@ from .events import (
     Totals,
 )
 from .mapping import (
+    CLUSTER_EXTRA,
     ClusterMissing,
     ContextRef,
     load_context,
@@ -79,7 +80,7 @@ __all__ = [
     # running
     "RLM", "RLMConfig", "RLMResult", "Continuation", "Conversation", "prewarm",
     # many runs at once (RLM.map, rlm batch)
-    "ClusterMissing", "ContextRef", "load_context", "local_dask_executor", "map_runs",
+    "CLUSTER_EXTRA", "ClusterMissing", "ContextRef", "load_context", "local_dask_executor", "map_runs",
     "run_task", "worker_name",
     # settings as options
     "Setting", "settings", "add_setting_options", "config_overrides", "non_empty",

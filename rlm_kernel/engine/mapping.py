@@ -35,7 +35,8 @@ __all__ = ["ClusterMissing", "ContextRef", "load_context", "local_dask_executor"
 
 log = logging.getLogger(__name__)
 
-CLUSTER_EXTRA = "pip install 'rlm-kernel[cluster]'"
+CLUSTER_EXTRA = ("pip install distributed fsspec tqdm (the 'cluster' extra: "
+                 "pip install '.[cluster]' in rlm-kernel's checkout)")
 """How to install what the default executor and context URLs need."""
 
 

@@ -211,7 +211,7 @@ class RLM:
                 ``sub_client``) or a replay: a worker builds its own from the
                 settings; or the lengths differ, or ``returns`` is not a type.
             ClusterMissing: no executor given and Dask ``distributed`` is not
-                installed (the message says ``pip install 'rlm-kernel[cluster]'``).
+                installed (the message says what to install).
         """
         if self._clients_given or self.replay is not None:
             raise ValueError("map() builds each task's model clients from the settings on "
