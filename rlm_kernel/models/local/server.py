@@ -312,12 +312,7 @@ def stop_server(name: str | None = None, grace: float = 3.0) -> bool:
     if entry is None:
         return False
     proc, info = entry
-    proc.terminate()
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    _end(proc, grace)
     with start_lock(spec, timeout=2.0):  # best effort when another process holds it
         remove_state(spec, info.pid)
     return True
