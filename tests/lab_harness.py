@@ -22,6 +22,7 @@ Nothing here knows about the RLM extension beyond the cell metadata it writes
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import json
 import os
@@ -36,7 +37,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +109,7 @@ def write_notebook(path: Path, kernel_name: str, display_name: str,
     return path
 
 
-class ServerProcess:
+class ServerProcess(abc.ABC):
     """A Jupyter server process (``jupyter lab``, ``jupyter kernelgateway``) on 127.0.0.1
     in a temporary folder, started in its own process group; use as a context manager.
     Subclasses give :meth:`command`, :meth:`ready` and the ``name`` and ``prefix``.
@@ -131,13 +132,13 @@ class ServerProcess:
         self.proc: subprocess.Popen | None = None
         self._log_file: Any = None
 
+    @abc.abstractmethod
     def command(self) -> list[str]:
         """The server's command line."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def ready(self) -> bool:
         """Whether the server answers; raises ``OSError``/``URLError`` while it cannot."""
-        raise NotImplementedError
 
     def _launch(self, cwd: Path, env: dict[str, str]) -> None:
         """Start :meth:`command` in ``cwd`` and wait until :meth:`ready`.
@@ -185,8 +186,9 @@ class ServerProcess:
         """Remove the temporary folder (after :meth:`stop`)."""
         shutil.rmtree(self._tmp, ignore_errors=True)
 
+    @abc.abstractmethod
     def start(self) -> ServerProcess:
-        raise NotImplementedError
+        """Start the server (:meth:`_launch`) and return it, ready."""
 
     def __enter__(self) -> Any:
         return self.start()
@@ -397,6 +399,23 @@ def stop_process_group(proc: subprocess.Popen | None, timeout: float = 20.0) -> 
         except ProcessLookupError:
             pass
         proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def chromium_page(user_data_dir: Path, timeout_ms: int = 30_000) -> Iterator[Any]:
+    """A Playwright page of Chromium in a persistent context with a fresh
+    ``user_data_dir`` (:func:`launch_chromium`), ``timeout_ms`` milliseconds its
+    default timeout; the context is closed on exit."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        context = launch_chromium(pw, user_data_dir)
+        try:
+            page = context.new_page()
+            page.set_default_timeout(timeout_ms)
+            yield page
+        finally:
+            context.close()
 
 
 def launch_chromium(playwright: Any, user_data_dir: Path, **kwargs: Any) -> Any:

@@ -46,10 +46,10 @@ from tests.lab_harness import (
     LOAD_JSON_CELL,
     JupyterLab,
     NotebookPage,
+    chromium_page,
     dumps,
     extension_installed,
     is_running,
-    launch_chromium,
     missing_prerequisites,
     prompt_count,
     write_notebook,
@@ -94,16 +94,8 @@ def extension() -> bool:
 @pytest.fixture()
 def page(tmp_path):
     """A Chromium page in a persistent context with a fresh user-data-dir."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        context = launch_chromium(pw, tmp_path / "chromium-profile")
-        try:
-            page = context.new_page()
-            page.set_default_timeout(30_000)
-            yield page
-        finally:
-            context.close()
+    with chromium_page(tmp_path / "chromium-profile") as page:
+        yield page
 
 
 def expected_name(question) -> str:

@@ -71,10 +71,10 @@ from tests.lab_harness import (
     JupyterLab,
     KernelGateway,
     NotebookPage,
+    chromium_page,
     extension_installed,
     is_running,
     kernel_processes,
-    launch_chromium,
     missing_prerequisites,
     prompt_count,
     write_notebook,
@@ -123,16 +123,8 @@ def lab(gateway):
 @pytest.fixture()
 def page(browser, tmp_path):
     """A Chromium page in a persistent context with a fresh user-data-dir."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        context = launch_chromium(pw, tmp_path / "chromium-profile")
-        try:
-            page = context.new_page()
-            page.set_default_timeout(30_000)
-            yield page
-        finally:
-            context.close()
+    with chromium_page(tmp_path / "chromium-profile") as page:
+        yield page
 
 
 def page_kernel_id(nb: NotebookPage) -> str | None:
