@@ -56,8 +56,9 @@ class RLM:
             (``max_iterations``, ``max_depth``, ``step_timeout`` ...; None sets an
             optional one to none).
         observer: ``callable(Event)`` told about each step as it happens.
-        root_client / sub_client: ready :class:`LanguageModel` objects to use
-            instead of building litellm clients (scripted models in tests).
+        root_client: a ready :class:`LanguageModel` for the root model, used instead
+            of building a litellm client (scripted models in tests).
+        sub_client: the same for the sub-model of ``llm_query``.
         tools: the user's functions offered to the model in every run: a list of
             functions (by ``__name__``) or a dict ``{name: function}``; each is bound in
             the REPL and told to the model with its signature and the first paragraph

@@ -81,7 +81,8 @@ def export_run(result: Any, path: str | os.PathLike[str] | None = None, *,
             stream made from ``entry.output`` (no output when that is empty).
         execution_counts: per step (index 0 = step 1), the kernel's execution
             count; a missing or None item leaves ``execution_count`` None.
-        kernel_name / display_name: the notebook's kernelspec.
+        kernel_name: the kernelspec name written into the notebook's metadata.
+        display_name: the kernelspec's display name.
 
     Returns:
         The validated :class:`nbformat.NotebookNode` (format 4).  Step cells carry

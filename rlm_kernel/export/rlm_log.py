@@ -40,7 +40,8 @@ def rlm_log_lines(result: Any, *, max_iterations: int | None = None,
     Args:
         result: an :class:`~rlm_kernel.engine.result.RLMResult` of this session (its
             ``root_prompts`` hold the messages of each root call).
-        max_iterations / max_depth: the run's limits, for the metadata line.
+        max_iterations: the run's step limit, for the metadata line.
+        max_depth: the run's recursion limit, for the metadata line.
     """
     meta = {"type": "metadata", "timestamp": _now(), "root_model": result.model or None,
             "max_depth": max_depth, "max_iterations": max_iterations,

