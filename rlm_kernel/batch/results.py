@@ -67,14 +67,17 @@ class ResultsFile:
         OSError: the file cannot be read or opened for writing.
 
     A last line cut short by a killed batch is removed at opening (its task runs
-    again), so the file stays one JSON object per line.
+    again), so the file stays one JSON object per line.  A file this object created
+    and wrote nothing to (the cluster was unreachable, every task was refused) is
+    removed at :meth:`close`, so a failed batch leaves no empty results file behind.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.done: set[str] = set()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.exists():
+        self._created = not self.path.exists()
+        if not self._created:
             data = self.path.read_bytes()
             if data and not data.endswith(b"\n"):  # a line cut short by a killed batch
                 keep = data.rfind(b"\n") + 1
@@ -116,8 +119,10 @@ class ResultsFile:
         return True
 
     def close(self) -> None:
-        """Close the file."""
+        """Close the file; remove it if this object created it and wrote no line."""
         self._file.close()
+        if self._created and not self.done:
+            self.path.unlink(missing_ok=True)
 
     def __enter__(self) -> ResultsFile:
         return self

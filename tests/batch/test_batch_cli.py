@@ -137,3 +137,17 @@ def test_the_progress_bar_shows_done_running_failed_and_usd(client, tmp_path):
     assert "rlm batch: 100%" in err and "3/3" in err
     assert "running 2" in err  # both workers busy at some point
     assert "running 0, failed 1, $0.0300" in err  # the end: two answers at $0.015 each
+
+
+def test_an_unreachable_scheduler_is_one_error_and_leaves_no_results_file(tmp_path, capsys):
+    tasks = write_tasks(tmp_path, {"a": "0:x"})
+    out = tmp_path / "o.jsonl"
+    argv = ["batch", str(tasks), "--out", str(out), "--cluster", "tcp://127.0.0.1:9",
+            "--no-progress"]
+    import dask
+
+    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):  # default 30 s
+        assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "cannot reach the cluster tcp://127.0.0.1:9" in err and "Traceback" not in err
+    assert not out.exists()
