@@ -1,6 +1,6 @@
-"""The README's "What model code cannot break" table names, in each row, the tests that
-try the attack: every test and test file it names exists (a renamed or deleted test
-turns this red, so a row never points at nothing)."""
+"""The "What model code cannot break" table of docs/security.md names, in each row, the
+tests that try the attack: every test and test file it names exists (a renamed or
+deleted test turns this red, so a row never points at nothing)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _table_rows() -> list[str]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "security.md").read_text()
     section = text.split("| Model code tries to |", 1)[1].split("\n\n", 1)[0]
     return [line for line in section.splitlines() if line.startswith("| ")
             and not line.startswith("|---")]
