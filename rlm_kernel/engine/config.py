@@ -158,7 +158,7 @@ class RLMConfig:
     callbacks: str | None = _opt(
         None, "Tracing: comma-separated callback names; 'otel' records OpenTelemetry spans "
         "of the run, its steps and calls (GenAI conventions); other names turn on litellm's "
-        "callbacks of that name (e.g. 'langfuse').")
+        "callbacks of that name (e.g. 'langfuse').", flag="--callbacks")
     resample_temperature: float | None = _opt(
         0.7, "The step after a repetition (see repeat_limit) is sampled at this "
         "temperature, with the repetition shown to the model (None or 0: the run's own "
