@@ -22,7 +22,17 @@ export CMAKE_ARGS
 LLAMA_BUILT := $(VENV)/.llama-cpp-cmake-args
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: setup demo test test-fast lint bench clean
+# What setup installs is locked, with the sha256 of every file (docs/development.md,
+# "Dependencies and the lock"); `make lock` rewrites the locks from pyproject.toml.
+LOCK       := requirements/dev.lock
+BUILD_LOCK := requirements/build.lock
+PIP_LOCKED := $(PY) -m pip install --quiet --require-hashes
+# The locks hold for every platform and every Python from this one on (the dev extra's
+# trace viewer, arize-phoenix, needs 3.11); the package itself supports 3.10.
+LOCK_PYTHON := 3.11
+UV_COMPILE := $(VENV)/bin/uv pip compile --quiet --universal --python-version $(LOCK_PYTHON) --generate-hashes $(LOCK_FLAGS)
+
+.PHONY: setup lock demo test test-fast lint bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -31,11 +41,16 @@ $(PY):
 setup: $(PY)
 	bash scripts/install_browser.sh
 	bash scripts/install_sandbox.sh
-	@if [ "$$(cat $(LLAMA_BUILT) 2>/dev/null)" != "$$CMAKE_ARGS" ]; then \
+	@$(PY) -c 'import sys; v = tuple(map(int, "$(LOCK_PYTHON)".split("."))); sys.exit(sys.version_info < v and f"make setup: the locks are for Python >= $(LOCK_PYTHON), $(VENV) has {sys.version.split()[0]}: make clean, then make setup PYTHON=python$(LOCK_PYTHON)")'
+	$(PIP_LOCKED) -r $(BUILD_LOCK)
+	@locked="$$($(PY) scripts/local_requirement.py)" || exit 1; \
+	if [ "$$(cat $(LLAMA_BUILT) 2>/dev/null)" != "$$CMAKE_ARGS $$locked" ]; then \
 	  echo "building llama-cpp-python for this CPU (a few minutes)"; \
-	  $(PY) -m pip install --quiet --no-cache-dir --force-reinstall --no-deps \
-	    "$$($(PY) scripts/local_requirement.py)" && echo "$$CMAKE_ARGS" > $(LLAMA_BUILT); fi
-	$(PY) -m pip install --quiet -e ".[local,dev]"
+	  echo "$$locked" > $(VENV)/llama-cpp-python.lock && \
+	  $(PIP_LOCKED) --no-cache-dir --force-reinstall --no-deps --no-build-isolation \
+	    -r $(VENV)/llama-cpp-python.lock && echo "$$CMAKE_ARGS $$locked" > $(LLAMA_BUILT); fi
+	$(PIP_LOCKED) -r $(LOCK)
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	$(PY) -m rlm_kernel install --sys-prefix
 	$(PY) -m ipykernel install --sys-prefix
 	$(RLM) model prepare
@@ -47,6 +62,13 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -v --nbval-lax tests notebooks
+
+# Rewrite the locks from pyproject.toml (and requirements/build.in), keeping the versions
+# already locked where they still fit; `make lock LOCK_FLAGS=--upgrade` takes the newest.
+lock: $(PY)
+	test -x $(VENV)/bin/uv || $(PY) -m pip install --quiet uv
+	$(UV_COMPILE) pyproject.toml --extra local --extra dev $(BUILD_LOCK:.lock=.in) -o $(LOCK)
+	$(UV_COMPILE) $(BUILD_LOCK:.lock=.in) -c $(LOCK) -o $(BUILD_LOCK)
 
 test-fast: $(PY)
 	$(PY) -m pytest -m "not slow" -q
