@@ -32,7 +32,7 @@ PIP_LOCKED := $(PY) -m pip install --quiet --require-hashes
 LOCK_PYTHON := 3.11
 UV_COMPILE := $(VENV)/bin/uv pip compile --quiet --universal --python-version $(LOCK_PYTHON) --generate-hashes $(LOCK_FLAGS)
 
-.PHONY: setup lock demo test test-fast lint bench clean
+.PHONY: setup lock demo test test-fast lint bench docs docs-serve clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -74,7 +74,16 @@ test-fast: $(PY)
 	$(PY) -m pytest -m "not slow" -q
 
 lint:
-	$(VENV)/bin/ruff check rlm_kernel tests bench scripts
+	$(VENV)/bin/ruff check rlm_kernel tests bench scripts docs/hooks.py
+
+# The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or a
+# docstring that names a parameter wrongly fails.  docs-serve: http://127.0.0.1:8000.
+# (The variable silences Material's banner about its successor.)
+docs: $(PY)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
+docs-serve: $(PY)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve
 
 bench: setup
 	$(PY) -m pip install --quiet -e ".[bench]"
