@@ -73,21 +73,21 @@ def _bounds(setting: Any) -> str:
 
 
 def settings_table() -> str:
-    """Every field of ``RLMConfig`` as a Markdown table (name, type, default, bounds,
-    per-run option, help), in declaration order."""
+    """Every field of ``RLMConfig`` as a Markdown table, in declaration order: the name
+    and its per-run option, the type, default and bounds, and the help."""
     # the checkout's package, as mkdocstrings reads it (``paths: [.]``), also when the
     # venv holds no editable install of it
     if str(CHECKOUT) not in sys.path:
         sys.path.insert(0, str(CHECKOUT))
     from rlm_kernel.engine.config import settings
 
-    rows = ["| Setting | Type | Default | Bounds | Option | What it does |",
-            "|---|---|---|---|---|---|"]
+    rows = ["| Setting | Default | What it does |", "|---|---|---|"]
     for s in settings():
+        name = f"`{s.name}`" + (f"<br>`{s.flag}`" if s.flag else "")
         kind = s.kind + (" or None" if s.optional else "")
-        flag = f"`{s.flag}`" if s.flag else ""
-        rows.append(f"| `{s.name}` | {kind} | `{s.default!r}` | {_bounds(s)} | {flag} "
-                    f"| {_cell(s.help)} |")
+        bounds = _bounds(s)
+        default = f"`{s.default!r}`<br>{kind}" + (f", {bounds}" if bounds else "")
+        rows.append(f"| {name} | {default} | {_cell(s.help)} |")
     return "\n".join(rows)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import inspect
+import json
 import os
 import re
 import shutil
@@ -104,11 +105,26 @@ def test_the_api_reference_is_read_from_the_docstrings(site: Path) -> None:
             assert setting.flag in config_page, setting.flag
 
 
-def test_the_notebooks_are_rendered_with_their_outputs(site: Path) -> None:
+def _bare(text: str) -> str:
+    """Text without white space and Markdown marks, to compare a source with its page."""
+    return re.sub(r"[\s#`*_]", "", text)
+
+
+def test_the_notebooks_are_rendered_as_committed(site: Path) -> None:
+    """Each notebook of notebooks/ is a page with every cell's source, and nothing was
+    executed to make it: the page holds exactly the outputs the file holds."""
     for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
         page = site / "notebooks" / notebook.stem / "index.html"
         assert page.is_file(), notebook.name
-        assert "jp-OutputArea" in page.read_text(encoding="utf-8"), notebook.name
+        raw = page.read_text(encoding="utf-8")
+        text = _bare(page_text(page))
+        cells = json.loads(notebook.read_text())["cells"]
+        for cell in cells:
+            source = "".join(cell["source"])
+            first = next((line for line in source.splitlines() if line.strip()), "")
+            assert _bare(first)[:40] in text, first
+        outputs = sum(len(c.get("outputs", [])) for c in cells if c["cell_type"] == "code")
+        assert raw.count('class="jp-OutputArea-output') == outputs, notebook.name
 
 
 class _Assets(HTMLParser):
