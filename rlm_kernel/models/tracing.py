@@ -21,6 +21,15 @@ whatever the backend).
 Span kinds: ``chat`` is ``CLIENT`` (a
 request to a model server), the run and step spans ``INTERNAL`` (in-process).
 
+Where the spans go: a global SDK provider the user set up, else OTLP when an
+``OTEL_EXPORTER_OTLP_*ENDPOINT`` variable is set (:mod:`rlm_kernel.models.trace_export`,
+flushed when a top-level run ends), else nowhere.  Arize Phoenix (the ``traces`` extra,
+docs/tracing.md) reads these GenAI attributes itself: ``gen_ai.operation.name`` gives its
+span kinds (``invoke_agent`` agent, ``execute_tool`` tool, ``chat`` LLM), the usage
+attributes its token counts, and the model and provider names its own USD cost (equal
+to ``rlm.cost_usd`` for the models both price, checked with Phoenix 20.26); so no
+OpenInference attribute (``openinference.span.kind``, ``llm.token_count.*``) is added.
+
 Why ``"otel"`` is not handed to litellm's own OpenTelemetry callback
 (``litellm.integrations.opentelemetry.OpenTelemetry``, checked with litellm 1.106.2):
 inside an active span it opens no ``chat`` span of its own; it writes its ~60 attributes
@@ -58,21 +67,26 @@ def enable(callbacks: list[str], tracer_provider: Any = None) -> None:
 
     Args:
         callbacks: callback names; ``"otel"`` records this module's spans (through
-            ``tracer_provider``, default OpenTelemetry's global one); any other name
-            is added to ``litellm.callbacks`` (litellm's integrations).
+            ``tracer_provider``, by default the one
+            :func:`~rlm_kernel.models.trace_export.env_tracer_provider` picks: the
+            user's global SDK provider, else an OTLP exporter when an
+            ``OTEL_EXPORTER_OTLP_*ENDPOINT`` variable is set); any other name is added
+            to ``litellm.callbacks`` (litellm's integrations).
         tracer_provider: an ``opentelemetry.sdk.trace.TracerProvider`` (tests use one
             with an in-memory exporter); kept for later calls that give none.
 
     Raises:
-        ImportError: ``otel`` asked for without opentelemetry-api installed.
+        ImportError: ``otel`` asked for without opentelemetry-api installed, or an
+            OTLP endpoint variable set without the exporter installed.
+        ValueError: the OTLP protocol variable names an unsupported protocol.
     """
     names = [n.strip() for n in callbacks if n and n.strip()]
     if "otel" in names:
-        from opentelemetry import trace
+        from . import trace_export
 
         if tracer_provider is not None:
             _state["provider"] = tracer_provider
-        provider = _state["provider"] or trace.get_tracer_provider()
+        provider = _state["provider"] or trace_export.env_tracer_provider()
         _state["tracer"] = provider.get_tracer("rlm_kernel")
         _state["on"] = True
     others = [n for n in names if n != "otel"]
@@ -125,10 +139,25 @@ def run_span(question: str, model: str, depth: int = 0) -> contextlib.AbstractCo
         None when tracing is off.  An exception leaving the block marks the span as an
         error and propagates.
     """
-    return span("invoke_agent", "rlm", {"gen_ai.agent.name": "rlm",
-                                        "gen_ai.request.model": model,
-                                        "rlm.question": question[:QUESTION_CHARS],
-                                        "rlm.depth": depth})
+    return _flushed_after(span("invoke_agent", "rlm", {"gen_ai.agent.name": "rlm",
+                                                       "gen_ai.request.model": model,
+                                                       "rlm.question": question[:QUESTION_CHARS],
+                                                       "rlm.depth": depth}), depth)
+
+
+@contextlib.contextmanager
+def _flushed_after(run: contextlib.AbstractContextManager[Any], depth: int) -> Iterator[Any]:
+    """``run``'s span; once a top-level run's span has ended, the spans the OTLP
+    exporter still holds are sent (``trace_export.flush``), so a short process has
+    delivered them before it exits."""
+    try:
+        with run as current:
+            yield current
+    finally:
+        if depth == 0 and _state["on"]:
+            from . import trace_export
+
+            trace_export.flush()
 
 
 def step_span(step: int, depth: int = 0) -> contextlib.AbstractContextManager[Any]:
