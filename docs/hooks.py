@@ -6,7 +6,8 @@
   it (plain code otherwise), and the role's prefix is dropped.
 - ``reference/config.md`` gets its table of settings from
   :func:`rlm_kernel.engine.config.settings`, the one source the CLI options, the ``%rlm``
-  options and the ``c.RLM`` traits are made from, so the page never disagrees with them.
+  options and the ``c.RLM`` traits are made from, so the page never disagrees with them;
+  ``reference/jupyter.md`` gets the Jupyter-only options from the traits' own help.
 - The built site loads nothing from another host: nbconvert's HTML template, which
   mkdocs-jupyter renders the notebooks with, carries a script that imports mermaid.js
   from a CDN when a notebook holds a mermaid diagram; the notebooks here hold none, so
@@ -91,8 +92,30 @@ def settings_table() -> str:
     return "\n".join(rows)
 
 
+TRAITS_MARK = "<!-- jupyter traits -->"
+
+
+def jupyter_traits_table() -> str:
+    """The Jupyter-only options as a Markdown table: the traits of ``c.RLM`` that are not
+    ``RLMConfig`` fields, and ``c.RLMKernel``'s own, each with its help text."""
+    settings_table()  # puts the checkout on sys.path
+    from rlm_kernel.engine.config import settings
+    from rlm_kernel.jupyter.kernel import RLMKernel
+    from rlm_kernel.jupyter.settings import RLM
+
+    fields = {s.name for s in settings()}
+    rows = ["| Option | What it does |", "|---|---|"]
+    for cls in (RLM, RLMKernel):
+        for name, trait in cls.class_own_traits(config=True).items():
+            if cls is RLM and name in fields:
+                continue
+            rows.append(f"| `c.{cls.__name__}.{name}` | {_cell(trait.help)} |")
+    return "\n".join(rows)
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    """Fill ``<!-- settings table -->`` with :func:`settings_table`.
+    """Fill ``<!-- settings table -->`` with :func:`settings_table` and
+    ``<!-- jupyter traits -->`` with :func:`jupyter_traits_table`.
 
     Args:
         markdown: the page's Markdown source.
@@ -104,7 +127,9 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         The Markdown with the mark replaced (pages without it unchanged).
     """
     if SETTINGS_MARK in markdown:
-        return markdown.replace(SETTINGS_MARK, settings_table())
+        markdown = markdown.replace(SETTINGS_MARK, settings_table())
+    if TRAITS_MARK in markdown:
+        markdown = markdown.replace(TRAITS_MARK, jupyter_traits_table())
     return markdown
 
 

@@ -103,6 +103,13 @@ def test_the_api_reference_is_read_from_the_docstrings(site: Path) -> None:
         assert " ".join(setting.help.split())[:60] in config_page, setting.name
         if setting.flag:
             assert setting.flag in config_page, setting.flag
+    # and the Jupyter-only options from the traits' help
+    from rlm_kernel.jupyter.kernel import RLMKernel
+
+    jupyter_page = page_text(site / "reference" / "jupyter" / "index.html")
+    help_text = " ".join(RLMKernel.class_traits()["prose_tasks"].help.split())
+    assert f"c.RLMKernel.prose_tasks {help_text}" in jupyter_page
+    assert "c.RLM.warm_start" in jupyter_page and "c.RLM.max_iterations" not in jupyter_page
 
 
 def _bare(text: str) -> str:
