@@ -92,7 +92,7 @@ def _fail(args: argparse.Namespace, message: str, code: int,
     Args:
         args: the parsed command line (``json``, ``question``, ``json_fd``).
         message: the error, one readable line.
-        code: the exit code to return (the README's: 1 a failed run, 2 bad input,
+        code: the exit code to return (docs/cli.md's: 1 a failed run, 2 bad input,
             130 interrupted).
         stopped_by: ``"error"`` or ``"interrupt"``.
 
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     """Run the command; every failure is one message (and, for ``rlm run --json``,
-    one JSON object) with the README's exit code: 2 bad input, 1 a failed run
+    one JSON object) with the exit code of docs/cli.md: 2 bad input, 1 a failed run
     (anything else that goes wrong included), 130 interrupted."""
     try:
         if args.command == "model":
