@@ -7,28 +7,23 @@ other names in it (``"langfuse"``, ...) turn on litellm's own callbacks of that 
 When off, the span helpers cost one boolean test and opentelemetry is never imported.
 
 Span names are ``"{gen_ai.operation.name} {target}"``: ``invoke_agent rlm``,
-``execute_tool repl``, ``chat {model}``.  Attribute names: ``gen_ai.operation.name``,
-``gen_ai.agent.name``, ``gen_ai.request.model``, ``gen_ai.provider.name``,
-``gen_ai.tool.name``, ``gen_ai.usage.input_tokens``, ``gen_ai.usage.output_tokens`` (OpenTelemetry's GenAI conventions, which define no cost
-attribute); ``rlm.cost_usd`` (USD, litellm's price map), ``rlm.cached``, ``rlm.step``,
-``rlm.role``, ``rlm.depth``, ``rlm.question`` (its first 500 characters),
-``rlm.deployment`` (the fleet deployment that answered a call) are ours.
+``execute_tool repl``, ``chat {model}``.  Each span's attributes are listed, for users,
+in docs/tracing.md ("What you see"); the functions below say which they set.
 
 The engine opens the spans: the run and step spans (:func:`run_span`, :func:`step_span`)
 and each call's ``chat`` span (:func:`chat_span`, opened by :class:`TracedClient`, the
 innermost of the wrappers every model call of a run passes through: one call, one span,
-whatever the backend).
-Span kinds: ``chat`` is ``CLIENT`` (a
-request to a model server), the run and step spans ``INTERNAL`` (in-process).
+whatever the backend).  Span kinds: ``chat`` is ``CLIENT`` (a request to a model
+server), the run and step spans ``INTERNAL`` (in-process).
 
-Where the spans go: a global SDK provider the user set up, else OTLP when an
-``OTEL_EXPORTER_OTLP_*ENDPOINT`` variable is set (:mod:`rlm_kernel.models.trace_export`,
-flushed when a top-level run ends), else nowhere.  Arize Phoenix (the ``traces`` extra,
-docs/tracing.md) reads these GenAI attributes itself: ``gen_ai.operation.name`` gives its
-span kinds (``invoke_agent`` agent, ``execute_tool`` tool, ``chat`` LLM), the usage
-attributes its token counts, and the model and provider names its own USD cost (equal
-to ``rlm.cost_usd`` for the models both price, checked with Phoenix 20.26); so no
-OpenInference attribute (``openinference.span.kind``, ``llm.token_count.*``) is added.
+Where the spans go: ``rlm_kernel.models.trace_export`` (a provider the user set up,
+else OTLP from the ``OTEL_EXPORTER_OTLP_*`` variables, else nowhere).  Arize Phoenix
+(the ``traces`` extra, docs/tracing.md) reads these GenAI attributes itself:
+``gen_ai.operation.name`` gives its span kinds (``invoke_agent`` agent, ``execute_tool``
+tool, ``chat`` LLM), the usage attributes its token counts, and the model and provider
+names its own USD cost (equal to ``rlm.cost_usd`` for the models both price, checked
+with Phoenix 20.26); so no OpenInference attribute (``openinference.span.kind``,
+``llm.token_count.*``) is added.
 
 Why ``"otel"`` is not handed to litellm's own OpenTelemetry callback
 (``litellm.integrations.opentelemetry.OpenTelemetry``, checked with litellm 1.106.2):
