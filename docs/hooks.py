@@ -3,7 +3,8 @@
 - The docstrings cross-reference in Sphinx's roles (``:class:`~rlm_kernel.x.Y` ``), which
   mkdocstrings' Google-style parser leaves as text: a role naming a full
   ``rlm_kernel`` path becomes a link to its reference entry when the reference documents
-  it (plain code otherwise), and the role's prefix is dropped.
+  it (plain code otherwise), and the role's prefix is dropped; a full path that names
+  nothing in the package is a warning, so the strict build fails on it.
 - ``reference/config.md`` gets its table of settings from
   :func:`rlm_kernel.engine.config.settings`, the one source the CLI options, the ``%rlm``
   options and the ``c.RLM`` traits are made from, so the page never disagrees with them;
@@ -25,15 +26,51 @@ from typing import Any
 log = logging.getLogger(f"mkdocs.hooks.{__name__}")
 CHECKOUT = Path(__file__).resolve().parents[1]
 
+
+def _checkout_importable() -> None:
+    """Put the checkout first on ``sys.path``: the package the site documents, as
+    mkdocstrings reads it (``paths: [.]``), also when the venv holds no editable install
+    of it (mkdocstrings restores ``sys.path`` after its own reads)."""
+    if str(CHECKOUT) not in sys.path:
+        sys.path.insert(0, str(CHECKOUT))
+
 # A Sphinx role after Markdown: ``:class:`~a.b.C` `` is now ``:class:<code>~a.b.C</code>``.
 _ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|data|attr|exc|obj):"
                    r"<code>(?P<tilde>~?)(?P<name>[\w.]+)(?P<call>\(\))?</code>")
 
 
-def _role(match: re.Match[str]) -> str:
+def resolves(dotted: str) -> bool:
+    """Whether ``dotted`` (``rlm_kernel.engine.rlm.RLM.run``) names an object: the longest
+    importable module prefix, then attributes (a dataclass field or an annotated class
+    attribute counts)."""
+    import importlib
+
+    _checkout_importable()
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            if hasattr(obj, attr):
+                obj = getattr(obj, attr)
+            elif attr in getattr(obj, "__annotations__", {}) or attr in getattr(
+                    obj, "__dataclass_fields__", {}):
+                obj = None
+            else:
+                return False
+        return True
+    return False
+
+
+def _role(match: re.Match[str], where: str) -> str:
     name = match["name"].lstrip(".")
     title = (name.rsplit(".", 1)[-1] if match["tilde"] else match["name"]) + (match["call"] or "")
     if name.startswith("rlm_kernel."):
+        if not resolves(name):  # strict mode turns the warning into a failed build
+            log.warning("%s: a docstring refers to %s, which the package does not have",
+                        where, name)
         # resolved by mkdocs-autorefs once every page is rendered; "optional": an object
         # the reference does not document stays plain code, with no warning
         return f'<autoref identifier="{name}" optional><code>{title}</code></autoref>'
@@ -50,9 +87,11 @@ def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
         files: the site's files (unused).
 
     Returns:
-        The HTML with every ``:role:<code>name</code>`` replaced.
+        The HTML with every ``:role:<code>name</code>`` replaced; a role naming an
+        ``rlm_kernel`` object that does not exist is logged as a warning (which fails
+        ``mkdocs build --strict``).
     """
-    return _ROLE.sub(_role, html)
+    return _ROLE.sub(lambda match: _role(match, page.file.src_uri), html)
 
 
 SETTINGS_MARK = "<!-- settings table -->"
@@ -76,10 +115,7 @@ def _bounds(setting: Any) -> str:
 def settings_table() -> str:
     """Every field of ``RLMConfig`` as a Markdown table, in declaration order: the name
     and its per-run option, the type, default and bounds, and the help."""
-    # the checkout's package, as mkdocstrings reads it (``paths: [.]``), also when the
-    # venv holds no editable install of it
-    if str(CHECKOUT) not in sys.path:
-        sys.path.insert(0, str(CHECKOUT))
+    _checkout_importable()
     from rlm_kernel.engine.config import settings
 
     rows = ["| Setting | Default | What it does |", "|---|---|---|"]
@@ -98,7 +134,7 @@ TRAITS_MARK = "<!-- jupyter traits -->"
 def jupyter_traits_table() -> str:
     """The Jupyter-only options as a Markdown table: the traits of ``c.RLM`` that are not
     ``RLMConfig`` fields, and ``c.RLMKernel``'s own, each with its help text."""
-    settings_table()  # puts the checkout on sys.path
+    _checkout_importable()
     from rlm_kernel.engine.config import settings
     from rlm_kernel.jupyter.kernel import RLMKernel
     from rlm_kernel.jupyter.settings import RLM

@@ -188,14 +188,26 @@ def test_the_offline_check_sees_an_external_asset() -> None:
     assert _CSS_URLS.findall("@import url(https://fonts.example/a.css);")[0][0]
 
 
-def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
+def test_a_broken_link_or_docstring_fails_the_build(tmp_path: Path) -> None:
+    """A copy of the site and the package with three faults: a page links to no page, a
+    docstring names a parameter the function does not have, and a docstring refers to
+    an object the package does not have. The strict build fails and names each."""
     copy = tmp_path / "repo"
     shutil.copytree(ROOT / "docs", copy / "docs", symlinks=False,
                     ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+    shutil.copytree(ROOT / "rlm_kernel", copy / "rlm_kernel",
+                    ignore=shutil.ignore_patterns("__pycache__", "labextension"))
     shutil.copy(ROOT / "mkdocs.yml", copy / "mkdocs.yml")
-    (copy / "rlm_kernel").symlink_to(ROOT / "rlm_kernel")
     page = copy / "docs" / "cli.md"
     page.write_text(page.read_text() + "\nSee [the options](no-such-page.md).\n")
+    source = copy / "rlm_kernel" / "engine" / "rlm.py"
+    line = "            question: the task, in natural language.\n"
+    assert line in source.read_text()
+    source.write_text(source.read_text().replace(line, (
+        "            question: the task, in natural language; see\n"
+        "                :class:`~rlm_kernel.engine.no_such_module.Thing`.\n"
+        "            no_such_parameter: named by no parameter.\n")))
     done = build(copy / "mkdocs.yml", tmp_path / "site")
     assert done.returncode != 0
-    assert "no-such-page.md" in done.stderr
+    for fault in ("no-such-page.md", "no_such_parameter", "rlm_kernel.engine.no_such_module.Thing"):
+        assert fault in done.stderr, (fault, done.stderr[-3000:])
