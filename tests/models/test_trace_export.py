@@ -5,7 +5,9 @@ endpoint variable nothing is exported (``rlm_kernel.models.trace_export``)."""
 
 from __future__ import annotations
 
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -175,3 +177,18 @@ def test_an_unsupported_protocol_is_one_readable_error(monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
     with pytest.raises(ValueError, match="'http/json' is not supported.*http/protobuf"):
         tracing.enable(["otel"])
+
+
+def test_a_run_answers_when_nothing_listens_at_the_endpoint(monkeypatch, caplog):
+    """The exporter's retries end at its own timeout (OTEL_EXPORTER_OTLP_TIMEOUT, in
+    seconds); the run is answered and the failure is logged, not raised."""
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+    start = time.monotonic()
+    _run(callbacks="otel")
+    assert time.monotonic() - start < 5
+    assert any("export" in r.getMessage().lower() for r in caplog.records
+               if r.name.startswith("opentelemetry.exporter"))
