@@ -50,7 +50,7 @@ setup: $(PY)
 	  $(PIP_LOCKED) --no-cache-dir --force-reinstall --no-deps --no-build-isolation \
 	    -r $(VENV)/llama-cpp-python.lock && echo "$$CMAKE_ARGS $$locked" > $(LLAMA_BUILT); fi
 	$(PIP_LOCKED) -r $(LOCK)
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	$(PY) -m rlm_kernel install --sys-prefix
 	$(PY) -m ipykernel install --sys-prefix
 	$(RLM) model prepare

@@ -112,6 +112,21 @@ def test_every_requirement_is_locked_at_a_version_it_admits():
     assert not problems, "run make lock: " + "; ".join(problems)
 
 
+def test_what_the_build_backend_asks_for_an_editable_install_is_locked(monkeypatch):
+    """make setup installs rlm-kernel with ``--no-build-isolation``: whatever hatchling
+    asks for besides [build-system] requires (its hooks' dependencies, ``editables``)
+    must be installed from the lock already."""
+    from hatchling.build import get_requires_for_build_editable
+
+    monkeypatch.chdir(ROOT)
+    locked = {e.name: e.version for e in read_lock(DEV_LOCK)}
+    for text in get_requires_for_build_editable():
+        requirement = Requirement(text)
+        version = locked.get(canonicalize_name(requirement.name))
+        assert version and requirement.specifier.contains(version), (
+            f"the editable build asks for {requirement}, locked: {version}")
+
+
 def test_the_lock_has_no_direct_requirement_that_pyproject_dropped():
     """uv writes ``# via rlm-kernel (pyproject.toml)`` (or ``-r requirements/build.in``)
     under each direct requirement: those names are exactly today's requirements."""
