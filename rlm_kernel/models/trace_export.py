@@ -14,7 +14,8 @@ provider of ``c.RLM.callbacks = "otel"``.  The rule:
   variables itself (``..._HEADERS``, ``..._TIMEOUT``, ``..._COMPRESSION``,
   ``..._CERTIFICATE``); its resource reads ``OTEL_SERVICE_NAME`` and
   ``OTEL_RESOURCE_ATTRIBUTES`` (service name ``rlm-kernel`` when neither names one);
-- else nothing is exported (the API's no-op provider: spans cost next to nothing).
+- else (or when ``OTEL_TRACES_EXPORTER`` does not name ``otlp``, e.g. ``none``) nothing
+  is exported (the API's no-op provider: spans cost next to nothing).
 
 ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` / ``OTEL_EXPORTER_OTLP_PROTOCOL`` pick the
 exporter as the SDK's auto-configuration does: ``http/protobuf`` (the default,
@@ -64,7 +65,7 @@ def env_tracer_provider() -> Any:
     current = trace.get_tracer_provider()
     if not isinstance(current, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
         return current  # the user's own provider
-    if not any(os.environ.get(name) for name in ENDPOINT_VARIABLES):
+    if not any(os.environ.get(name) for name in ENDPOINT_VARIABLES) or not _otlp_chosen():
         return current
     with _lock:
         if _made["provider"] is None:
@@ -145,6 +146,13 @@ def _exporter() -> Any:
         raise ImportError(f"{_endpoint_variable()} is set: sending spans over {protocol} "
                           f"needs {package}{extra}") from exc
     return exporter_class()
+
+
+def _otlp_chosen() -> bool:
+    """Whether ``OTEL_TRACES_EXPORTER`` (default ``otlp``) names ``otlp``; ``none``, as
+    for the SDK's auto-configuration, exports nothing."""
+    names = os.environ.get("OTEL_TRACES_EXPORTER", "").strip() or "otlp"
+    return "otlp" in {name.strip() for name in names.split(",")}
 
 
 def _endpoint_variable() -> str:

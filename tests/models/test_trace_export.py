@@ -22,7 +22,8 @@ from rlm_kernel.models.scripted import ScriptedModel
 OTEL_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
                   "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
                   "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-                  "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES")
+                  "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_TRACES_EXPORTER",
+                  "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_SDK_DISABLED")
 
 
 @dataclass
@@ -164,6 +165,13 @@ def test_no_endpoint_variable_exports_nothing(receiver):
     provider = trace_export.env_tracer_provider()
     assert isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
     assert receiver.spans == []
+
+
+def test_otel_traces_exporter_none_exports_nothing(receiver, monkeypatch):
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    _run(callbacks="otel")
+    assert trace_export.flush() and receiver.spans == []
 
 
 def test_tracing_off_exports_nothing_even_with_an_endpoint(receiver, monkeypatch):
