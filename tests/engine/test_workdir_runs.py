@@ -133,7 +133,7 @@ def test_an_rlm_query_child_runs_in_the_same_folder(tmp_path, executor):
         assert said.startswith(str((tmp_path / "work").resolve())), said
         if executor == "isolated":  # walled as the top-level run (test_isolated's tests)
             assert "refused" in said and not outside.exists(), said
-        else:  # in-process only the helpers are confined (README)
+        else:  # in-process only the helpers are confined (docs/security.md)
             assert "wrote outside" in said
     finally:
         outside.unlink(missing_ok=True)

@@ -330,7 +330,7 @@ def test_close_leaves_no_process_behind():
 
 # -- the working-folder wall (issue 19, item 5) --------------------------------------------
 def _walled(ex: IsolatedExecutor) -> None:
-    """The wall must be up: the README promises it on Linux 5.12+ (the machines this
+    """The wall must be up: docs/security.md promises it on Linux 5.12+ (the machines this
     project runs on); a platform that refused it is a failure naming why, not a skip."""
     assert ex.limits["files"].startswith("read-only"), ex.limits["files"]
 

@@ -200,7 +200,7 @@ def test_json_output_is_strict_json_whatever_the_answer(scripted_cli, capsys, re
 def test_a_context_file_too_big_for_the_worker_gives_one_json_object(tmp_path):
     """Case x31_cli_big_context_file: ``rlm run --json --context big.txt`` with a 2.2 GB
     text file (sparse).  Claim: ``--json`` prints one JSON object; an error is one
-    readable line with the README's exit code (2 bad input, 1 failed run), never "could
+    readable line with the exit code of docs/cli.md (2 bad input, 1 failed run), never "could
     not start" for a worker that started."""
     big = tmp_path / "big.txt"
     with open(big, "wb") as f:
