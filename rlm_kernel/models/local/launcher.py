@@ -56,7 +56,9 @@ class ServerSettings:
 
 def server_command(model_path: Path, alias: str, port: int,
                    settings: ServerSettings | None = None) -> list[str]:
-    """The command that runs llama-cpp-python's server for the embedded model.
+    """The command that runs llama-cpp-python's server for the embedded model, through
+    :func:`rlm_kernel.models.local.serve.main` (which keeps a llama.cpp built with AMX
+    kernels from crashing); the options follow the program name ``llama_cpp.server``.
 
     Args:
         model_path: the GGUF weights file.
@@ -74,7 +76,7 @@ def server_command(model_path: Path, alias: str, port: int,
     """
     s = settings or ServerSettings()
     threads = s.threads or os.cpu_count() or 2
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
+    cmd = [sys.executable, "-c", _SERVE, "llama_cpp.server", "--model", str(model_path),
            "--model_alias", alias, "--host", "127.0.0.1", "--port", str(port),
            "--n_ctx", str(s.n_ctx), "--n_threads", str(threads),
            "--n_threads_batch", str(threads), "--verbose", str(s.verbose),
@@ -86,6 +88,11 @@ def server_command(model_path: Path, alias: str, port: int,
         cmd += ["--cache", "True", "--cache_type", "ram",
                 "--cache_size", str(s.prompt_cache_bytes)]
     return cmd
+
+
+# The server process: llama-cpp-python's server behind rlm-kernel's guard for llama.cpp
+# builds with AMX kernels (serve.py says why); the program name stays on the command line.
+_SERVE = "from rlm_kernel.models.local.serve import main; main()"
 
 
 # Run by the child's own interpreter, then replaced by the server (``execv`` keeps

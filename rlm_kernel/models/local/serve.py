@@ -1,0 +1,79 @@
+"""The embedded model's server process: llama-cpp-python's OpenAI-compatible server
+(``llama_cpp.server``), started with one guard for how llama.cpp was built.
+
+ggml built with ``-march=native`` on a CPU that reports AMX (Intel Xeon since Sapphire
+Rapids: ``amx_int8`` in ``/proc/cpuinfo``) places the weights in its AMX buffer type,
+whose matrix kernels crash the server (SIGSEGV in ``ggml_backend_amx_mul_mat``) on the
+first prompt longer than one token: seen with llama-cpp-python 0.3.36 on the Xeon
+machines this project is tested on.  ``make setup`` builds without those kernels (the
+Makefile's ``CMAKE_ARGS``), but ``pip install ".[local]"`` builds with them, so the
+README's install would give a server that dies on its first request.
+
+A build with them is recognised by llama.cpp's own system info (``AMX_INT8 = 1``), and
+its model is then loaded with ``use_extra_bufts = False`` (the model parameter behind
+llama.cpp's ``--no-repack``): no extra buffer type, so neither the AMX kernels nor the
+CPU's weight repacking are used.  llama-cpp-python's ``Llama`` does not take that
+parameter, so :func:`without_extra_buffer_types` sets it in the defaults every model
+starts from, in this server process only, before anything is loaded.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+__all__ = ["amx_built", "main", "without_extra_buffer_types"]
+
+log = logging.getLogger(__name__)
+
+PROGRAM = "llama_cpp.server"
+"""The server's program name, kept on its command line (``ps``; the discovery of a
+running server, :mod:`rlm_kernel.models.local.discovery`, looks for it)."""
+
+
+def amx_built(system_info: bytes | None = None) -> bool:
+    """True when the installed llama.cpp was compiled with its AMX kernels.
+
+    Args:
+        system_info: llama.cpp's system info line (``llama_print_system_info()``, e.g.
+            ``b"CPU : SSE3 = 1 | ... | AMX_INT8 = 1 | ..."``); read from llama.cpp when None.
+    """
+    if system_info is None:
+        import llama_cpp
+
+        system_info = llama_cpp.llama_print_system_info()
+    return b"AMX_INT8 = 1" in system_info
+
+
+def without_extra_buffer_types() -> None:
+    """Make every model this process loads start from ``use_extra_bufts = False``
+    (the module docstring says why).  Call before a model is loaded."""
+    from llama_cpp import llama_cpp as capi
+
+    defaults = capi.llama_model_default_params
+
+    def model_defaults():  # noqa: ANN202 - a ctypes structure, as the original returns
+        params = defaults()
+        params.use_extra_bufts = False
+        return params
+
+    capi.llama_model_default_params = model_defaults
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the server with ``argv`` (its options; default ``sys.argv[2:]``, after the
+    program name that :func:`~rlm_kernel.models.local.launcher.server_command` puts first).
+
+    Raises:
+        SystemExit: from the server's own option parser on a bad option.
+    """
+    args = sys.argv[2:] if argv is None else argv
+    if amx_built():
+        without_extra_buffer_types()
+        log.warning("rlm-kernel: llama.cpp was built with its AMX kernels, which crash on "
+                    "some CPUs; the model is loaded without extra buffer types (no AMX, no "
+                    "weight repacking). make setup builds without them.")
+    from llama_cpp.server.__main__ import main as serve
+
+    sys.argv = [PROGRAM, *args]  # the server's parser reads sys.argv
+    serve()
