@@ -16,6 +16,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
+def send_ok(handler: BaseHTTPRequestHandler, data: bytes, content_type: str) -> None:
+    """Answer ``handler``'s request with status 200 and ``data`` (bytes) as its body."""
+    handler.send_response(200)
+    handler.send_header("content-type", content_type)
+    handler.send_header("content-length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+def serve_http(handler_class: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    """Serve ``handler_class`` on a free 127.0.0.1 port from a daemon thread; the caller
+    stops it (``shutdown()`` then ``server_close()``)."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler_class)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
+
+
 @dataclass
 class FakeServer:
     """A running fake provider: its ``api_base`` (``.../v1``), the requests it has
@@ -71,15 +89,9 @@ def fake_server(reply: Callable[..., str], prompt_tokens: int = 5,
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                           "total_tokens": prompt_tokens + completion_tokens},
             }).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_ok(self, data, "application/json")
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    httpd = serve_http(Handler)
     server = FakeServer(f"http://127.0.0.1:{httpd.server_port}/v1", seen, httpd)
     try:
         yield server

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -18,6 +18,7 @@ import pytest
 from rlm_kernel.engine import RLM
 from rlm_kernel.models import trace_export, tracing
 from rlm_kernel.models.scripted import ScriptedModel
+from tests.fake_provider import send_ok, serve_http
 
 OTEL_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
                   "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
@@ -70,16 +71,10 @@ def receiver() -> Iterator[Receiver]:
                                 "service": resource.get("service.name"),
                                 "attributes": {a["key"]: next(iter(a["value"].values()))
                                                for a in attributes}})
-            data = ExportTraceServiceResponse().SerializeToString()
-            self.send_response(200)
-            self.send_header("content-type", "application/x-protobuf")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_ok(self, ExportTraceServiceResponse().SerializeToString(),
+                    "application/x-protobuf")
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    httpd = serve_http(Handler)
     got.url = f"http://127.0.0.1:{httpd.server_port}"
     try:
         yield got

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 __all__ = ["amx_built", "main", "without_extra_buffer_types"]
 
@@ -52,7 +53,7 @@ def without_extra_buffer_types() -> None:
 
     defaults = capi.llama_model_default_params
 
-    def model_defaults():  # noqa: ANN202 - a ctypes structure, as the original returns
+    def model_defaults() -> Any:  # llama.cpp's llama_model_params structure
         params = defaults()
         params.use_extra_bufts = False
         return params
