@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-import re
 import sys
 from dataclasses import dataclass
 
@@ -21,8 +20,10 @@ except ModuleNotFoundError:  # Python 3.10: the parser pip itself carries
     from pip._vendor import tomli as tomllib
 try:
     from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
 except ModuleNotFoundError:  # before the lock is installed: the copy pip carries
     from pip._vendor.packaging.requirements import Requirement
+    from pip._vendor.packaging.utils import canonicalize_name
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LOCK = ROOT / "requirements" / "dev.lock"
@@ -46,7 +47,7 @@ class LockEntry:
     @property
     def name(self) -> str:
         """The normalized project name (PEP 503: lower case, runs of ``-_.`` as ``-``)."""
-        return re.sub(r"[-_.]+", "-", self.requirement.name).lower()
+        return canonicalize_name(self.requirement.name)
 
 
 def read_lock(path: pathlib.Path) -> list[LockEntry]:
