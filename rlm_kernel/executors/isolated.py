@@ -94,7 +94,8 @@ from typing import Any
 
 from ..repl_types import REPLResult
 from ..termination import FinalOutput
-from .redaction import Redactor, secret_free_environ
+from .environment import model_code_environ
+from .redaction import Redactor
 from .sandbox import (
     PACKAGE_ROOT,
     Cgroups,
@@ -377,12 +378,14 @@ def _partial_suffix(data: bytes, marker: bytes) -> int:
     return 0
 
 
-def _child_env() -> dict[str, str]:
-    """The host's environment without secrets, with this package importable."""
-    env = secret_free_environ()
+def _child_env(passed: str | list[str] | None = None) -> dict[str, str]:
+    """The worker's environment: the allow-list of
+    :func:`~rlm_kernel.executors.environment.model_code_environ` (``PATH``, the locale,
+    the interpreter's ``PYTHON*``, ``HOME=/tmp``, and the variables named by ``passed``
+    or the host's ``RLM_PASS_ENV``), with this package first in ``PYTHONPATH``."""
+    env = model_code_environ(passed)
     path = env.get("PYTHONPATH")
     env["PYTHONPATH"] = PACKAGE_ROOT + (os.pathsep + path if path else "")
-    env.pop("PYTHONSTARTUP", None)
     return env
 
 

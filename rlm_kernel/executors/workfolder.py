@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..text import PRINT_LESS, HeadTail, middle_cut
-from .redaction import secret_free_environ
+from .environment import model_code_environ
 
 __all__ = ["WorkFolder", "CommandResult", "run_command", "signal_name", "PORTABLE",
            "DEFAULT_TIMEOUT", "DEFAULT_BASH_TIMEOUT", "DEFAULT_OUTPUT_CHARS", "HELPER_NAMES"]
@@ -159,7 +159,7 @@ def run_command(argv: list[str], *, cwd: str, timeout: float, max_chars: int,
     start = time.monotonic()
     proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True,
-                            env=secret_free_environ(), close_fds=True)
+                            env=model_code_environ(), close_fds=True)
     assert proc.stdout is not None
     out = proc.stdout.fileno()
     os.set_blocking(out, False)

@@ -10,7 +10,6 @@ from rlm_kernel.executors.redaction import (
     SECRET_NAME,
     Redactor,
     redact_output,
-    secret_free_environ,
 )
 
 KEY = "sk-0123456789abcdef"
@@ -88,14 +87,3 @@ def test_an_output_is_redacted_in_text_evalue_traceback_and_data():
 def test_an_output_with_no_secrets_to_hide_is_returned_as_it_is():
     output = {"output_type": "stream", "name": "stdout", "text": KEY}
     assert redact_output(output, Redactor({})) is output
-
-
-def test_processes_for_model_code_get_the_environment_without_secrets(monkeypatch):
-    """The one secret-free environment of the isolated worker and of a working folder's
-    commands: every secret name left out whatever its value's length, the rest kept."""
-    monkeypatch.setenv("RLM_TEST_API_KEY", KEY)
-    monkeypatch.setenv("RLM_TEST_TOKEN", "1")
-    monkeypatch.setenv("RLM_TEST_PLAIN", "kept")
-    env = secret_free_environ()
-    assert "RLM_TEST_API_KEY" not in env and "RLM_TEST_TOKEN" not in env
-    assert env["RLM_TEST_PLAIN"] == "kept"

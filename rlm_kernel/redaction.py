@@ -1,0 +1,316 @@
+"""Secret values, and their redaction from everything that leaves the process.
+
+**Which values are secret.**  This module keeps one registry per process, ``{value:
+name}``, that only grows: a secret once seen stays secret, so model code that pops
+``OPENAI_API_KEY`` out of ``os.environ`` in one step cannot print it in the next.  It
+holds:
+
+* the value of every environment variable whose name matches :data:`SECRET_NAME`
+  (``OPENAI_API_KEY``, ``HF_TOKEN``, ``AWS_SECRET_ACCESS_KEY``, ``DB_PASSWORD`` ...),
+  read when this module is imported and again whenever a :class:`Redactor` is made
+  (:func:`remember_environment`);
+* the values settings hand over (:func:`remember_settings`): a model fleet's keys
+  (``rlm_kernel.models.router``: a literal ``api_key`` in ``litellm_params``, or
+  ``os.environ/NAME`` whatever ``NAME`` is called, e.g. ``os.environ/LLM_CREDS``), and
+  the ``api_key`` (and credential-like ``extra`` arguments) of a model client
+  (``rlm_kernel.models.litellm_client``), whichever settings surface they came from;
+* any value given to :func:`remember_secret`.
+
+Values shorter than :data:`MIN_SECRET_CHARS` are never secret (``1``, ``true`` or
+``local`` would redact half of any output).
+
+**Redaction.**  A :class:`Redactor` replaces every secret value in a text by
+``[redacted NAME]``; :func:`redact_data` does it for every text inside plain data (dicts,
+lists, tuples) and inside this package's dataclasses (a run's result, its events, its
+call records), so a new field of those is redacted without anyone naming it.  Where the
+process's text leaves it (a run's result and events, ``summary()``, the command line's
+output, the exported notebook and rlm log, the batch results file, the OpenTelemetry
+spans), the boundary redacts it: docs/security.md lists them.
+
+The pattern is built with ``re.escape`` and ``re.compile`` taken when the module is
+imported: model code rebinding ``re.escape`` does not switch redaction off.  This module
+imports only the standard library (every layer uses it, the isolated worker too).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["CREDENTIAL_KEY", "ENV_PREFIX", "MIN_SECRET_CHARS", "RAW_VALUE_FIELDS", "Redactor",
+           "SECRET_NAME", "known_secrets", "redact_data", "redact_text", "remember_environment",
+           "remember_secret", "remember_settings"]
+
+SECRET_NAME = re.compile(
+    r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)", re.IGNORECASE)
+"""Names of environment variables whose values are secret (``OPENAI_API_KEY``,
+``GITHUB_TOKEN``, ``AWS_SECRET_ACCESS_KEY``, ``DB_PASSWORD`` ...)."""
+CREDENTIAL_KEY = re.compile(
+    r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|AUTHORIZATION)(_|$)",
+    re.IGNORECASE)
+"""Keys of settings whose values are secret: :data:`SECRET_NAME`'s words and
+``authorization`` (litellm's ``api_key``, ``aws_secret_access_key``,
+``aws_session_token``, ``azure_ad_token``, ``vertex_credentials``, ``client_secret``, a
+header named ``Authorization``, ``redis_password`` of ``router_settings`` ...)."""
+MIN_SECRET_CHARS = 8
+"""The shortest value that is ever secret (characters)."""
+ENV_PREFIX = "os.environ/"
+"""How the litellm proxy's config (and a fleet file) names an environment variable's
+value: ``os.environ/NAME``."""
+RAW_VALUE_FIELDS = frozenset({"answer_value"})
+"""Dataclass fields :func:`redact_data` leaves alone: the Python value model code handed
+to ``FINAL`` is the user's data, not text (its text, ``answer``, is redacted, and so is
+its JSON form wherever it is written)."""
+
+_escape, _compile = re.escape, re.compile  # the functions as imported, not as rebound later
+_seen: dict[str, str] = {}  # secret value -> name, every one seen by this process
+_seen_lock = threading.Lock()
+
+
+def _secrets(env: Mapping[str, str]) -> dict[str, str]:
+    """``{value: name}`` of the secret variables of ``env``."""
+    return {value: name for name, value in list(env.items())
+            if SECRET_NAME.search(name) and isinstance(value, str)
+            and len(value) >= MIN_SECRET_CHARS}
+
+
+def remember_secret(value: Any, name: str) -> bool:
+    """Add ``value`` to the process's secrets, shown as ``[redacted name]``.
+
+    Args:
+        value: the secret; anything but a ``str`` of at least :data:`MIN_SECRET_CHARS`
+            characters is ignored.
+        name: what the redacted text calls it (a variable's name, a setting's key).
+
+    Returns:
+        True when ``value`` is (now) a secret.
+    """
+    if type(value) is not str or len(value) < MIN_SECRET_CHARS:
+        return False
+    with _seen_lock:
+        _seen.setdefault(value, name)
+    return True
+
+
+def remember_settings(settings: Any, environ: Mapping[str, str] | None = None) -> int:
+    """Remember the secrets a setting holds: every text under a credential-like key
+    (:data:`CREDENTIAL_KEY`), in mappings and lists at any depth.  A value
+    ``os.environ/NAME`` stands for the variable ``NAME``'s value, whatever ``NAME`` is
+    called (``os.environ/LLM_CREDS``).
+
+    Args:
+        settings: a mapping or list (a fleet's ``model_list`` and ``router_settings``,
+            a client's arguments); other values are ignored.
+        environ: where ``os.environ/NAME`` is read (default ``os.environ``).
+
+    Returns:
+        How many values were remembered (short ones are not secrets).
+    """
+    env = os.environ if environ is None else environ
+    count, stack, seen = 0, [(None, settings)], set()
+    while stack:
+        key, value = stack.pop()
+        if type(value) is str:
+            if key is None or not CREDENTIAL_KEY.search(key):
+                continue
+            if value.startswith(ENV_PREFIX):
+                name = value[len(ENV_PREFIX):]
+                count += remember_secret(env.get(name), name)
+            else:
+                count += remember_secret(value, key)
+        elif isinstance(value, (Mapping, list, tuple)) and id(value) not in seen:
+            seen.add(id(value))
+            items = value.items() if isinstance(value, Mapping) else ((key, v) for v in value)
+            stack.extend((str(k) if k is not None else None, v) for k, v in items)
+    return count
+
+
+def remember_environment() -> dict[str, str]:
+    """Add the secrets of ``os.environ`` now to those seen before; return all of them
+    (``{value: name}``)."""
+    found = _secrets(os.environ)
+    with _seen_lock:
+        for value, name in found.items():
+            _seen.setdefault(value, name)
+        return dict(_seen)
+
+
+def known_secrets() -> dict[str, str]:
+    """Every secret of the process (``{value: name}``): :func:`remember_environment`."""
+    return remember_environment()
+
+
+class Redactor:
+    """Replaces secret values in text.
+
+    Args:
+        environ: None (the default): every secret the process knows
+            (:func:`known_secrets`, read when the redactor is made); a mapping: only
+            the secret-named variables of that mapping (tests, a given environment).
+
+    Attributes:
+        longest: characters of the longest secret value (0 when there is none).
+    """
+
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        secrets = known_secrets() if environ is None else _secrets(environ)
+        self._names = secrets
+        self.longest = max(map(len, secrets), default=0)
+        self._pattern = _compile("|".join(
+            _escape(v) for v in sorted(secrets, key=len, reverse=True))) if secrets else None
+
+    def __bool__(self) -> bool:
+        return self._pattern is not None
+
+    def outside_secrets(self, text: str, at: int, *, later: bool = True) -> int:
+        """A place to cut ``text`` near ``at`` that splits no secret value: ``at``
+        itself, or the end (``later``) or start of the secret value that spans it.  Each
+        side of such a cut is then redacted whole.
+
+        Args:
+            text: the text to cut.
+            at: the wanted cut (an index of ``text``).
+            later: move a cut inside a secret to its end (True) or its start (False).
+        """
+        if self._pattern is None:
+            return at
+        for match in self._pattern.finditer(text):
+            if match.start() >= at:
+                break
+            if at < match.end():
+                return match.end() if later else match.start()
+        return at
+
+    def partial_at_end(self, text: str) -> int:
+        """Characters at the end of ``text`` that begin a secret value without finishing
+        it (0 when none do): a stream forwarding text in chunks holds them back until
+        the next chunk shows whether the secret follows, so no chunk carries part of one.
+        """
+        best = 0
+        for value in self._names:
+            for size in range(min(len(value) - 1, len(text)), best, -1):
+                if text.endswith(value[:size]):
+                    best = size
+                    break
+        return best
+
+    def __call__(self, text: str) -> str:
+        """``text`` with every secret value replaced by ``[redacted NAME]``."""
+        if self._pattern is None or not text:
+            return text
+        return self._pattern.sub(lambda m: f"[redacted {self._names[m.group(0)]}]", text)
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every secret the process knows replaced (a new :class:`Redactor`)."""
+    return Redactor()(text) if text else text
+
+
+def _ours(value: Any) -> bool:
+    """A dataclass instance of this package (a result, an event, a call record)."""
+    return dataclasses.is_dataclass(value) and not isinstance(value, type) \
+        and type(value).__module__.startswith("rlm_kernel.")
+
+
+def _parts(node: Any) -> list[Any] | None:
+    """The parts of a container :func:`redact_data` walks into, or None for a leaf."""
+    kind = type(node)
+    if kind is list or kind is tuple:
+        return list(node)
+    if kind is dict:
+        return [part for pair in node.items() for part in pair]
+    if _ours(node):
+        return [getattr(node, f.name) for f in dataclasses.fields(node)
+                if f.name not in RAW_VALUE_FIELDS]
+    return None
+
+
+def _rebuilt(node: Any, parts: list[Any]) -> Any:
+    """``node`` with its parts replaced (a new list, tuple or dict; a dataclass of this
+    package changed in place, or copied when it is frozen)."""
+    kind = type(node)
+    if kind is list:
+        return parts
+    if kind is tuple:
+        return tuple(parts)
+    if kind is dict:
+        return dict(zip(parts[0::2], parts[1::2], strict=True))
+    names = [f.name for f in dataclasses.fields(node) if f.name not in RAW_VALUE_FIELDS]
+    changed = {n: p for n, p in zip(names, parts, strict=True) if p is not getattr(node, n)}
+    params = getattr(type(node), "__dataclass_params__", None)
+    if params is not None and params.frozen:
+        init = {f.name for f in dataclasses.fields(node) if f.init}
+        copy = dataclasses.replace(node, **{n: p for n, p in changed.items() if n in init})
+        for name, part in changed.items():
+            if name not in init:
+                object.__setattr__(copy, name, part)
+        return copy
+    for name, part in changed.items():
+        setattr(node, name, part)
+    return node
+
+
+def redact_data(value: Any, redact: Redactor | None = None) -> Any:
+    """``value`` with every secret replaced in every text it holds.
+
+    Walks ``str``, ``list``, ``tuple`` and ``dict`` (exactly those types: a subclass
+    from model code is left as it is, its methods never run on the host; dict keys
+    too) and this package's dataclasses (results, events, call records; their
+    :data:`RAW_VALUE_FIELDS` are left alone), at any depth, without recursion, and
+    once per object on the path (a list that holds itself is not walked again).
+
+    Args:
+        value: the data.
+        redact: the redactor (default: a new :class:`Redactor` of every known secret).
+
+    Returns:
+        ``value`` itself when nothing in it changed; else a copy in which each changed
+        list, tuple and dict is new and each changed dataclass of this package is
+        changed in place (a frozen one is copied).
+    """
+    redact = Redactor() if redact is None else redact
+    if not redact:
+        return value
+    if type(value) is str:
+        return redact(value)
+    parts = _parts(value)
+    if parts is None:
+        return value
+    # frames: [node, its parts, next index, whether a part changed]
+    stack: list[list[Any]] = [[value, parts, 0, False]]
+    active = {id(value)}
+    done: Any = value
+    while stack:
+        frame = stack[-1]
+        node, items, index, _ = frame
+        if index == len(items):
+            stack.pop()
+            active.discard(id(node))
+            done = _rebuilt(node, items) if frame[3] else node
+            if stack:
+                parent = stack[-1]
+                if done is not parent[1][parent[2]]:
+                    parent[1][parent[2]], parent[3] = done, True
+                parent[2] += 1
+            continue
+        item = items[index]
+        if type(item) is str:
+            new = redact(item)
+            if new != item:
+                items[index], frame[3] = new, True
+            frame[2] += 1
+            continue
+        inner = _parts(item) if id(item) not in active else None
+        if inner is None:
+            frame[2] += 1
+            continue
+        active.add(id(item))
+        stack.append([item, inner, 0, False])
+    return done
+
+
+remember_environment()  # the secrets the process started with
