@@ -16,7 +16,7 @@ from typing import Any
 
 from ..engine import RLMConfig, RLMResult
 from .progress import BatchProgress
-from .results import ResultsFile, result_line
+from .results import ResultsFile, result_line, same_file
 from .tasks import TaskRow
 from .worker import TaskOutcome, run_row
 
@@ -24,7 +24,11 @@ __all__ = ["BatchReport", "batch_token", "notebook_path", "run_batch", "task_key
 
 log = logging.getLogger(__name__)
 
-_UNSAFE = re.compile(r"[^\w.-]")
+_PLAIN_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,99}\Z")
+_NOT_PLAIN = re.compile(r"[^a-z0-9._-]+")
+_DEVICE_NAMES = frozenset({"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)),
+                           *(f"lpt{i}" for i in range(10))})
+"""Names Windows keeps for devices, whatever their extension (``nul.ipynb``)."""
 
 
 @dataclass
@@ -68,16 +72,41 @@ def batch_token(out: ResultsFile) -> str:
 
 
 def notebook_path(folder: str | Path, task_id: str) -> Path:
-    """``folder/<id>.ipynb``, characters other than letters, digits, ``.``, ``-``, ``_``
-    of the id replaced by ``_``."""
-    return Path(folder) / (_UNSAFE.sub("_", task_id) + ".ipynb")
+    """Where ``--export`` writes a task's notebook: ``folder/<name>.ipynb``.
+
+    The name is the id itself when the id is plain: ASCII lower-case letters, digits,
+    ``.``, ``-``, ``_``, at most 100 characters, starting with a letter or a digit,
+    and not a Windows device name (``con``, ``nul`` ...).  Any other id is named
+    ``<slug>~<16 hex digits>``: the slug its lower-cased text with other characters
+    as ``_`` (at most 60), the digits the start of the SHA-256 of the id's UTF-8.
+    So ids that differ never share a notebook, even on a file system that ignores
+    case or cannot hold some characters: a plain name never holds ``~`` and is its
+    id; two other names differ by their ids' hashes (two ids sharing 64 bits of
+    SHA-256 has never been seen).
+
+    Args:
+        folder: the export folder.
+        task_id: the task's id (any text).
+
+    Returns:
+        The notebook's path (``folder`` joined with an ASCII file name of at most
+        106 characters).
+    """
+    if _PLAIN_ID.match(task_id) and task_id.split(".")[0] not in _DEVICE_NAMES:
+        return Path(folder) / f"{task_id}.ipynb"
+    slug = _NOT_PLAIN.sub("_", task_id.lower())[:60].strip("._-") or "task"
+    digest = hashlib.sha256(task_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return Path(folder) / f"{slug}~{digest}.ipynb"
 
 
-def _export(result: RLMResult, row: TaskRow, folder: str | Path) -> str | None:
+def _export(result: RLMResult, row: TaskRow, folder: str | Path,
+            out: ResultsFile) -> str | None:
     """Write one task's trajectory as a notebook; an error message, or None."""
     from ..export import cli_setup_cells, export_run
 
     path = notebook_path(folder, row.id)
+    if any(same_file(path, Path(kept)) for kept in (out.path, *out.inputs)):
+        return f"task {row.id}: not written: {path} is a file the batch reads or writes"
     if row.context is None:
         setup: list[str] = []
     elif "://" in row.context:
@@ -173,7 +202,7 @@ def run_batch(tasks: list[TaskRow], client: Any, config: RLMConfig, out: Results
         if progress is not None:
             progress.finished(answered=answered, cost_usd=result.cost_usd)
         if export_dir is not None:
-            error = _export(result, row, export_dir)
+            error = _export(result, row, export_dir, out)
             if error:
                 report.export_errors.append(error)
     report.not_run = len(todo) - report.answered - report.failed

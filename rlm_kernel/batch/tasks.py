@@ -118,7 +118,8 @@ def read_tasks(path: str | os.PathLike[str]) -> list[TaskRow]:
     base = path.resolve().parent
     rows: list[TaskRow] = []
     seen: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
+    # "\n" only: a JSON string may hold U+2028 and the like, which splitlines() splits
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         where = f"{path}, line {number}"

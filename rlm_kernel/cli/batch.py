@@ -4,7 +4,8 @@
               [--export DIR] [--max-cost USD] [setting flags of rlm run]
 
 Exit codes: 0 every task answered, 1 some failed (or were not run: ``--max-cost``),
-2 bad input (the tasks file, a flag, the cluster address).
+2 bad input (the tasks file, a flag, the cluster address, an ``--out`` that is the tasks
+file or an existing file that is not a results file: nothing is written then).
 """
 
 from __future__ import annotations
@@ -43,13 +44,18 @@ def add_batch_parser(sub: Any) -> argparse.ArgumentParser:
         "and a re-run skips the ids already there.")
     batch.add_argument("tasks", metavar="TASKS.jsonl", help="the tasks file")
     batch.add_argument("--out", required=True, metavar="RESULTS.jsonl",
-                       help="the results file (appended to; ids already in it are skipped)")
+                       help="the results file (appended to; ids already in it are "
+                       "skipped); a file that exists must be a results file (never the "
+                       "tasks file)")
     batch.add_argument("--cluster", default="local", metavar="SPEC",
                        help="local (one worker process per CPU), local:N (N worker "
                        "processes) or a Dask scheduler address (tcp://host:8786); "
                        "default: local")
     batch.add_argument("--export", metavar="DIR",
-                       help="write each task's trajectory as DIR/<id>.ipynb")
+                       help="write each task's trajectory as DIR/<id>.ipynb (an id other "
+                       "than lower-case letters, digits, '.', '-', '_': "
+                       "DIR/<id's letters>~<16 hex digits of its SHA-256>.ipynb, so no two "
+                       "ids share a notebook)")
     add_setting_options(batch)  # --model, --max-iterations ... as rlm run has them
     batch.add_argument("--max-cost", type=_usd, metavar="USD", dest="batch_max_cost",
                        help="the whole batch's budget: once the finished tasks cost this "
@@ -91,7 +97,7 @@ def batch_command(args: argparse.Namespace) -> int:
         config = RLMConfig().replace(**config_overrides(args))
         model, sub_model = config.models()  # $RLM_MODEL read here, not on each worker
         config = config.replace(model=model, sub_model=sub_model)
-        out = ResultsFile(args.out)
+        out = ResultsFile(args.out, inputs=(args.tasks,))
     except (TaskFileError, ClusterSpecError, ValueError, TypeError) as exc:
         _err(str(exc))
         return 2
@@ -158,7 +164,8 @@ def _summary(report: Any, args: argparse.Namespace) -> int:
              f"no new task was started; {report.not_run} not run (re-run the same command "
              "to do them)")
     if args.export:
-        print(f"Notebooks: {args.export}/<id>.ipynb", file=sys.stderr)
+        print(f"Notebooks: {args.export}/<id>.ipynb (other ids than lower-case letters, "
+              "digits, . - _: <id>~<hash>.ipynb)", file=sys.stderr)
     for error in report.export_errors:
         _err(error)
     return 0 if report.failed == 0 and report.not_run == 0 and not report.export_errors \

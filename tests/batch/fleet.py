@@ -77,8 +77,9 @@ def write_tasks(folder: Path, contexts: dict[str, str], **extra: Any) -> Path:
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
-    """The result lines of a results file."""
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The result lines of a results file (split at "\n" only, as JSON Lines are: an
+    answer may hold U+2028, which ``splitlines`` splits)."""
+    return [json.loads(line) for line in path.read_text().split("\n") if line.strip()]
 
 
 def worker_pids(client: Any) -> dict[str, int]:

@@ -11,7 +11,9 @@ import sys
 import nbformat
 import pytest
 
+from rlm_kernel.batch import result_line
 from rlm_kernel.cli import main
+from rlm_kernel.engine import RLMResult
 from tests.batch.fleet import CLI_SETTINGS, batch, read_lines, write_tasks
 
 
@@ -42,7 +44,8 @@ def test_a_resumed_batch_runs_only_what_was_missing(client, provider, tmp_path, 
     texts = {"a": "0:alpha", "b": "0:beta", "c": "0:gamma", "d": "0:delta"}
     tasks = write_tasks(tmp_path, texts)
     out = tmp_path / "results.jsonl"
-    before = [{"id": "a", "answer": "FROM BEFORE"}, {"id": "c", "answer": "FROM BEFORE"}]
+    before = [result_line(task_id, RLMResult(question="q", answer="FROM BEFORE",
+                                             stopped_by="final"), None) for task_id in "ac"]
     out.write_text("".join(json.dumps(line) + "\n" for line in before))
     requests = len(provider)
     assert batch(client, tasks, out) == 0

@@ -47,9 +47,15 @@ def test_the_results_file_never_holds_two_lines_for_one_id(tmp_path):
     assert [(x["id"], x["answer"], x["worker"]) for x in lines] == [("a", "42", "tcp://w:1")]
 
 
+def _line(task_id: str, answer: str) -> str:
+    """A result line's text, as the results file writes it (no newline)."""
+    result = RLMResult(question="q", answer=answer, stopped_by="final")
+    return json.dumps(result_line(task_id, result, None))
+
+
 def test_a_line_cut_by_a_killed_batch_is_removed_and_its_task_run_again(tmp_path):
     path = tmp_path / "results.jsonl"
-    path.write_text('{"id": "a", "answer": "1"}\n{"id": "b", "ans')  # killed mid-write
+    path.write_text(_line("a", "1") + "\n" + _line("b", "2")[:20])  # killed mid-write
     with ResultsFile(path) as out:
         assert out.done == {"a"}  # b runs again
         out.write(result_line("b", RLMResult(question="q", answer="2", stopped_by="final"),
