@@ -16,6 +16,7 @@ import threading
 import time
 from typing import Any
 
+from ..redaction import Redactor, remember_settings
 from .base import LanguageModel, LLMError, Message
 from .usage import Completion, LLMCall, UsageLedger
 
@@ -63,8 +64,9 @@ def import_litellm() -> Any:
 
 def _exception_line(exc: BaseException, limit: int = 300) -> str:
     """``str(exc)`` on one line, at most ``limit`` characters, without litellm's
-    module prefix, its repeated class name ("X: X: ...") or its provider-list URL."""
-    text = " ".join(str(exc).split())
+    module prefix, its repeated class name ("X: X: ...") or its provider-list URL;
+    secrets redacted before the cut (a cut inside a key would leave its start)."""
+    text = Redactor()(" ".join(str(exc).split()))
     for junk in ("litellm.", "Provider List: https://docs.litellm.ai/docs/providers"):
         text = text.replace(junk, "")
     head, sep, rest = text.partition(": ")
@@ -79,7 +81,9 @@ class LiteLLMClient:
     Args:
         model: litellm model string, e.g. ``"openai/gpt-4.1-mini"``.
         api_base: optional server URL (OpenAI-compatible servers, the local model).
-        api_key: optional key; otherwise litellm reads the provider's variable.
+        api_key: optional key; otherwise litellm reads the provider's variable.  It
+            becomes one of the process's secrets (:mod:`rlm_kernel.redaction`), as do
+            the credential-like keys of ``extra``: redacted wherever text leaves a run.
         temperature: sampling temperature (0 for reproducible runs).
         num_retries: retries on transient errors (rate limit, timeout, 5xx,
             connection); litellm applies exponential backoff between them.
@@ -115,6 +119,7 @@ class LiteLLMClient:
         self.max_tokens = max_tokens
         self.priced = priced
         self.extra = dict(extra or {})
+        remember_settings({"api_key": api_key, **self.extra})
         self.depth = 0
         self.ledger: UsageLedger | None = None
         self._context_window: int | None | bool = False  # False: not looked up yet
@@ -299,7 +304,9 @@ def _http_status(chain: list[BaseException]) -> int | None:
 
 def _describe(exc: BaseException, api_base: str | None = None,
               timeout: float | None = None) -> str:
-    """Turn a litellm exception into one line naming its real cause.
+    """Turn a litellm exception into one line naming its real cause, every secret the
+    process knows redacted (a provider's error often quotes the key it was sent:
+    :mod:`rlm_kernel.redaction`).
 
     litellm files a refused connection under ``InternalServerError`` and, without
     ``tenacity``, hides any error behind "tenacity import failed"; so this walks the
@@ -311,6 +318,11 @@ def _describe(exc: BaseException, api_base: str | None = None,
         api_base: the server URL the request went to, if one was set (for the message).
         timeout: the request timeout in seconds (for the message).
     """
+    return Redactor()(_cause(exc, api_base, timeout))
+
+
+def _cause(exc: BaseException, api_base: str | None, timeout: float | None) -> str:
+    """:func:`_describe`'s line, before redaction."""
     chain = _chain(exc)
     names = set().union(*(_names(e) for e in chain))
     detail = _exception_line(chain[0], 200)

@@ -6,7 +6,11 @@ A fleet is what the litellm proxy's config file holds: a ``model_list`` of deplo
 name) and optional ``router_settings`` (``routing_strategy``, ``num_retries``,
 ``allowed_fails``, ``cooldown_time``, ``fallbacks`` ...), given as a YAML/JSON file or as
 the parsed dict.  ``os.environ/VAR`` values are read from the environment by the Router,
-as the proxy reads them.
+as the proxy reads them.  A fleet's keys (a literal ``api_key``, or the value of the
+variable ``os.environ/NAME`` names, whatever ``NAME`` is called; every credential-like key
+of ``litellm_params`` and ``router_settings``) become secrets of the process when the
+fleet is loaded (:func:`rlm_kernel.redaction.remember_settings`): redacted wherever
+text leaves a run, like the environment's keys.
 
 The Router does the work: it spreads calls over a model_name's deployments by its
 routing strategy, keeps each within its ``rpm``/``tpm``, retries and fails over
@@ -31,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..redaction import ENV_PREFIX, redact_text, remember_settings
 from .base import LLMError, Message
 from .litellm_client import LiteLLMClient, _describe, import_litellm
 from .usage import Completion, LLMCall
@@ -39,7 +44,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Fleet", "RouterClient", "fleet_yaml", "get_router", "load_fleet"]
 
-_ENV_PREFIX = "os.environ/"
+_ENV_PREFIX = ENV_PREFIX
 _routers: dict[str, Any] = {}
 _routers_lock = threading.Lock()
 
@@ -54,8 +59,8 @@ class Fleet:
         source: where it came from (the file's path, or ``"<dict>"``), for messages.
     """
 
-    model_list: list[dict[str, Any]]
-    router_settings: dict[str, Any] = field(default_factory=dict)
+    model_list: list[dict[str, Any]] = field(repr=False)  # it may hold keys
+    router_settings: dict[str, Any] = field(default_factory=dict, repr=False)
     source: str = "<dict>"
 
     @property
@@ -102,6 +107,8 @@ def load_fleet(source: Any) -> Fleet:
             ``model_name`` and ``litellm_params.model``), ``router_settings`` is not a
             mapping, or an ``os.environ/VAR`` value names a variable that is not set.
             One line, naming the file and the deployment.
+
+    The fleet's keys become secrets of the process (see the module docstring).
     """
     if isinstance(source, Fleet):
         return source
@@ -160,7 +167,9 @@ def _checked(data: dict[str, Any], source: str) -> Fleet:
     settings = data.get("router_settings") or {}
     if not isinstance(settings, Mapping):
         raise LLMError(f"router: {source}: router_settings must be a mapping")
-    return Fleet([_plain(d) for d in models], _plain(settings), source)
+    fleet = Fleet([_plain(d) for d in models], _plain(settings), source)
+    remember_settings([fleet.model_list, fleet.router_settings])
+    return fleet
 
 
 def _plain(value: Any) -> Any:
@@ -194,9 +203,9 @@ def get_router(fleet: Fleet) -> Any:
             try:
                 router = litellm.Router(model_list=_plain(fleet.model_list), **settings)
             except Exception as exc:  # TypeError for an unknown setting, litellm's own
+                detail = redact_text(" ".join(str(exc).split()))[:300]
                 raise LLMError(f"router: {fleet.source}: litellm refused the fleet: "
-                               f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-                               ) from exc
+                               f"{type(exc).__name__}: {detail}") from exc
             finally:
                 # With no cache set, Router(cache_responses=True) installs one that
                 # answers every call (root turns too); the calls read litellm.cache

@@ -10,7 +10,9 @@ provider of ``c.RLM.callbacks = "otel"``.  The rule:
 - else, when ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_ENDPOINT`` is
   set, one SDK ``TracerProvider`` of this process (made once, not installed as the global
   one, so a provider the user sets later still wins) sends the spans through a
-  ``BatchSpanProcessor`` and OpenTelemetry's own OTLP exporter, which reads the other
+  ``BatchSpanProcessor`` and OpenTelemetry's own OTLP exporter (behind
+  :class:`~rlm_kernel.models.redacted_spans.RedactingSpanExporter`: every span it sends,
+  any library's, has its secrets redacted), which reads the other
   variables itself (``..._HEADERS``, ``..._TIMEOUT``, ``..._COMPRESSION``,
   ``..._CERTIFICATE``); its resource reads ``OTEL_SERVICE_NAME`` and
   ``OTEL_RESOURCE_ATTRIBUTES`` (service name ``rlm-kernel`` when neither names one);
@@ -110,13 +112,15 @@ def _exporting_provider() -> Any:
         raise ImportError(
             f"{_endpoint_variable()} is set: sending spans needs the OpenTelemetry SDK "
             "(install the 'otel' extra: pip install \".[otel]\" in the checkout)") from exc
+    from .redacted_spans import RedactingSpanExporter
+
     exporter = _exporter()
     # Resource.create reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES; they win.
     resource = Resource.create()
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE}))
     provider = TracerProvider(resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(exporter))
+    provider.add_span_processor(BatchSpanProcessor(RedactingSpanExporter(exporter)))
     log.info("spans of runs go to the OTLP endpoint in %s", _endpoint_variable())
     return provider
 

@@ -6,6 +6,11 @@ Off unless a run's ``callbacks`` setting names ``otel`` (``c.RLM.callbacks = "ot
 other names in it (``"langfuse"``, ...) turn on litellm's own callbacks of that name.
 When off, the span helpers cost one boolean test and opentelemetry is never imported.
 
+Spans leave the machine, so they carry no secret (:mod:`rlm_kernel.redaction`): every
+span opened here redacts whatever is set on it, attributes (``rlm.question`` ...),
+events (an escaping exception's message and stacktrace) and status
+(:mod:`rlm_kernel.models.redacted_spans`).
+
 Span names are ``"{gen_ai.operation.name} {target}"``: ``invoke_agent rlm``,
 ``execute_tool repl``, ``chat {model}``.  Each span's attributes are listed, for users,
 in docs/tracing.md ("What you see"); the functions below say which they set.
@@ -42,6 +47,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from ..redaction import Redactor
 from .base import ClientWrapper, Message
 from .usage import Completion
 
@@ -101,18 +107,31 @@ def disable() -> None:
 @contextlib.contextmanager
 def span(operation: str, name: str, attributes: dict[str, Any] | None = None) -> Iterator[Any]:
     """A span ``"{operation} {name}"`` with ``gen_ai.operation.name = operation``, child of
-    the current one; yields it (None when tracing is off).  An exception escaping the
-    block marks the span as an error and goes on."""
+    the current one and the current span inside the block; yields it (None when tracing
+    is off).  Every text set on it is redacted, by whoever sets it
+    (:class:`~rlm_kernel.models.redacted_spans.RedactingSpan`).  An exception escaping
+    the block is recorded as the ``exception`` event (message and stacktrace redacted),
+    marks the span as an error (its description redacted) and goes on."""
     if not _state["on"]:
         yield None
         return
     attrs = {"gen_ai.operation.name": operation, **(attributes or {})}
-    from opentelemetry.trace import SpanKind  # imported once tracing is on
+    # imported once tracing is on
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    from .redacted_spans import start_redacting_span, use_redacting_span
 
     kind = SpanKind.CLIENT if operation == "chat" else SpanKind.INTERNAL
-    with _state["tracer"].start_as_current_span(f"{operation} {name}".strip(), kind=kind,
-                                                attributes=_clean(attrs)) as current:
-        yield current
+    current = start_redacting_span(_state["tracer"], f"{operation} {name}".strip(), kind,
+                                   _clean(attrs))
+    with use_redacting_span(current):
+        try:
+            yield current
+        except Exception as exc:  # as OpenTelemetry's use_span would, redacted
+            if current.is_recording():
+                current.record_exception(exc, escaped=True)
+                current.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+            raise
 
 
 def run_span(question: str, model: str, depth: int = 0) -> contextlib.AbstractContextManager[Any]:
@@ -122,7 +141,8 @@ def run_span(question: str, model: str, depth: int = 0) -> contextlib.AbstractCo
     and calls' spans opened inside it become its children.
 
     Args:
-        question: the run's task; its first ``QUESTION_CHARS`` (500) characters are kept.
+        question: the run's task; its first ``QUESTION_CHARS`` (500) characters are
+            kept, redacted.
         model: the root model's litellm string.
         depth: recursion depth of the run (0 = top level, n = an ``rlm_query`` child).
 
@@ -136,7 +156,7 @@ def run_span(question: str, model: str, depth: int = 0) -> contextlib.AbstractCo
     """
     return _flushed_after(span("invoke_agent", "rlm", {"gen_ai.agent.name": "rlm",
                                                        "gen_ai.request.model": model,
-                                                       "rlm.question": question[:QUESTION_CHARS],
+                                                       "rlm.question": _head(question),
                                                        "rlm.depth": depth}), depth)
 
 
@@ -232,6 +252,12 @@ def usage_attributes(call: Any) -> dict[str, Any]:
     return {"gen_ai.usage.input_tokens": int(getattr(call, "prompt_tokens", 0) or 0),
             "gen_ai.usage.output_tokens": int(getattr(call, "completion_tokens", 0) or 0),
             "rlm.cost_usd": float(getattr(call, "cost_usd", 0.0) or 0.0)}
+
+
+def _head(text: str) -> str:
+    """The first ``QUESTION_CHARS`` characters of ``text``, redacted before the cut (a
+    cut inside a secret would leave its start)."""
+    return Redactor()(text)[:QUESTION_CHARS]
 
 
 def _clean(attrs: dict[str, Any]) -> dict[str, Any]:
