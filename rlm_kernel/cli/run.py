@@ -34,6 +34,7 @@ from ..engine import (
     vote_line,
 )
 from ..executors import WorkerError, filter_streams
+from ..redaction import redact_data, redact_text
 
 __all__ = ["main", "build_parser", "json_text"]
 
@@ -80,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _err(message: str) -> None:
-    print(f"rlm: error: {message}", file=sys.stderr)
+    """``message`` on stderr as ``rlm: error: ...``, secrets redacted (an exception's
+    text may quote a key)."""
+    print(f"rlm: error: {redact_text(message)}", file=sys.stderr)
 
 
 def _fail(args: argparse.Namespace, message: str, code: int,
@@ -156,10 +159,10 @@ def _finite(value: Any) -> Any:
 
 
 def _write_json(data: dict[str, Any], args: argparse.Namespace, json_fd: int | None) -> None:
-    """Print ``data`` as JSON (:func:`json_text`): to ``json_fd`` (the real stdout,
-    kept while fd 1 points at stderr) as the ``rlm`` command, else to the caller's
-    stdout."""
-    text = json_text(data)
+    """Print ``data`` as JSON (:func:`json_text`), every text in it redacted: to
+    ``json_fd`` (the real stdout, kept while fd 1 points at stderr) as the ``rlm``
+    command, else to the caller's stdout."""
+    text = json_text(redact_data(data))
     if json_fd is not None and getattr(args, "as_command", False):
         sys.stderr.flush()
         os.write(json_fd, text.encode("utf-8", "backslashreplace"))
@@ -402,19 +405,20 @@ def _export(result: Any, args: argparse.Namespace) -> str | None:
 
 def _print_answer(result: Any) -> None:
     """The answer, how it was reached when that is not from the user's data by code (one
-    line: ``The answer was reached without reading your data.``), and the totals."""
+    line: ``The answer was reached without reading your data.``), and the totals;
+    secrets redacted."""
     from ..engine import how_reached
 
     print()
     if result.answer is not None:
-        print(f"Answer: {result.answer}")
+        print(redact_text(f"Answer: {result.answer}"))
         source = getattr(result, "answer_source", None)
         if source not in (None, "data"):
             how = how_reached(source, getattr(result, "votes", None),
                               no_data=not result.variables)
             print(f"The answer was {how}.")
     else:
-        print(f"No answer: {result.error}" if result.error else "No answer.")
+        print(redact_text(f"No answer: {result.error}") if result.error else "No answer.")
     print(f"({result.steps} steps, {result.llm_calls} LLM calls, "
           f"{result.prompt_tokens:,}+{result.completion_tokens:,} tokens, "
           f"${result.cost_usd:.4f}, {result.seconds:.1f} s, stopped by {result.stopped_by})")

@@ -37,6 +37,7 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar, TypedDict
 
 from ..models import UsageLedger
+from ..redaction import redact_data
 from ..repl_types import REPLVariable
 from .result import RLMResult
 from .step import StepOutcome
@@ -381,9 +382,13 @@ Observer = Callable[[Event], None]
 
 
 def emit(observer: Observer | None, event: Event) -> None:
-    """Deliver ``event``; an observer that raises is reported, not fatal to the run."""
+    """Deliver ``event``, every secret the process knows redacted in every text it
+    holds (:func:`rlm_kernel.redaction.redact_data`: a field added later too): events
+    are how a run's text reaches the command line's printout and the notebook's cells.
+    An observer that raises is reported, not fatal to the run."""
     if observer is None:
         return
+    event = redact_data(event)
     try:
         observer(event)
     except Exception as exc:  # noqa: BLE001 - a display bug must not end the run

@@ -1,4 +1,14 @@
-"""The outcome of one RLM run: answer, trajectory, usage, timings, stop reason."""
+"""The outcome of one RLM run: answer, trajectory, usage, timings, stop reason.
+
+A result is where a run's text leaves the engine, so no secret the process knows
+(:mod:`rlm_kernel.redaction`: the environment's keys, a fleet's, a client's) stays in
+it: a run redacts its result when it ends (:meth:`RLMResult.redact`: every text of
+every field, the fields added later too), and :meth:`RLMResult.summary` and
+:meth:`RLMResult.to_dict` redact what they return, whoever built the result (a failed
+task's, the command line's own error).  The Python value model code handed to
+``FINAL`` (``answer_value``) is the user's data and is left as it is; its text
+(``answer``) and its JSON form in the summary are redacted.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..models import LLMCall
+from ..redaction import redact_data
 from ..repl_types import REPLHistory, REPLVariable
 from .answer.sources import ANSWER_SOURCES  # the kinds of ``answer_source``, in words
 
@@ -112,7 +123,7 @@ class RLMResult:
         return sum(c.cost_usd for c in self.calls)
 
     def summary(self) -> dict[str, Any]:
-        """The JSON summary printed by ``rlm run --json``.
+        """The JSON summary printed by ``rlm run --json``, secrets redacted.
 
         Keys: ``answer``, ``steps``, ``llm_calls``, ``prompt_tokens``,
         ``completion_tokens``, ``cost_usd``, ``seconds``, ``stopped_by``, plus
@@ -144,10 +155,11 @@ class RLMResult:
             data["answer_type"] = self.answer_type
             data["answer_value"] = _json_value(self.answer_value) \
                 if self.answer is not None else None
-        return data
+        return redact_data(data)
 
     def to_dict(self) -> dict[str, Any]:
-        """Everything, JSON-ready: the summary plus trajectory and per-call records."""
+        """Everything, JSON-ready: the summary plus trajectory and per-call records,
+        secrets redacted."""
         data = self.summary()
         data["question"] = self.question
         data["trajectory"] = self.history.to_list()
@@ -157,7 +169,18 @@ class RLMResult:
         if self.conversation:
             data["conversation"] = list(self.conversation)
         data["new_variables"] = [v.to_dict() for v in self.new_variables]
-        return data
+        return redact_data(data)
+
+    def redact(self) -> RLMResult:
+        """Replace every secret value the process knows with ``[redacted NAME]`` in
+        every text this result holds (the error, the traceback, the question, the
+        trajectory, the call records, the exchanges ...; not ``answer_value``, the
+        user's data), in place (:func:`rlm_kernel.redaction.redact_data`).
+
+        Returns:
+            The result itself.
+        """
+        return redact_data(self)
 
 
 def _json_value(value: Any) -> Any:

@@ -249,7 +249,8 @@ class Run:
         """Run to the end inside an ``invoke_agent`` span; never raises for errors of
         the model, its code or the budget: they end the run with a ``stopped_by``
         reason.  An error of the engine itself is logged (this module's logger) with
-        its traceback, which ``RLMResult.traceback`` keeps too.
+        its traceback, which ``RLMResult.traceback`` keeps too.  The result is
+        redacted (:meth:`RLMResult.redact`) before the observer and the caller see it.
 
         Args:
             continuation: go on from one of an earlier run's steps (its earlier steps
@@ -282,6 +283,7 @@ class Run:
                 result.seconds = time.perf_counter() - self.start
                 if result.answer is None:
                     result.answer_source = None
+                result.redact()  # what leaves the engine holds no secret (engine.result)
                 self.notify(RunFinished(result=result, answer_source=result.answer_source,
                                         votes=result.votes))
             if span is not None:

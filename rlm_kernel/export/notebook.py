@@ -17,6 +17,10 @@ records.  The kernelspec is ``rlm``, in which
 Its ``language_info`` is the whole record the kernel reports (:func:`language_info`):
 JupyterLab writes the kernel's record into a notebook it opens, and a partial one
 there would mark a freshly exported notebook modified.
+
+An exported notebook leaves the process: every text in it (cells, outputs, metadata)
+has the secrets the process knows redacted (:func:`rlm_kernel.redaction.redact_data`),
+whichever part of the run it came from (the kernel's own step outputs included).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import nbformat
 from nbformat import v4
 
 from ..engine import how_reached, output_digest, step_exchanges, step_source
+from ..redaction import redact_data
 from ..text import middle_cut
 from .cells import CellRLM
 
@@ -85,8 +90,9 @@ def export_run(result: Any, path: str | os.PathLike[str] | None = None, *,
         display_name: the kernelspec's display name.
 
     Returns:
-        The validated :class:`nbformat.NotebookNode` (format 4).  Step cells carry
-        ``metadata.rlm.step`` numbered from 1, as the engine numbers steps.
+        The validated :class:`nbformat.NotebookNode` (format 4), every text in it
+        redacted (see the module docstring).  Step cells carry ``metadata.rlm.step``
+        numbered from 1, as the engine numbers steps.
 
     Raises:
         ValueError: ``path`` does not end with ``.ipynb``.
@@ -111,6 +117,7 @@ def export_run(result: Any, path: str | os.PathLike[str] | None = None, *,
                                  "language": "python"}
     nb.metadata["language_info"] = language_info()
     nb.metadata["rlm"] = _run_metadata(result, run_id, entries)
+    nb = nbformat.from_dict(redact_data(json.loads(json.dumps(nb))))  # as plain data
     nbformat.validate(nb)
     if target is not None:
         write_atomic(target, nbformat.writes(nb) + "\n")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine import TRACEBACK_LINE
+from ..redaction import redact_data
 from .notebook import write_atomic
 
 __all__ = ["export_rlm_log", "rlm_log_lines"]
@@ -35,7 +36,8 @@ __all__ = ["export_rlm_log", "rlm_log_lines"]
 
 def rlm_log_lines(result: Any, *, max_iterations: int | None = None,
                   max_depth: int | None = None) -> list[dict[str, Any]]:
-    """The log's lines (dicts, in file order) of one run.
+    """The log's lines (dicts, in file order) of one run, every text in them with the
+    secrets the process knows redacted (:func:`rlm_kernel.redaction.redact_data`).
 
     Args:
         result: an :class:`~rlm_kernel.engine.result.RLMResult` of this session (its
@@ -71,7 +73,8 @@ def rlm_log_lines(result: Any, *, max_iterations: int | None = None,
         })
     if len(lines) > 1 and result.answer is not None:
         lines[-1]["final_answer"] = str(result.answer)
-    return lines
+    # as JSON data first (what the file will hold), then redacted
+    return redact_data(json.loads(json.dumps(lines, default=str)))
 
 
 def _code_block(entry: Any) -> dict[str, Any]:
