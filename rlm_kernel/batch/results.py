@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..engine import RLMResult
+from ..redaction import redact_data
 
 __all__ = ["RESULT_KEYS", "ResultsFile", "ResultsFileError", "result_line", "same_file"]
 
@@ -201,7 +202,8 @@ class ResultsFile:
         self.done.update(ids)
 
     def write(self, line: dict[str, Any]) -> bool:
-        """Append one result line and flush it to disk.
+        """Append one result line and flush it to disk, every text in it but the id with
+        the secrets the process knows redacted (:func:`rlm_kernel.redaction.redact_data`).
 
         Args:
             line: a :func:`result_line` dict.
@@ -214,7 +216,10 @@ class ResultsFile:
         if task_id in self.done:
             log.warning("task %s already has a result line; not written again", task_id)
             return False
-        text = json.dumps(line, default=str, ensure_ascii=False)
+        # the file leaves the run: every text redacted but the id, the file's own key
+        data = redact_data(json.loads(json.dumps(line, default=str)))
+        data["id"] = line["id"]
+        text = json.dumps(data, ensure_ascii=False)
         self._file.write(text + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())

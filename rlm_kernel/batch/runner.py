@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine import RLMConfig, RLMResult
+from ..models import LLMError, load_fleet
 from .progress import BatchProgress
 from .results import ResultsFile, result_line, same_file
 from .tasks import TaskRow
@@ -151,6 +152,11 @@ def run_batch(tasks: list[TaskRow], client: Any, config: RLMConfig, out: Results
     from distributed import as_completed
 
     t0 = time.monotonic()
+    if config.router is not None:  # the fleet's keys are secrets here too (results, errors)
+        try:
+            load_fleet(config.router)
+        except LLMError:
+            pass  # each task's run reports it
     report = BatchReport(total=len(tasks))
     todo = [row for row in tasks if row.id not in out.done]
     report.skipped = len(tasks) - len(todo)

@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from ..engine import ClusterMissing, add_setting_options, config_overrides
+from ..redaction import redact_text
 
 __all__ = ["add_batch_parser", "batch_command"]
 
@@ -70,7 +71,8 @@ def add_batch_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def _err(message: str) -> None:
-    print(f"rlm batch: {message}", file=sys.stderr, flush=True)
+    """``message`` on stderr as ``rlm batch: ...``, secrets redacted."""
+    print(f"rlm batch: {redact_text(message)}", file=sys.stderr, flush=True)
 
 
 def batch_command(args: argparse.Namespace) -> int:
