@@ -95,18 +95,24 @@ from typing import Any
 from ..repl_types import REPLResult
 from ..termination import FinalOutput
 from .environment import model_code_environ
+from .launcher import MARK as LAUNCHER_MARK
 from .redaction import Redactor
 from .sandbox import (
     PACKAGE_ROOT,
+    PROC_HIDDEN,
+    PROC_READ_ONLY,
+    SANDBOX_UID,
     Cgroups,
     SandboxUnavailable,
     WorkerError,
-    bwrap_command,
     find_bwrap,
+    host_uid,
     make_cgroups,
     process_tree,
+    wall_command,
 )
 from .streams import MAX_KEPT_CHARS, OutputCallback, StreamTee
+from .syscall_filter import FilterUnavailable, denied_summary, filter_fd
 from .timeouts import timeout_message
 from .wire import MAX_VALUE_BYTES, Channel, ChannelClosed, ProtocolError, decode_value
 from .worker import ERRORS, SNAPSHOT_BYTES, SNAPSHOT_SECONDS
@@ -261,11 +267,11 @@ class _Child:
         WorkerError: the worker did not say ``ready`` within ``start_timeout`` seconds.
     """
 
-    def __init__(self, command: list[str], fd: int, sock: socket.socket,
+    def __init__(self, command: list[str], fds: tuple[int, ...], sock: socket.socket,
                  env: dict[str, str], start_timeout: float, max_frame: int) -> None:
         self.proc: subprocess.Popen[bytes] = _spawner.run(lambda: subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, pass_fds=(fd,), start_new_session=True, env=env,
+            stderr=subprocess.PIPE, pass_fds=fds, start_new_session=True, env=env,
             close_fds=True))
         self.channel = Channel(sock, max_frame)
         self.sink: Callable[[str, str], None] | None = None
@@ -389,9 +395,10 @@ def _child_env(passed: str | list[str] | None = None) -> dict[str, str]:
     return env
 
 
-def _user_processes() -> int:
-    """Processes of this real user now (what ``RLIMIT_NPROC`` counts)."""
-    uid, count = os.getuid(), 0
+def _user_processes(uid: int | None = None) -> int:
+    """Processes of the real user ``uid`` (default: this process's) now (what
+    ``RLIMIT_NPROC`` counts)."""
+    uid, count = os.getuid() if uid is None else uid, 0
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
@@ -703,9 +710,14 @@ class IsolatedExecutor:
 
     # -- life -------------------------------------------------------------------------------
     def _start(self) -> None:
-        """Start a worker (a new generation) in a new sandbox.
+        """Start a worker (a new generation) in a new sandbox: as an unprivileged host
+        uid (through :mod:`.launcher` when the caller is root), under the seccomp filter
+        of :mod:`.syscall_filter`.
 
         Raises:
+            SandboxUnavailable: the wall cannot be built here (no libseccomp, no host uid,
+                a working folder that refuses idmapped mounts ...; the message says what
+                to do).
             WorkerError: it did not start.
         """
         if not self._cgroups.folders:
@@ -713,26 +725,38 @@ class IsolatedExecutor:
                 None if self.max_processes is None else self.max_processes + _OWN_PROCESSES,
                 self.memory_limit)
         nproc = None
-        if self._cgroups.pids is None and self.max_processes is not None \
-                and os.getuid() != 0:
-            nproc = _user_processes() + self.max_processes + _OWN_PROCESSES
+        if self._cgroups.pids is None and self.max_processes is not None:
+            # RLIMIT_NPROC counts the processes of the worker's real uid on the host: the
+            # caller's own, or (root) the sandbox's host uid, which root itself is not
+            owner = host_uid() if os.getuid() == 0 else os.getuid()
+            nproc = _user_processes(owner) + self.max_processes + _OWN_PROCESSES
+        try:
+            seccomp = filter_fd()
+        except FilterUnavailable as exc:
+            raise SandboxUnavailable(str(exc)) from exc
         host, inner = socket.socketpair()
         try:
             config = {"fd": inner.fileno(), "memory": self.memory_limit, "nproc": nproc}
             argv = [self.python, "-m", "rlm_kernel.executors.worker", json.dumps(config)]
-            command = self._cgroups.join_command() + bwrap_command(
+            command = wall_command(
                 argv, bwrap=self._bwrap, python=self.python, network=self.network,
                 workdir=self.workdir, cwd=self.cwd, tmp_bytes=self.tmp_bytes,
-                keep_fds=(inner.fileno(),))
+                keep_fds=(inner.fileno(),), seccomp_fd=seccomp, cgroups=self._cgroups)
             # a step's reply: its snapshot, the FINAL's data form, the bindings
             max_frame = SNAPSHOT_BYTES + MAX_VALUE_BYTES + (8 << 20)
-            self._child = _Child(command, inner.fileno(), host, _child_env(),
+            self._child = _Child(command, (inner.fileno(), seccomp), host, _child_env(),
                                  self.start_timeout, max_frame)
+        except WorkerError as exc:
+            host.close()
+            if LAUNCHER_MARK in str(exc):  # the root launcher's own words: what to do
+                raise SandboxUnavailable(str(exc).split(LAUNCHER_MARK, 1)[1].strip()) from None
+            raise
         except BaseException:
             host.close()
             raise
         finally:
             inner.close()
+            os.close(seccomp)
         self.generation += 1
         self.limits = self._describe(nproc)
         for note in self._child.notes:
@@ -748,14 +772,22 @@ class IsolatedExecutor:
             held = "cgroup" if self._cgroups.memory else "host's watch of resident memory"
             memory = f"{self.memory_limit} bytes ({held}; RLIMIT_AS per process)"
         processes = (f"cgroup pids.max {self.max_processes}" if self._cgroups.pids
-                     else f"RLIMIT_NPROC {nproc}" if nproc
-                     else "not limited (no cgroup for root here)"
-                     if self.max_processes is not None else "not limited")
-        files = (f"read-only except {self.workdir}" if self.workdir else "read-only")
+                     else f"RLIMIT_NPROC {nproc}" if nproc else "not limited")
+        if os.getuid() == 0:
+            files = (f"read-only except {self.workdir} (idmapped: written as its owner)"
+                     if self.workdir else "read-only")
+            user = (f"host uid {host_uid()} (unprivileged, no account; uid {SANDBOX_UID} "
+                    f"inside), never root")
+        else:
+            files = f"read-only except {self.workdir}" if self.workdir else "read-only"
+            user = f"host uid {os.getuid()} (yours; the same inside)"
         tmp = (f"private /tmp, /var/tmp, /dev/shm, /run ({self.tmp_bytes} bytes each)"
                if self.tmp_bytes else "private /tmp, /var/tmp, /dev/shm, /run")
+        proc = (f"own /proc; {', '.join(PROC_READ_ONLY)} read-only; "
+                f"{', '.join(PROC_HIDDEN)} unreadable")
         return {"sandbox": "bubblewrap: user, PID, IPC, UTS, cgroup namespaces; no "
                            "capabilities",
+                "user": user, "syscalls": denied_summary(), "proc": proc,
                 "memory": memory, "processes": processes,
                 "network": "on" if self.network else "off",
                 "pid_namespace": "yes",

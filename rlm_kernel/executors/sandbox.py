@@ -4,14 +4,21 @@
 Ubuntu's package ``bubblewrap``, also in Fedora, Arch and Alpine) is the sandbox of
 Flatpak and of Linux agent sandboxes.  :func:`bwrap_command` asks it for:
 
-* a new user namespace whose only uid is unprivileged (:data:`SANDBOX_UID` when the
-  caller is root, else the caller's own), with every capability dropped
+* a new user namespace whose only uid is unprivileged, with every capability dropped
   (``--cap-drop ALL``) and no further user namespaces (``--disable-userns``), whatever
-  the caller's uid: root in a container is the common case;
+  the caller's uid: an ordinary user's sandbox runs as that user; a root caller's
+  (root in a container or CI is the common case) runs as :func:`host_uid`, an unused
+  unprivileged host uid, never 0: bubblewrap maps the sandbox's uid onto the uid that
+  starts it, so for root it is started through :mod:`.launcher`, which drops to that
+  uid after making the Python installation reachable to it and binding the working
+  folder idmapped (:func:`wall_command`);
+* a seccomp filter (:mod:`.syscall_filter`, ``--seccomp FD``) on the worker and all it
+  starts;
 * new PID, IPC, UTS, cgroup and (unless the network is asked for) network namespaces,
   with a fresh ``/proc`` of its own PID namespace: model code sees no process of the
   host, and bwrap is PID 1 there (it reaps orphans; when it dies, the kernel kills
-  everything left in the namespace);
+  everything left in the namespace); the kernel's settings in it read-only
+  (:data:`PROC_READ_ONLY`) and a few files unreadable (:data:`PROC_HIDDEN`);
 * ``--die-with-parent`` (the sandbox ends with the host) and ``--new-session`` (no
   ``TIOCSTI`` on the host's terminal);
 * the whole file system read-only, with private empty ``tmpfs`` mounts on ``/tmp``,
@@ -35,6 +42,8 @@ limit), and the host watches the sandbox's memory (see
 
 from __future__ import annotations
 
+import grp
+import json
 import logging
 import os
 import pwd
@@ -47,12 +56,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["WorkerError", "SandboxUnavailable", "bwrap_command", "find_bwrap", "Cgroups", "make_cgroups",
-           "HIDDEN_IN_HOME", "SANDBOX_UID", "PACKAGE_ROOT", "process_tree"]
+           "HIDDEN_IN_HOME", "SANDBOX_UID", "PACKAGE_ROOT", "process_tree", "host_uid",
+           "launcher_command", "wall_command", "HOST_UID_VARIABLE", "DEFAULT_HOST_UID",
+           "PROC_READ_ONLY", "PROC_HIDDEN"]
 
 log = logging.getLogger(__name__)
 
 SANDBOX_UID = 65534
-"""The uid (and gid) model code runs as when the host is root: ``nobody``."""
+"""The uid (and gid) model code sees itself run as when the host is root (``nobody``
+inside the sandbox; outside it is :func:`host_uid`)."""
+HOST_UID_VARIABLE = "RLM_SANDBOX_UID"
+"""The environment variable that sets the host uid (and gid) a root caller's sandbox runs
+as (:func:`host_uid`)."""
+DEFAULT_HOST_UID = 2_000_000_000
+"""The host uid a root caller's sandbox runs as by default, when it is mapped and no
+account uses it: in the range systemd's "Users, Groups, UIDs and GIDs on systemd
+Systems" leaves unused (1879048192-2147483647), below 2**31."""
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+"""Parts of ``/proc`` bound read-only over the sandbox's own ``/proc`` whatever the uid
+(the OCI runtime's ``readonlyPaths`` as Docker sets them; bubblewrap covers the first
+four only when it finds them writable, which it never does for ``/proc/sys``, a 0555
+folder of 0644 files)."""
+PROC_HIDDEN = ("/proc/kcore", "/proc/keys", "/proc/key-users", "/proc/timer_list",
+               "/proc/sched_debug", "/proc/latency_stats")
+"""Files of ``/proc`` covered in the sandbox by ``/dev/null`` on a ``nodev`` mount, so
+that opening them fails (``EACCES``): Docker's ``maskedPaths`` that are files, and
+``/proc/key-users``; ``/proc/keys`` lists the names of the keys of the host's session
+keyring."""
+LAUNCHER = str(Path(__file__).with_name("launcher.py"))
+"""The script a root caller's sandbox starts through (:mod:`.launcher`)."""
 HIDDEN_IN_HOME = (".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".config/gcloud",
                   ".password-store", ".netrc", ".git-credentials", ".pypirc")
 """Files and folders of a home that hold keys and credentials: hidden in the sandbox
@@ -137,7 +169,7 @@ def _read_only_folders(python: str, cwd: str | None) -> list[str]:
 
 def bwrap_command(argv: list[str], *, bwrap: str, python: str, network: bool,
                   workdir: str | None, cwd: str | None, tmp_bytes: int | None,
-                  keep_fds: tuple[int, ...] = ()) -> list[str]:
+                  keep_fds: tuple[int, ...] = (), seccomp_fd: int | None = None) -> list[str]:
     """The command line that runs ``argv`` in the sandbox described in the module
     docstring.
 
@@ -151,6 +183,9 @@ def bwrap_command(argv: list[str], *, bwrap: str, python: str, network: bool,
         tmp_bytes: size of each private ``tmpfs`` in bytes (None: bwrap's default, half
             the memory).
         keep_fds: descriptors the worker inherits (bwrap passes them through).
+        seccomp_fd: a descriptor holding the seccomp filter's BPF
+            (:func:`~rlm_kernel.executors.syscall_filter.filter_fd`), loaded by bwrap right
+            before it runs ``argv``; None: no filter.
     """
     uid = SANDBOX_UID if os.getuid() == 0 else os.getuid()
     gid = SANDBOX_UID if os.getuid() == 0 else os.getgid()
@@ -159,7 +194,14 @@ def bwrap_command(argv: list[str], *, bwrap: str, python: str, network: bool,
            "--hostname", "rlm-sandbox"]
     if network:
         cmd.append("--share-net")
-    cmd += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+    cmd += ["--ro-bind", "/", "/", "--proc", "/proc"]
+    for path in PROC_READ_ONLY:  # the host's: they show the viewer's own namespaces
+        if os.path.exists(path):
+            cmd += ["--ro-bind", path, path]
+    for path in PROC_HIDDEN:
+        if os.path.exists(path):
+            cmd += ["--ro-bind", "/dev/null", path]
+    cmd += ["--dev", "/dev"]
     for folder in _PRIVATE:
         if os.path.isdir(folder) and not os.path.islink(folder):
             if tmp_bytes:
@@ -192,6 +234,9 @@ def bwrap_command(argv: list[str], *, bwrap: str, python: str, network: bool,
     cmd += ["--chdir", workdir or _start_folder(cwd, homes)]
     for fd in keep_fds:
         os.set_inheritable(fd, True)
+    if seccomp_fd is not None:
+        os.set_inheritable(seccomp_fd, True)
+        cmd += ["--seccomp", str(seccomp_fd)]
     return [*cmd, "--", *argv]
 
 
@@ -201,6 +246,134 @@ def _start_folder(cwd: str | None, homes: list[str]) -> str:
         if not any(_inside(h, real) for h in homes + list(_PRIVATE)) or real in _PRIVATE:
             return real
     return "/tmp"
+
+
+# -- the host uid of a root caller's sandbox -----------------------------------------------
+_picked: dict[str, int] = {}
+
+
+def _id_ranges(kind: str) -> list[tuple[int, int]]:
+    """``(first, count)`` of each line of ``/proc/self/{kind}_map`` (ids usable here)."""
+    try:
+        lines = Path(f"/proc/self/{kind}_map").read_text().splitlines()
+    except OSError:
+        return [(0, 1 << 32)]
+    return [(int(f[0]), int(f[2])) for f in (line.split() for line in lines) if len(f) == 3]
+
+
+def _overflow_ids() -> set[int]:
+    found = {65534}
+    for name in ("overflowuid", "overflowgid"):
+        try:
+            found.add(int(Path(f"/proc/sys/kernel/{name}").read_text()))
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+def _mapped(number: int, ranges: list[tuple[int, int]]) -> bool:
+    return any(first <= number < first + count for first, count in ranges)
+
+
+def _unused(number: int) -> bool:
+    """No account and no group has this id."""
+    for lookup in (pwd.getpwuid, grp.getgrgid):
+        try:
+            lookup(number)
+            return False
+        except KeyError:
+            pass
+    return True
+
+
+def host_uid() -> int:
+    """The host uid (also the gid) a root caller's sandbox runs as: the
+    :data:`HOST_UID_VARIABLE` environment variable (``RLM_SANDBOX_UID``) when set, else
+    :data:`DEFAULT_HOST_UID` when this process's user namespace maps it and no account or
+    group uses it, else the highest such id of the mapped ranges (root in a rootless
+    container has 65,536).  Never 0 nor the overflow uid (``nobody``, 65534), whose
+    files would be the sandbox's own.
+
+    Raises:
+        SandboxUnavailable: the variable is not a usable id, or no id is free (the message
+            says what to set).
+    """
+    value = os.environ.get(HOST_UID_VARIABLE, "").strip()
+    if value in _picked:
+        return _picked[value]
+    uids, gids = _id_ranges("uid"), _id_ranges("gid")
+    refused = _overflow_ids() | {0, 65535, 4294967295}
+    if value:
+        try:
+            number = int(value)
+        except ValueError:
+            number = -1
+        if number < 0 or number in refused or not (_mapped(number, uids)
+                                                     and _mapped(number, gids)):
+            raise SandboxUnavailable(
+                f"{HOST_UID_VARIABLE}={value!r} is not a uid the sandbox can run as: it must "
+                f"be a number mapped in /proc/self/uid_map and gid_map, neither 0 nor "
+                f"{sorted(refused - {0})}")
+        _picked[value] = number
+        return number
+    checked = 0
+    candidates = [DEFAULT_HOST_UID]
+    for first, count in sorted(uids, key=lambda r: r[0] + r[1], reverse=True):
+        top = min(first + count - 1, (1 << 31) - 1)
+        candidates += range(top, max(first, 1000) - 1, -1)[:500]
+    for number in candidates:
+        checked += 1
+        if number not in refused and _mapped(number, uids) and _mapped(number, gids) \
+                and _unused(number):
+            _picked[value] = number
+            return number
+    raise SandboxUnavailable(
+        f"no unused unprivileged uid is mapped here for the sandbox ({checked} tried): set "
+        f"{HOST_UID_VARIABLE} to a uid that no one else uses, mapped in /proc/self/uid_map")
+
+
+def launcher_command(*, reach: list[str], workdir: str | None,
+                     cgroups: list[Path]) -> list[str]:
+    """The prefix that starts bubblewrap through :mod:`.launcher` (a root caller only):
+    the sandbox runs as :func:`host_uid`, the folders of ``reach`` reachable to it,
+    ``workdir`` writable to it through an idmapped mount, in ``cgroups``.
+
+    Args:
+        reach: folders bound read-only in the sandbox (absolute).
+        workdir: the folder bound read-write, or None.
+        cgroups: cgroup folders to join before dropping root.
+
+    Raises:
+        SandboxUnavailable: no host uid (see :func:`host_uid`).
+    """
+    uid = host_uid()
+    config: dict[str, object] = {"uid": uid, "gid": uid, "reach": reach,
+                                 "cgroups": [str(c) for c in cgroups], "workdir": workdir}
+    if workdir is not None:
+        info = os.stat(workdir)
+        config["owner"] = [info.st_uid, info.st_gid]
+    return [sys.executable, "-I", "-S", LAUNCHER, json.dumps(config), "--"]
+
+
+def wall_command(argv: list[str], *, bwrap: str, python: str, network: bool,
+                 workdir: str | None, cwd: str | None, tmp_bytes: int | None,
+                 keep_fds: tuple[int, ...], seccomp_fd: int | None,
+                 cgroups: Cgroups) -> list[str]:
+    """The whole command that runs ``argv`` behind the wall: :func:`bwrap_command`,
+    started (a root caller) through :func:`launcher_command` as an unprivileged host
+    uid, or (an ordinary user) as the caller, after joining ``cgroups``.  Arguments as
+    :func:`bwrap_command`'s.
+
+    Raises:
+        SandboxUnavailable: as :func:`host_uid`.
+    """
+    command = bwrap_command(argv, bwrap=bwrap, python=python, network=network,
+                            workdir=workdir, cwd=cwd, tmp_bytes=tmp_bytes, keep_fds=keep_fds,
+                            seccomp_fd=seccomp_fd)
+    if os.getuid() != 0:
+        return cgroups.join_command() + command
+    return launcher_command(reach=_read_only_folders(python, cwd), workdir=workdir,
+                            cgroups=cgroups.folders) + command
 
 
 # -- cgroups ------------------------------------------------------------------------------
