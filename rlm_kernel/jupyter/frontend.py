@@ -46,6 +46,7 @@ from ..engine import (
     step_source,
 )
 from ..export import CellRLM
+from ..redaction import redact_data
 from .outcome import answer_note
 from .protocol import (
     FRONTEND_TARGET,
@@ -106,13 +107,17 @@ class StepRenderer(RunObserver):
             that shows a display in the task cell (the shell's real publisher).
         use_comm: send the comm protocol instead of rendering inline.
         executor: the ShellExecutor (for execution counts and captured outputs).
+
+    What it shows leaves the kernel (the notebook's cells, live with the extension or
+    inline without it): every display and comm message has the secrets the process
+    knows redacted (:func:`rlm_kernel.redaction.redact_data`) as it is sent.
     """
 
     def __init__(self, run_id: str, cell_id: str | None, publish: Any, *, use_comm: bool,
                  executor: Any) -> None:
         self.run_id, self.cell_id = run_id, cell_id
         self.continues: dict[str, Any] | None = None  # {run_id, from_step} of a continued run
-        self.publish = publish
+        self.publish = _redacted_publisher(publish)
         self.use_comm = use_comm
         self.executor = executor
         self.comm: Any = None
@@ -163,6 +168,7 @@ class StepRenderer(RunObserver):
         if self.continues is not None:
             msg["continues"] = Continues(run_id=self.continues["run_id"],
                                          from_step=self.continues["from_step"])
+        msg = redact_data(msg)
         self.messages.append(msg)
         self.comm = create_comm(target_name=RUN_TARGET, data=msg)
 
@@ -273,7 +279,8 @@ class StepRenderer(RunObserver):
 
     # -- plumbing ---------------------------------------------------------------------
     def _send(self, msg: RunMessage) -> None:
-        """Keep ``msg`` in :attr:`messages` and send it on the run's comm."""
+        """Keep ``msg`` (redacted) in :attr:`messages` and send it on the run's comm."""
+        msg = redact_data(msg)
         self.messages.append(msg)
         if self.comm is not None:
             self.comm.send(msg)
@@ -307,6 +314,15 @@ class StepRenderer(RunObserver):
                 + (f"<pre>{html.escape(text)}</pre>" if text else "") + "</details>")
         plain = f"── {head} ──\n{cur['source']}\n" + (f"{text}" if text else "")
         self.publish({"text/html": body, "text/plain": plain}, {}, display_id, update)
+
+
+def _redacted_publisher(publish: Any) -> Any:
+    """``publish`` with its display data and metadata redacted first."""
+    def send(data: dict[str, Any], metadata: dict[str, Any], display_id: str,
+             update: bool) -> Any:
+        return publish(redact_data(data), redact_data(metadata), display_id, update)
+
+    return send
 
 
 def candidates_summary(candidates: list[dict[str, Any]],
