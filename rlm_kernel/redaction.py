@@ -35,6 +35,7 @@ imports only the standard library (every layer uses it, the isolated worker too)
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 import threading
@@ -69,13 +70,25 @@ its JSON form wherever it is written)."""
 _escape, _compile = re.escape, re.compile  # the functions as imported, not as rebound later
 _seen: dict[str, str] = {}  # secret value -> name, every one seen by this process
 _seen_lock = threading.Lock()
+_pattern_cache: list[Any] = [-1, {}, None]  # [size of _seen, its copy, its pattern]
+
+
+@functools.lru_cache(maxsize=4096)
+def _secret_name(name: str) -> bool:
+    """Whether a variable of this name holds a secret (:data:`SECRET_NAME`), cached: a
+    redactor is made per event and per call, and the names rarely change."""
+    return SECRET_NAME.search(name) is not None
 
 
 def _secrets(env: Mapping[str, str]) -> dict[str, str]:
     """``{value: name}`` of the secret variables of ``env``."""
-    return {value: name for name, value in list(env.items())
-            if SECRET_NAME.search(name) and isinstance(value, str)
-            and len(value) >= MIN_SECRET_CHARS}
+    found = {}
+    for name in list(env):
+        if _secret_name(name):
+            value = env.get(name)
+            if isinstance(value, str) and len(value) >= MIN_SECRET_CHARS:
+                found[value] = name
+    return found
 
 
 def remember_secret(value: Any, name: str) -> bool:
@@ -139,6 +152,28 @@ def remember_environment() -> dict[str, str]:
         return dict(_seen)
 
 
+def _known_pattern() -> tuple[dict[str, str], Any]:
+    """The process's secrets after reading ``os.environ`` again, and their pattern
+    (None when there is none), compiled once per set of secrets: the set only grows,
+    so its size tells whether the last pattern still fits."""
+    found = _secrets(os.environ)
+    with _seen_lock:
+        for value, name in found.items():
+            _seen.setdefault(value, name)
+        if _pattern_cache[0] != len(_seen):
+            names = dict(_seen)
+            _pattern_cache[:] = [len(names), names, _pattern(names)]
+        return _pattern_cache[1], _pattern_cache[2]
+
+
+def _pattern(secrets: Mapping[str, str]) -> Any:
+    """One pattern of every value of ``secrets``, longest first (a value that holds
+    another is replaced whole); None when there is none."""
+    if not secrets:
+        return None
+    return _compile("|".join(_escape(v) for v in sorted(secrets, key=len, reverse=True)))
+
+
 def known_secrets() -> dict[str, str]:
     """Every secret of the process (``{value: name}``): :func:`remember_environment`."""
     return remember_environment()
@@ -157,11 +192,13 @@ class Redactor:
     """
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
-        secrets = known_secrets() if environ is None else _secrets(environ)
+        if environ is None:
+            secrets, self._pattern = _known_pattern()
+        else:
+            secrets = _secrets(environ)
+            self._pattern = _pattern(secrets)
         self._names = secrets
         self.longest = max(map(len, secrets), default=0)
-        self._pattern = _compile("|".join(
-            _escape(v) for v in sorted(secrets, key=len, reverse=True))) if secrets else None
 
     def __bool__(self) -> bool:
         return self._pattern is not None
