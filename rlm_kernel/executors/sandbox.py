@@ -135,13 +135,18 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def _read_only_folders(python: str, cwd: str | None) -> list[str]:
+def _read_only_folders(python: str, cwd: str | None, *, everywhere: bool = False) -> list[str]:
     """Folders bound back read-only after the homes and /tmp are hidden: the Python
-    installation, ``sys.path``, this package, the worker's working folder."""
+    installation, ``sys.path``, this package, the worker's working folder (with
+    ``everywhere``, each of these wherever it lives: what the sandbox must be able to
+    read, :func:`launcher_command`'s ``reach``)."""
     wanted = [PACKAGE_ROOT, sys.prefix, sys.base_prefix, sys.exec_prefix,
               os.path.dirname(python), os.path.dirname(os.path.realpath(python)),
               os.path.dirname(os.path.dirname(os.path.realpath(python)))]
     wanted += [p for p in sys.path if p]
+    venv = os.path.dirname(os.path.dirname(os.path.abspath(python)))
+    if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):
+        wanted.append(venv)  # the worker's own venv: its site-packages too
     homes = _homes()
     if cwd and not any(_inside(h, os.path.realpath(cwd)) for h in homes + list(_PRIVATE)):
         wanted.append(cwd)  # not a home, a private folder, nor a folder that holds one
@@ -157,7 +162,7 @@ def _read_only_folders(python: str, cwd: str | None) -> list[str]:
             continue  # a private folder or the homes' own (a script's folder in /tmp ...)
         if real in homes:
             continue
-        if any(_inside(real, p) for p in hidden):
+        if everywhere or any(_inside(real, p) for p in hidden):
             found.append(real)  # a home inside it is hidden again (bwrap_command)
     found.sort(key=len)
     kept: list[str] = []
@@ -372,8 +377,8 @@ def wall_command(argv: list[str], *, bwrap: str, python: str, network: bool,
                             seccomp_fd=seccomp_fd)
     if os.getuid() != 0:
         return cgroups.join_command() + command
-    return launcher_command(reach=_read_only_folders(python, cwd), workdir=workdir,
-                            cgroups=cgroups.folders) + command
+    return launcher_command(reach=_read_only_folders(python, cwd, everywhere=True),
+                            workdir=workdir, cgroups=cgroups.folders) + command
 
 
 # -- cgroups ------------------------------------------------------------------------------

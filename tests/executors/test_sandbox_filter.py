@@ -1,0 +1,166 @@
+"""The isolated worker's seccomp filter (``executors/syscall_filter.py``): what it holds,
+how it reaches bubblewrap, and that Python and its libraries keep working under it."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import socket
+import sys
+
+import pytest
+
+from rlm_kernel.executors import syscall_filter
+from rlm_kernel.executors.isolated import IsolatedExecutor
+from rlm_kernel.executors.sandbox import SandboxUnavailable, bwrap_command
+from rlm_kernel.executors.syscall_filter import RULES, filter_bpf, filter_fd
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="seccomp is Linux's")
+
+
+def test_the_filter_is_classic_bpf_built_once_and_handed_over_sealed():
+    data = filter_bpf()
+    assert data and len(data) % 8 == 0  # struct sock_filter records
+    assert filter_bpf() is data  # built once per process
+    fd = filter_fd()
+    try:
+        assert os.read(fd, len(data) + 8) == data  # read from its start, whole
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+        assert seals & fcntl.F_SEAL_WRITE and seals & fcntl.F_SEAL_SEAL
+        with pytest.raises(PermissionError):
+            os.pwrite(fd, b"\0" * 8, 0)
+        assert not os.get_inheritable(fd)  # only bubblewrap gets it (pass_fds)
+    finally:
+        os.close(fd)
+    assert syscall_filter.unknown_calls() == (), "this libseccomp leaves calls unfiltered"
+
+
+def _denied(call: str, *args: int) -> int | None:
+    """The errno :data:`RULES` answer ``call`` with for these argument values (the first
+    rule that matches, as libseccomp orders same-action rules), or None (allowed)."""
+    for rule in RULES:
+        if rule.syscall != call:
+            continue
+        if rule.arg is None:
+            return rule.errno
+        index, op, a, b = rule.arg
+        value = args[index]
+        if (op == 1 and value != a) or (op == 4 and value == a) or (op == 5 and value >= a) \
+                or (op == 7 and value & a == b):
+            return rule.errno
+    return None
+
+
+def test_the_rules_deny_what_the_issue_names_and_no_more_than_python_needs():
+    EPERM, ENOSYS = errno.EPERM, errno.ENOSYS  # noqa: N806
+    for call in ("keyctl", "add_key", "request_key", "io_uring_setup", "io_uring_enter",
+                 "io_uring_register", "perf_event_open", "bpf", "userfaultfd", "ptrace",
+                 "process_vm_readv", "process_vm_writev", "unshare", "setns", "mount",
+                 "umount2", "pivot_root", "chroot", "kexec_load", "kexec_file_load",
+                 "init_module", "finit_module", "delete_module", "syslog", "uselib", "acct",
+                 "quotactl", "name_to_handle_at", "open_by_handle_at"):
+        assert _denied(call, 0, 0) == EPERM, call
+    for call in ("clone3", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount",
+                 "fspick", "mount_setattr"):
+        assert _denied(call, 0, 0) == ENOSYS, call  # as Flatpak: C libraries fall back
+    sigchld = 17
+    assert _denied("clone", sigchld | 0x01000000 | 0x00200000, 0) is None  # fork()
+    assert _denied("clone", 0x003D0F00, 0) is None  # pthread_create's flags
+    for flag in (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000,
+                 0x40000000):  # CLONE_NEWNS ... CLONE_NEWNET
+        assert _denied("clone", flag | sigchld, 0) == EPERM, hex(flag)
+    assert _denied("ioctl", 0, 0x5412) == EPERM and _denied("ioctl", 0, 0x541C) == EPERM
+    assert _denied("ioctl", 0, 0x5401) is None  # TCGETS: isatty
+    assert _denied("personality", 0) is None and _denied("personality", 8) == EPERM
+    for family in (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK):
+        assert _denied("socket", family) is None and _denied("socketpair", family) is None
+    for family in (3, 9, 17, 38, 40, 44, 45):  # AX25 ... PACKET, ALG, VSOCK, XDP, MCTP
+        assert _denied("socket", family) == errno.EAFNOSUPPORT, family
+    for call in ("read", "write", "openat", "mmap", "futex", "wait4", "execve", "getrandom",
+                 "memfd_create", "sched_setaffinity", "prctl", "socket"):
+        assert _denied(call, socket.AF_UNIX, 0) is None, call
+
+
+def test_bubblewrap_gets_the_filter_and_the_proc_knobs_read_only(tmp_path):
+    fd = filter_fd()
+    try:
+        cmd = bwrap_command([sys.executable, "-c", "pass"], bwrap="bwrap",
+                            python=sys.executable, network=False, workdir=None,
+                            cwd=str(tmp_path), tmp_bytes=None, seccomp_fd=fd)
+        assert cmd[cmd.index("--seccomp") + 1] == str(fd) and os.get_inheritable(fd)
+    finally:
+        os.close(fd)
+    text = " ".join(cmd)
+    proc = text.index("--proc /proc")
+    for knob in ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"):
+        if os.path.exists(knob):
+            assert text.index(f"--ro-bind {knob} {knob}") > proc, knob
+    assert "--ro-bind /dev/null /proc/keys" in text
+    assert cmd.index("--seccomp") < cmd.index("--")
+
+
+LIBRARIES = r'''
+import asyncio, json, multiprocessing, os, socket, subprocess, threading
+import numpy, pandas
+
+out = {}
+t = threading.Thread(target=lambda: out.setdefault('thread', True))
+t.start(); t.join()
+out['subprocess'] = subprocess.run(['sh', '-c', 'echo ok'], capture_output=True,
+                                   text=True).stdout.strip()
+pid = os.fork()
+if pid == 0:
+    os._exit(3)
+out['fork'] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+with multiprocessing.get_context('fork').Pool(2) as pool:
+    out['pool'] = pool.map(abs, range(-4, 1))
+with multiprocessing.get_context('spawn').Pool(1) as pool:
+    out['spawn'] = pool.map(len, ['a', 'bb'])
+out['numpy'] = float(numpy.linalg.inv(numpy.eye(3) * 2).sum())
+out['pandas'] = int(pandas.DataFrame({'a': range(10)}).a.sum())
+out['asyncio'] = asyncio.run(asyncio.sleep(0, result='ran'))
+a, b = socket.socketpair()
+a.sendall(b'x'); out['socketpair'] = b.recv(1).decode()
+socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).close()
+out['seccomp'] = [l.split()[1] for l in open('/proc/self/status') if l.startswith('Seccomp:')]
+out['child_seccomp'] = subprocess.run(['grep', '^Seccomp:', '/proc/self/status'],
+                                      capture_output=True, text=True).stdout.split()
+print(json.dumps(out, sort_keys=True))
+'''
+
+
+def test_python_and_its_libraries_work_under_the_filter():
+    """Threads (glibc's pthread_create falls back from clone3 to clone), subprocess,
+    fork, multiprocessing (fork and spawn), numpy, pandas, asyncio and UNIX and IP
+    sockets work in the worker; the worker and what it starts run under the filter
+    (``Seccomp: 2``, filter mode)."""
+    import json
+
+    with IsolatedExecutor(max_processes=32) as ex:
+        res = ex.execute(LIBRARIES, timeout=120)
+    assert res.success, res.stderr
+    assert json.loads(res.stdout) == {
+        "thread": True, "subprocess": "ok", "fork": 3, "pool": [4, 3, 2, 1, 0],
+        "spawn": [1, 2], "numpy": 1.5, "pandas": 45, "asyncio": "ran", "socketpair": "x",
+        "seccomp": ["2"], "child_seccomp": ["Seccomp:", "2"]}
+
+
+def test_the_working_folders_bash_runs_under_the_filter(tmp_path):
+    from rlm_kernel.executors.workfolder import WorkFolder
+
+    helpers = WorkFolder(tmp_path, bash_timeout=20).functions()
+    with IsolatedExecutor(helpers, workdir=tmp_path, max_processes=16) as ex:
+        res = ex.execute("print(bash('grep ^Seccomp: /proc/self/status; python3 -c "
+                         "\"import socket; socket.socket(40, socket.SOCK_STREAM)\" 2>&1 "
+                         "| tail -1'))")
+    assert res.success, res.stderr
+    assert "Seccomp:\t2" in res.stdout, res.stdout
+    assert "Address family not supported" in res.stdout, res.stdout  # AF_VSOCK
+
+
+def test_without_libseccomp_the_isolated_executor_refuses_with_what_to_install(monkeypatch):
+    monkeypatch.setattr(syscall_filter, "_built", None)
+    monkeypatch.setitem(sys.modules, "pyseccomp", None)  # import fails as if missing
+    with pytest.raises(SandboxUnavailable, match="apt-get install libseccomp2"):
+        IsolatedExecutor()
