@@ -19,8 +19,14 @@ so it can forge any frame.  The host therefore reads only data, never code:
   stays in the worker and the host gets its description.
 
 Decoding builds only the types listed above, with caps on bytes (the frame), nesting
-depth (msgpack's own stack limit, and :data:`MAX_DEPTH` when encoding) and items
-(:data:`MAX_ITEMS`), so a 40-byte message cannot make the host allocate gigabytes.
+depth (msgpack's own stack limit inside one container tree, :data:`MAX_DEPTH` extension
+types one inside the other, and when encoding) and items (:data:`MAX_ITEMS`), so a
+40-byte message cannot make the host allocate gigabytes.  Items are counted before
+they are built wherever a value's size on the host is not bounded by its bytes: an
+Arrow stream's declared rows, columns, nested children and dictionaries
+(:mod:`~rlm_kernel.executors.arrow_frames`, which also refuses compressed bodies and
+the layouts a frame is never sent as), a numpy array's elements; an int or a
+``Decimal`` past :data:`_MAX_DIGITS` digits (before its point) has no data form.
 The host's own messages to the worker use the same frames; inputs may carry pickles
 there (the worker trusts its host).
 """
@@ -37,9 +43,12 @@ import socket
 import struct
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
+
+from .arrow_frames import ArrowRefused, check_schema, read_frame, stream_items
 
 __all__ = ["Channel", "ChannelClosed", "ProtocolError", "NotData", "encode_value",
            "decode_value", "pack", "unpack", "MAX_ITEMS", "MAX_DEPTH", "MAX_VALUE_BYTES",
@@ -54,6 +63,7 @@ MAX_DEPTH = 100
 MAX_VALUE_BYTES = 32 << 20
 """Largest data form of one value (bytes); a larger value stays in the worker."""
 _MAX_DIGITS = 10_000  # an int past this many digits has no data form
+_C_STACK_LEVELS = 8  # nested extension types decoded by unpackb (see _Decoder.loads)
 
 # extension type codes (msgpack reserves negative codes for itself)
 _TUPLE, _SET, _FROZENSET, _COMPLEX, _BIGINT, _DATETIME, _DATE, _TIME, _TIMEDELTA = range(1, 10)
@@ -130,6 +140,8 @@ class _Encoder:
         if kind is datetime.timedelta:
             return self.ext(_TIMEDELTA, [value.days, value.seconds, value.microseconds])
         if kind is decimal.Decimal:
+            if value.is_finite() and value.adjusted() >= _MAX_DIGITS:
+                raise NotData(f"a Decimal of over {_MAX_DIGITS} digits before its point")
             return self.ext(_DECIMAL, str(value))
         if kind is fractions.Fraction:
             return self.ext(_FRACTION, [_int_text(value.numerator),
@@ -177,12 +189,20 @@ class _Encoder:
             raise NotData("more than the item limit")
         try:
             table = pa.Table.from_pandas(value)
+            check_schema(table.schema)
+        except ArrowRefused as exc:
+            raise NotData(f"this DataFrame has no data form: {exc}") from None
         except Exception as exc:  # noqa: BLE001 - columns Arrow cannot hold
             raise NotData(f"this DataFrame has no Arrow form ({exc})") from None
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, table.schema) as writer:
             writer.write_table(table)
-        return msgpack.ExtType(_ARROW, sink.getvalue().to_pybytes())
+        data = sink.getvalue().to_pybytes()
+        # the host counts what the stream declares (nested values too): the same here
+        self.left -= stream_items(data) - int(value.size)
+        if self.left < 0:
+            raise NotData("more than the item limit")
+        return msgpack.ExtType(_ARROW, data)
 
 
 def _int_text(value: int) -> str:
@@ -229,6 +249,7 @@ class _Decoder:
 
     def __init__(self, max_items: int, max_bytes: int) -> None:
         self.left, self.max_bytes = max_items, max_bytes
+        self.depth = 0  # extension types being decoded, one inside the other
 
     def count(self, n: int) -> None:
         self.left -= n
@@ -244,14 +265,32 @@ class _Decoder:
         return dict(pairs)
 
     def loads(self, data: bytes) -> Any:
-        return msgpack.unpackb(
-            data, raw=False, use_list=True, strict_map_key=False,
-            unicode_errors="surrogatepass",
-            list_hook=self.list_hook, object_pairs_hook=self.pairs_hook,
-            ext_hook=self.ext_hook)
+        options = {"raw": False, "use_list": True, "strict_map_key": False,
+                   "unicode_errors": "surrogatepass", "list_hook": self.list_hook,
+                   "object_pairs_hook": self.pairs_hook, "ext_hook": self.ext_hook,
+                   "max_array_len": max(self.left, 0), "max_map_len": max(self.left, 0)}
+        if self.depth < _C_STACK_LEVELS:
+            return msgpack.unpackb(data, **options)
+        # unpackb keeps its ~40 KB parse stack on the C stack, once per nested extension
+        # type: past a few levels an Unpacker (its stack on the heap) decodes instead
+        unpacker = msgpack.Unpacker(None, max_buffer_size=max(len(data), 1), **options)
+        unpacker.feed(data)
+        value = unpacker.unpack()
+        if unpacker.tell() != len(data):
+            raise ProtocolError("a value with bytes after its end")
+        return value
 
     def ext_hook(self, code: int, data: bytes) -> Any:  # noqa: PLR0911, PLR0912 - one per type
         self.count(1)
+        if self.depth > MAX_DEPTH:
+            raise ProtocolError(f"a value nested deeper than {MAX_DEPTH} levels")
+        self.depth += 1
+        try:
+            return self.ext_value(code, data)
+        finally:
+            self.depth -= 1
+
+    def ext_value(self, code: int, data: bytes) -> Any:  # noqa: PLR0911, PLR0912 - one per type
         if code == _BIGINT:
             text = data.decode("ascii")
             if len(text) > _MAX_DIGITS + 1:
@@ -262,7 +301,7 @@ class _Decoder:
         if code == _UUID:
             return uuid.UUID(bytes=data)
         if code == _ARROW:
-            return _arrow_frame(data)
+            return _arrow_frame(data, self.count)
         tree = self.loads(data)
         if code == _TUPLE:
             return tuple(tree)
@@ -282,10 +321,9 @@ class _Decoder:
             return datetime.timedelta(days=int(tree[0]), seconds=int(tree[1]),
                                       microseconds=int(tree[2]))
         if code == _DECIMAL:
-            return decimal.Decimal(str(tree))
+            return _decimal(tree)
         if code == _FRACTION:
-            return fractions.Fraction(int(str(tree[0])[:_MAX_DIGITS + 1]),
-                                      int(str(tree[1])[:_MAX_DIGITS + 1]))
+            return fractions.Fraction(_int(tree[0]), _int(tree[1]))
         if code == _PATH:
             return pathlib.PurePosixPath(str(tree))
         if code in (_ORDEREDDICT, _DEFAULTDICT, _COUNTER):
@@ -295,11 +333,32 @@ class _Decoder:
         if code == _DEQUE:
             return collections.deque(tree)
         if code == _NDARRAY:
-            return _array(tree)
+            return _array(tree, self.count)
         raise ProtocolError(f"unknown extension type {code}")
 
 
-def _array(tree: Any) -> Any:
+def _int(text: Any) -> int:
+    """An int from its decimal text, refused past :data:`_MAX_DIGITS` digits."""
+    text = str(text)
+    if len(text) > _MAX_DIGITS + 1:
+        raise ProtocolError("an int with too many digits")
+    return int(text)
+
+
+def _decimal(text: Any) -> decimal.Decimal:
+    """A Decimal from its text, refused past :data:`_MAX_DIGITS` digits (its
+    coefficient, or the integer digits its exponent gives it: ``int()`` of it would
+    cost the host what an int that long costs)."""
+    text = str(text)
+    if len(text) > _MAX_DIGITS + 32:
+        raise ProtocolError("a Decimal with too many digits")
+    value = decimal.Decimal(text)
+    if value.is_finite() and value.adjusted() >= _MAX_DIGITS:
+        raise ProtocolError("a Decimal with too many digits")
+    return value
+
+
+def _array(tree: Any, charge: Callable[[int], None]) -> Any:
     import numpy as np
 
     dtype, shape, data = np.dtype(str(tree[0])), tuple(int(n) for n in tree[1]), tree[2]
@@ -307,19 +366,26 @@ def _array(tree: Any) -> Any:
         raise ProtocolError(f"a numpy array of {dtype} is not data")
     count = 1
     for n in shape:
+        if n < 0:
+            raise ProtocolError("a numpy array of negative shape")
         count *= n
-    if count * dtype.itemsize != len(data):
+    if not isinstance(data, bytes) or count * dtype.itemsize != len(data):
         raise ProtocolError("a numpy array whose bytes do not match its shape")
+    charge(count)
     return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
 
 
-def _arrow_frame(data: bytes) -> Any:
+def _arrow_frame(data: bytes, charge: Callable[[int], None]) -> Any:
+    """A pandas frame from an Arrow IPC stream, its declared items charged first
+    (:func:`~rlm_kernel.executors.arrow_frames.read_frame`)."""
     try:
-        import pyarrow as pa
+        import pyarrow  # noqa: F401
     except ImportError:
         raise ProtocolError("an Arrow table, and pyarrow is not installed") from None
-    with pa.ipc.open_stream(data) as reader:
-        return reader.read_all().to_pandas()
+    try:
+        return read_frame(data, charge)
+    except ArrowRefused as exc:
+        raise ProtocolError(str(exc)) from None
 
 
 def decode_value(data: bytes, *, max_items: int = MAX_ITEMS,

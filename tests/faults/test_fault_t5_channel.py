@@ -1,0 +1,333 @@
+"""Fault cases of ``../shared/fault-cases-t5/`` against the isolated executor's channel:
+what a value from the worker costs the host to decode.
+
+Model code owns the worker process, so it can forge the data form of any value it hands
+the host (a ``FINAL``, a host function's argument, a variable the host reads).  The claim
+(``executors/wire.py``): decoding caps bytes, depth and items *before* it allocates, so a
+small message cannot make the host allocate gigabytes, crash it, or hang it.  Case y08
+(a 224-byte Arrow stream of a 120 M-row ``null`` column) runs end to end in a child
+host whose peak memory is watched; its siblings (other Arrow layouts whose size on the
+host is not their size on the wire, compressed bodies, nested extension types, numpy
+shapes, long decimals) are decoded here directly, each in a child process when a
+regression could crash or swell the test process.
+"""
+
+from __future__ import annotations
+
+import decimal
+import fractions
+import json
+import subprocess
+import sys
+import textwrap
+
+import msgpack
+import pytest
+
+from rlm_kernel.executors.wire import (
+    MAX_DEPTH,
+    MAX_ITEMS,
+    NotData,
+    ProtocolError,
+    decode_value,
+    encode_value,
+)
+
+from .t4_support import ROOT, host_child, report, report_base, run_isolated, summary
+
+pa = pytest.importorskip("pyarrow")
+pd = pytest.importorskip("pandas")
+np = pytest.importorskip("numpy")
+
+pytestmark = [pytest.mark.skipif(sys.platform != "linux", reason="Linux process limits"),
+              pytest.mark.timeout(120)]
+
+ARROW = 18  # the data form's extension type of a pandas frame (wire._ARROW)
+
+
+def arrow_stream(table, **options) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema,
+                           options=pa.ipc.IpcWriteOptions(**options)) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def data_form(stream: bytes) -> bytes:
+    """A value's data form holding the Arrow ``stream`` as a pandas frame."""
+    return msgpack.packb(msgpack.ExtType(ARROW, stream))
+
+
+# -- y08: a null column bomb forged as FINAL's data form ------------------------------------------
+Y08_ROWS = 30_000_000  # the case has 120 M: 30 M (~500 MB on a host that converts it) is enough
+Y08_CODE = r'''
+import sys, msgpack, pyarrow as pa
+W = sys.modules['rlm_kernel.executors.worker']
+t = pa.table({'a': pa.nulls(%d)})
+sink = pa.BufferOutputStream()
+with pa.ipc.new_stream(sink, t.schema) as w:
+    w.write_table(t)
+blob = sink.getvalue().to_pybytes()
+print('arrow bytes', len(blob))
+forged = msgpack.packb(msgpack.ExtType(18, blob))
+orig = W.encode_value
+class Bomb: pass
+def enc(v, **k):
+    return forged if isinstance(v, Bomb) else orig(v, **k)
+W.encode_value = enc
+FINAL(Bomb())
+'''.replace("%d", str(Y08_ROWS))
+
+
+def y08_host():
+    report_base()
+    res, lm, took = run_isolated(Y08_CODE, max_seconds=30, step_timeout=20)
+    report(**summary(res, lm, took))
+
+
+def test_a_tiny_arrow_stream_cannot_make_the_host_allocate_gigabytes():
+    """Case y08_arrow_null_column_bomb: model code swaps the worker's encoder so that its
+    ``FINAL`` value's data form is a ~220-byte Arrow stream of a 30 M-row column of type
+    ``null`` (no buffers: 8 bytes a row only once converted).  The host counts the rows
+    the stream declares against the item cap before converting anything: its peak
+    resident memory stays within 100 MB of what it was, and the forged value is refused:
+    the answer the run records is its description (a malformed value), not a frame."""
+    child = host_child(f"{__name__}:y08_host", 90)
+    res = child.result
+    assert child.finished and res is not None and "raised" not in res, child.describe()
+    assert child.base_kb is not None, child.describe()
+    grew = (child.peak_kb - child.base_kb) // 1024
+    assert grew < 100, f"host peak RSS grew by {grew} MB; {child.describe()}"
+    assert "arrow bytes" in res["outputs"][0], res
+    assert res["stopped_by"] == "final" and "malformed" in res["answer"], res
+
+
+# -- siblings: Arrow layouts whose size on the host is not their size on the wire ----------------
+def _streams() -> dict[str, bytes]:
+    n = 3_000_000  # 3 x the item cap: each is refused by its count alone
+    return {
+        "null column": arrow_stream(pa.table({"a": pa.nulls(n)})),
+        "list of nulls": arrow_stream(pa.table({"a": pa.ListArray.from_arrays(
+            [0, n], pa.nulls(n))})),
+        "fixed-size list of nulls": arrow_stream(pa.table({"a": pa.FixedSizeListArray.from_arrays(
+            pa.nulls(n), n)})),
+        "struct of null fields": arrow_stream(pa.table({"a": pa.StructArray.from_arrays(
+            [pa.nulls(n // 3)] * 3, names=["x", "y", "z"])})),
+        "many batches of nulls": arrow_stream(pa.Table.from_batches(
+            [pa.record_batch({"a": pa.nulls(n // 30)})] * 30)),
+        "dictionary of one long value": arrow_stream(pa.table({"a": pa.DictionaryArray.from_arrays(
+            pa.array(np.zeros(n, dtype=np.int8)), pa.array(["x" * 1000]))})),
+        "run-end encoded": arrow_stream(pa.table({"a": pa.RunEndEncodedArray.from_arrays(
+            [n], ["x" * 1000])})),
+        "zero-row columns": arrow_stream(pa.table({f"c{i}": pa.nulls(0) for i in range(20_000)})),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_streams()))
+def test_an_arrow_stream_is_charged_its_declared_items_before_it_is_converted(kind):
+    """Each stream declares more than :data:`MAX_ITEMS` rows, cells, nested values or
+    (zero-row) columns in at most a few megabytes: it is refused before conversion, and decoding
+    it costs the host next to nothing (checked in a child process: a regression would
+    allocate gigabytes there, not here)."""
+    stream = _streams()[kind]
+    assert len(stream) < 4_000_000
+    found = _decode_in_child(data_form(stream))
+    assert found["refused"] and "more items than the limit" in found["refused"], found
+    assert found["grew_mb"] < 100, found
+
+
+@pytest.mark.parametrize("kind, arrays", [
+    ("string view", lambda: pa.array(["x" * 100] * 3, pa.string_view())),
+    ("list view", lambda: pa.ListViewArray.from_arrays([0, 0], [2, 2], pa.array([1, 2]))),
+    ("union", lambda: pa.UnionArray.from_sparse(pa.array([0, 1], pa.int8()),
+                                                [pa.array([1, 2]), pa.array(["a", "b"])])),
+    ("run-end encoded", lambda: pa.RunEndEncodedArray.from_arrays([2], [7])),
+    ("dictionary in a list", lambda: pa.array([["a"], ["a", "a"]],
+                                              pa.list_(pa.dictionary(pa.int8(), pa.string())))),
+])
+def test_arrow_layouts_no_frame_is_sent_as_are_refused(kind, arrays):
+    """Views, unions, run-end encoding and dictionaries inside nested values let many
+    rows share one value that conversion copies out for each: the encoder never sends
+    them (``Table.from_pandas`` does not make them), so the host refuses them by type,
+    however small."""
+    stream = arrow_stream(pa.table({"a": arrays()}))
+    with pytest.raises(ProtocolError, match="Arrow"):
+        decode_value(data_form(stream))
+
+
+@pytest.mark.parametrize("codec", ["zstd", "lz4"])
+def test_a_compressed_arrow_stream_is_refused_before_it_inflates(codec):
+    """A compressed body inflates when it is read (zeros: 400 MB from a few kB here):
+    the host reads the messages' metadata first and refuses compression before any
+    body is read (in a child process, so a regression inflates there)."""
+    stream = arrow_stream(pa.table({"a": np.zeros(50_000_000, dtype=np.int64)}),
+                          compression=codec)
+    assert len(stream) < 2_000_000
+    found = _decode_in_child(data_form(stream))
+    assert found["refused"] and "compressed" in found["refused"], found
+    assert found["grew_mb"] < 100, found
+
+
+def test_frames_a_dataframe_is_sent_as_still_cross():
+    """What the refusals keep: the frames pandas users make cross with their dtypes
+    (categoricals, periods, nullable ints, datetimes with a zone, nested cells)."""
+    frame = pd.DataFrame({
+        "cat": pd.Categorical(["a", "b", "a"]), "n": pd.array([1, None, 3], dtype="Int64"),
+        "when": pd.date_range("2026-01-01", periods=3, tz="Europe/Paris"),
+        "period": pd.period_range("2026-01", periods=3, freq="M"),
+        "cell": [{"k": 1}, {"k": 2}, None], "text": ["x", None, "z"]})
+    back = decode_value(encode_value(frame))
+    assert list(back.dtypes) == list(frame.dtypes)
+    assert back.drop(columns=["cell"]).equals(frame.drop(columns=["cell"]))
+    assert back["cell"].tolist() == frame["cell"].tolist()
+
+
+def test_the_encoder_counts_a_frames_nested_values_as_the_host_does():
+    """A frame of 1,000 rows whose cells are lists of 2,000 items is 1,000 items to
+    pandas and 2 million to the host's count: the worker's encoder refuses it with the
+    reason (the host gets a description), never a frame the host would refuse."""
+    frame = pd.DataFrame({"cells": [list(range(2000))] * 1000})
+    with pytest.raises(NotData, match="item limit"):
+        encode_value(frame)
+
+
+def test_forged_arrow_streams_are_refused_not_crashes():
+    """20,000 random corruptions of a valid frame's stream (1-4 bytes each, metadata and
+    bodies alike): each decodes to a frame or is refused as a :class:`ProtocolError`,
+    never another exception (in a child process: a crash of the reader would end it)."""
+    frame = pd.DataFrame({"s": ["ab", "c", None], "i": [1, 2, 3],
+                          "c": pd.Categorical(["x", "y", "x"]), "l": [[1], [2, 3], []],
+                          "d": [{"k": 1}, {"k": 2}, None]})
+    stream = msgpack.unpackb(encode_value(frame), ext_hook=lambda code, data: data)
+    script = textwrap.dedent(f"""
+        import random, msgpack
+        from rlm_kernel.executors.wire import decode_value, ProtocolError
+        stream, rng, counts = {stream!r}, random.Random(35), {{"ok": 0, "refused": 0}}
+        for _ in range(20000):
+            b = bytearray(stream)
+            for _ in range(rng.randint(1, 4)):
+                b[rng.randrange(len(b))] = rng.randrange(256)
+            try:
+                decode_value(msgpack.packb(msgpack.ExtType({ARROW}, bytes(b))))
+                counts["ok"] += 1
+            except ProtocolError:
+                counts["refused"] += 1
+        print(counts)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=110)
+    assert done.returncode == 0, done.stderr[-2000:]
+    counts = eval(done.stdout.strip())  # noqa: S307 - our own child's dict of two ints
+    assert counts["ok"] + counts["refused"] == 20000 and counts["refused"] > 10000, counts
+
+
+# -- siblings elsewhere in the data form --------------------------------------------------------
+def _nested_exts(depth: int) -> bytes:
+    blob = msgpack.packb([1])
+    for _ in range(depth):
+        blob = msgpack.packb(msgpack.ExtType(1, blob))  # a tuple in a tuple in ...
+    return blob
+
+
+@pytest.mark.parametrize("depth", [500, 5000])
+def test_extension_types_nested_deep_are_refused_not_a_crash(depth):
+    """Extension types one inside the other (tuples, here) each start a new msgpack
+    parse with its ~40 KB parse stack on the C stack: 500 of them crashed the host with
+    a segmentation fault.  Past :data:`MAX_DEPTH` they are refused, in the main thread
+    and in a thread with a small stack (a child process: a crash would end it)."""
+    script = textwrap.dedent("""
+        import sys, threading
+        from rlm_kernel.executors.wire import decode_value, ProtocolError
+        blob = sys.stdin.buffer.read()
+        def go():
+            try:
+                decode_value(blob)
+                print("decoded")
+            except ProtocolError as exc:
+                print("refused:", exc)
+        go()
+        threading.stack_size(512 << 10)
+        t = threading.Thread(target=go)
+        t.start()
+        t.join()
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, input=_nested_exts(depth),
+                          capture_output=True, timeout=60)
+    assert done.returncode == 0, f"rc {done.returncode}: {done.stderr[-1000:]!r}"
+    lines = done.stdout.decode().splitlines()
+    assert len(lines) == 2 and all(f"deeper than {MAX_DEPTH}" in ln for ln in lines), lines
+
+
+def test_tuples_as_deep_as_the_encoder_allows_still_cross():
+    value: object = 1
+    for _ in range(MAX_DEPTH):
+        value = (value,)
+    assert decode_value(encode_value(value)) == value
+
+
+@pytest.mark.parametrize("dtype, shape, data, why", [
+    ("|b1", [2 * MAX_ITEMS], b"\x00" * 2 * MAX_ITEMS, "more items than the limit"),
+    ("<i8", [-1, -1], b"\x00" * 8, "negative shape"),
+    ("|V8", [1], b"\x00" * 8, "is not data"),
+    ("<M8[ns]", [1], b"\x00" * 8, "is not data"),
+    ("(2,)<i8", [1], b"\x00" * 16, "is not data"),
+    ("<i8", [3], b"\x00" * 8, "do not match"),
+])
+def test_numpy_arrays_are_checked_before_they_are_built(dtype, shape, data, why):
+    """A numpy array's elements count against the item cap (2 million booleans are 2
+    MB on the wire, 2 million items to whoever turns them into a list); negative shapes,
+    void, datetime and sub-array dtypes and bytes that do not match the shape are refused."""
+    forged = msgpack.packb(msgpack.ExtType(14, msgpack.packb([dtype, shape, data])))
+    with pytest.raises(ProtocolError, match=why):
+        decode_value(forged)
+
+
+@pytest.mark.parametrize("code, tree", [
+    (10, "1e999999999"),
+    (10, "1" * 20_000),
+    (11, ["1" * 20_000, "3"]),
+])
+def test_numbers_past_the_digit_cap_are_refused(code, tree):
+    """A ``Decimal`` of a billion integer digits is 11 characters on the wire and an
+    int of 415 MB once anything converts it (``int()``, a typed answer's validation); a
+    fraction of 20,000 digits was cut silently.  Both are refused past 10,000 digits,
+    as an int is; the worker's encoder refuses them likewise."""
+    with pytest.raises(ProtocolError, match="too many digits"):
+        decode_value(msgpack.packb(msgpack.ExtType(code, msgpack.packb(tree))))
+    with pytest.raises(NotData):
+        encode_value(decimal.Decimal("1e999999999"))
+    assert decode_value(encode_value(decimal.Decimal("1e-999999999"))) == \
+        decimal.Decimal("1e-999999999")
+    assert decode_value(encode_value(fractions.Fraction(10**4000, 3))) == \
+        fractions.Fraction(10**4000, 3)
+
+
+def test_an_array_header_announcing_billions_is_refused_before_its_items():
+    """A msgpack array header announcing 2**31 items in a 20-byte value is refused by
+    the item cap before any list is built."""
+    forged = b"\xdd\x80\x00\x00\x00" + b"\xc0" * 16
+    with pytest.raises(ProtocolError):
+        decode_value(forged)
+
+
+# -- helpers --------------------------------------------------------------------------------------
+def _decode_in_child(data: bytes) -> dict:
+    """Decode ``data`` in a child process: ``{"refused": reason or None, "grew_mb": peak
+    resident memory the decoding added}``."""
+    script = textwrap.dedent("""
+        import json, resource, sys
+        from rlm_kernel.executors.wire import decode_value, ProtocolError
+        data = sys.stdin.buffer.read()
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        try:
+            decode_value(data)
+            refused = None
+        except ProtocolError as exc:
+            refused = str(exc)
+        grew = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024
+        print(json.dumps({"refused": refused, "grew_mb": grew}))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, input=data,
+                          capture_output=True, timeout=100)
+    assert done.returncode == 0, f"rc {done.returncode}: {done.stderr[-1000:]!r}"
+    return json.loads(done.stdout.decode().strip().splitlines()[-1])
