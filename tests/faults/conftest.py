@@ -5,6 +5,7 @@ executors (``executor_kind``: in-process, then isolated)."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -27,6 +28,16 @@ def executor_kind(request, monkeypatch):
     kind = getattr(request, "param", "in-process")
     monkeypatch.setattr(helpers, "EXECUTOR", kind)
     return kind
+
+
+@pytest.fixture(scope="session", autouse=True)
+def recorded_identity(record_testsuite_property):
+    """Who the fault suite runs as, in the JUnit XML report's test suite properties
+    (``euid``, ``egid``, ``groups``): ``tests/faults/as_user.py`` reads them back to
+    check that its run as an unprivileged uid really ran as that uid."""
+    record_testsuite_property("euid", os.geteuid())
+    record_testsuite_property("egid", os.getegid())
+    record_testsuite_property("groups", " ".join(map(str, sorted(os.getgroups()))))
 
 
 @pytest.fixture(autouse=True)
