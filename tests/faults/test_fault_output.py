@@ -35,7 +35,9 @@ def test_secret_environment_values_reach_nothing(monkeypatch, tmp_path, executor
     the process wall they are not in the child's environment at all (names like
     ``*_TOKEN`` are left out, short values too), nor in any file of the host's ``/tmp``
     or home, so model code reads the same values from variables whose names are not a
-    secret's (data that happens to hold keys) and the host's redaction is what holds."""
+    secret's (data that happens to hold keys), passed to the worker by name
+    (``RLM_PASS_ENV``: the worker's environment is an allow-list), and the host's
+    redaction is what holds."""
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("MY_SERVICE_TOKEN", SECRET[::-1])
     monkeypatch.setenv("SHORT_TOKEN", "abc")  # too short to be worth hiding
@@ -46,6 +48,7 @@ def test_secret_environment_values_reach_nothing(monkeypatch, tmp_path, executor
         for i, name in enumerate(("OPENAI_API_KEY", "MY_SERVICE_TOKEN", "SHORT_TOKEN")):
             plain[name] = f"RLM_TEST_PLAIN_{i}"
             monkeypatch.setenv(plain[name], os.environ[name])
+        monkeypatch.setenv("RLM_PASS_ENV", ",".join(plain.values()))
         env = lambda name: f"os.environ[{plain[name]!r}]"  # noqa: E731
         first = ("import os\nprint(sorted(n for n in os.environ if n.endswith(('_KEY', "
                  "'_TOKEN'))), 'in the environment')\nprint(" + env("SHORT_TOKEN") + ")\n")
