@@ -335,11 +335,13 @@ def test_rlm_query_prompt_and_context_are_redacted(monkeypatch, executor_kind):
     """Shared fault case s04_rlm_query_prompt.py.  Behind the process wall the key is
     not in the worker's environment (nor in any file of the host's /tmp or home), so
     model code reads the same value from a variable whose name is not a secret's (data
-    that happens to hold a key): the host still redacts what reaches ``rlm_query``."""
+    that happens to hold a key, passed by name: the worker's environment is an
+    allow-list): the host still redacts what reaches ``rlm_query``."""
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     key = "os.environ['OPENAI_API_KEY']"
     if executor_kind == "isolated":
         monkeypatch.setenv("RLM_TEST_PLAIN_DATA", SECRET)
+        monkeypatch.setenv("RLM_PASS_ENV", "RLM_TEST_PLAIN_DATA")
         key = "os.environ['RLM_TEST_PLAIN_DATA']"
     res, lm, _ = run(f"import os\nprint(rlm_query('check this: ' + {key}))",
                      "import os\nprint(rlm_query('summarise', "
