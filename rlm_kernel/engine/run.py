@@ -54,7 +54,7 @@ from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
-from ..executors import MIN_SECONDS, Executor, combined_output, executor_kind
+from ..executors import MIN_SECONDS, Executor, combined_output, executor_kind, run_deadline
 from ..models import LanguageModel, LLMError, tracing
 from ..policies import ActionResult, PolicyContext, PolicyRegistry
 from ..repl_types import REPLResult, REPLVariable
@@ -257,7 +257,9 @@ class Run:
                 are taken as they were, not run again).
         """
         result = self.result
-        with tracing.run_span(self.question, result.model, self.depth) as span:
+        # the executor's waits on its worker end with the time budget (clean-up too)
+        with run_deadline(self.executor, self.guard.seconds_left()), \
+                tracing.run_span(self.question, result.model, self.depth) as span:
             if continuation is not None:
                 self.forced_reply = self._seed(continuation)
                 self.first_step = continuation.from_step

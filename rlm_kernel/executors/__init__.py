@@ -10,7 +10,10 @@ steps through a kernel's shell is Jupyter's (``rlm_kernel.jupyter.shell_executor
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .guarded import REPR_SECONDS, guarded_render, guarded_repr, type_name
 from .host_state import exit_hooks_added, step_scope, user_interrupts_kept
@@ -38,7 +41,7 @@ __all__ = ["Executor", "PlainExecutor", "OutputCallback", "StreamTee", "combined
            "guarded_render", "guarded_repr", "type_name", "REPR_SECONDS", "exit_hooks_added", "step_scope", "filter_streams", "host_thread",
            "host_thread_type", "is_quarantined", "quarantined_running", "trim_exception",
            "trim_traceback", "user_interrupts_kept", "RemoteValue", "MAX_KEPT_CHARS",
-           "DEFAULT_MEMORY"]
+           "DEFAULT_MEMORY", "SupportsDeadline", "run_deadline"]
 
 # Names whose modules load on first use.  The worker process runs as ``python -m
 # rlm_kernel.executors.worker`` and imports this package first: it must not import the
@@ -94,3 +97,39 @@ def close_executor(executor: Executor) -> None:
     close = getattr(executor, "close", None)
     if callable(close):
         close()
+
+
+@runtime_checkable
+class SupportsDeadline(Protocol):
+    """What an :class:`Executor` whose waits can outlast a step also offers (the isolated
+    executor: its worker process may go silent between steps, after ``FINAL`` too): a
+    bound on every wait by the run's deadline.  Optional: the engine calls it through
+    :func:`run_deadline` where an executor has it."""
+
+    def set_deadline(self, deadline: float | None) -> float | None:
+        """Bound every wait on the executor's worker by ``deadline`` (a
+        ``time.monotonic()`` value; None: no bound); return the deadline it replaces."""
+        ...
+
+
+@contextlib.contextmanager
+def run_deadline(executor: Executor, seconds: float | None) -> Iterator[None]:
+    """While a run lasts (its end and its clean-up included), bound ``executor``'s waits
+    on its worker by the run's time budget, so that ``max_seconds`` holds whatever the
+    worker does (:class:`SupportsDeadline`); the deadline it had before is put back
+    after (a child run shares its parent's executor).  An executor without
+    ``set_deadline`` is left alone.
+
+    Args:
+        executor: the run's executor.
+        seconds: seconds the run has left (``BudgetGuard.seconds_left()``); None: no
+            time budget.
+    """
+    if not isinstance(executor, SupportsDeadline):
+        yield
+        return
+    previous = executor.set_deadline(None if seconds is None else time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        executor.set_deadline(previous)
