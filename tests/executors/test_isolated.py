@@ -433,8 +433,9 @@ def test_the_file_helpers_run_behind_the_wall(tmp_path):
     helpers = WorkFolder(work, bash_timeout=5).functions()
     with IsolatedExecutor(helpers, workdir=work, max_processes=32) as ex:
         _walled(ex)
-        res = ex.execute(f"print(bash('echo in > in.txt; touch ~/.{name} /etc/{name}; "
-                         "cat in.txt'))\n"
+        # the host's home by its path: model code's own HOME is the sandbox's /tmp
+        res = ex.execute(f"print(bash('echo in > in.txt; touch {Path.home()}/.{name} "
+                         f"/etc/{name}; cat in.txt'))\n"
                          "print(apply_patch('--- /dev/null\\n+++ b/new.txt\\n@@ -0,0 +1 @@\\n"
                          "+new\\n'))")
     assert res.success, res.stderr
