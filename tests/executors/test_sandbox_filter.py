@@ -104,29 +104,30 @@ LIBRARIES = r'''
 import asyncio, json, multiprocessing, os, socket, subprocess, threading
 import numpy, pandas
 
-out = {}
-t = threading.Thread(target=lambda: out.setdefault('thread', True))
+def done(name, value):  # each result as it comes: a hang shows where it happened
+    print(json.dumps([name, value]), flush=True)
+
+t = threading.Thread(target=lambda: done('thread', True))
 t.start(); t.join()
-out['subprocess'] = subprocess.run(['sh', '-c', 'echo ok'], capture_output=True,
-                                   text=True).stdout.strip()
+done('subprocess', subprocess.run(['sh', '-c', 'echo ok'], capture_output=True,
+                                  text=True).stdout.strip())
 pid = os.fork()
 if pid == 0:
     os._exit(3)
-out['fork'] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+done('fork', os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 with multiprocessing.get_context('fork').Pool(2) as pool:
-    out['pool'] = pool.map(abs, range(-4, 1))
+    done('pool', pool.map(abs, range(-4, 1)))
 with multiprocessing.get_context('spawn').Pool(1) as pool:
-    out['spawn'] = pool.map(len, ['a', 'bb'])
-out['numpy'] = float(numpy.linalg.inv(numpy.eye(3) * 2).sum())
-out['pandas'] = int(pandas.DataFrame({'a': range(10)}).a.sum())
-out['asyncio'] = asyncio.run(asyncio.sleep(0, result='ran'))
+    done('spawn', pool.map(len, ['a', 'bb']))
+done('numpy', float(numpy.linalg.inv(numpy.eye(3) * 2).sum()))
+done('pandas', int(pandas.DataFrame({'a': range(10)}).a.sum()))
+done('asyncio', asyncio.run(asyncio.sleep(0, result='ran')))
 a, b = socket.socketpair()
-a.sendall(b'x'); out['socketpair'] = b.recv(1).decode()
+a.sendall(b'x'); done('socketpair', b.recv(1).decode())
 socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).close()
-out['seccomp'] = [l.split()[1] for l in open('/proc/self/status') if l.startswith('Seccomp:')]
-out['child_seccomp'] = subprocess.run(['grep', '^Seccomp:', '/proc/self/status'],
-                                      capture_output=True, text=True).stdout.split()
-print(json.dumps(out, sort_keys=True))
+done('seccomp', [l.split()[1] for l in open('/proc/self/status') if l.startswith('Seccomp:')])
+done('child_seccomp', subprocess.run(['grep', '^Seccomp:', '/proc/self/status'],
+                                     capture_output=True, text=True).stdout.split())
 '''
 
 
@@ -138,9 +139,10 @@ def test_python_and_its_libraries_work_under_the_filter():
     import json
 
     with IsolatedExecutor(max_processes=32) as ex:
-        res = ex.execute(LIBRARIES, timeout=120)
-    assert res.success, res.stderr
-    assert json.loads(res.stdout) == {
+        res = ex.execute(LIBRARIES, timeout=60)
+    got = dict(json.loads(line) for line in res.stdout.splitlines())
+    assert res.success, (got, res.stderr)
+    assert got == {
         "thread": True, "subprocess": "ok", "fork": 3, "pool": [4, 3, 2, 1, 0],
         "spawn": [1, 2], "numpy": 1.5, "pandas": 45, "asyncio": "ran", "socketpair": "x",
         "seccomp": ["2"], "child_seccomp": ["Seccomp:", "2"]}
