@@ -33,6 +33,7 @@ read); it never runs bubblewrap as root.
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import stat
@@ -149,6 +150,11 @@ def _idmap(tree: int, userns: int, path: str, read_only: bool) -> None:
                      ctypes.c_size_t(len(attr))) < 0:
         number = ctypes.get_errno()
         what = "the folder" if read_only else "the working folder"
+        if number == errno.EPERM:
+            raise Failed(
+                f"this root may not make idmapped mounts (the root of a user namespace, as "
+                f"in a rootless container, is not root of the machine), and as root model "
+                f"code reaches {what} {path} through one: run rlm as an ordinary user")
         raise Failed(
             f"{what} {path} is on a file system that refuses idmapped mounts "
             f"({os.strerror(number)}); as root, model code runs as an unprivileged host "
