@@ -35,15 +35,24 @@ Limits held by the operating system:
   :mod:`~rlm_kernel.executors.timeouts` (the namespace survives); ``kill_grace``
   seconds past the limit the host sends ``SIGTERM`` to the worker, and ``kill_grace``
   seconds later kills the sandbox.  The worker is then restarted with the last good
-  snapshot of its namespace (pickled in the worker after every step that returned;
+  snapshot of its namespace (pickled in the worker after every step that returned,
+  names that share an object in one pickle, so that they still do after a restart;
   the host keeps the bytes, never loads them) and the step's output lists the names
   that were lost;
 * a worker that dies on its own (``os._exit``, a segfault, ``SIGKILL``) or breaks the
-  protocol is a failed step with the reason, restarted likewise;
-* **memory**: a ``memory`` cgroup of ``memory_limit`` bytes where the host may make one
-  (root), else a watch on the sandbox's resident memory between the host's reads (a
-  step over the limit is killed); always ``RLIMIT_AS`` of ``memory_limit`` per
-  process; core dumps off; **CPU** per step (``RLIMIT_CPU``, ``cpu_seconds``);
+  protocol is a failed step with the reason, restarted likewise (one that died between
+  steps, before the next step runs);
+* **memory**: ``memory_limit`` bytes for everything the sandbox holds, its processes and
+  its private ``tmpfs`` files, during and between steps: a ``memory`` cgroup where the
+  host may make one (root), else the host's watch (:mod:`.memory_watch`: a thread that
+  kills the sandbox past the limit, whatever passes on the channel); the next step
+  says why.  Each private ``tmpfs`` holds at most a quarter of the limit; always
+  ``RLIMIT_AS`` of ``memory_limit`` per process; core dumps off; **CPU** per step
+  (``RLIMIT_CPU``, ``cpu_seconds``);
+* **time outside steps**: a request between steps waits ``request_timeout`` seconds at
+  most, and no longer than the run's deadline (:meth:`IsolatedExecutor.set_deadline`,
+  given by the engine): a worker that goes silent (after ``FINAL`` too) is killed and
+  restarted, and ``max_seconds`` holds;
 * **processes**: a ``pids`` cgroup of ``max_processes`` where the host may make one,
   else ``RLIMIT_NPROC`` (which counts every process of the user, and does not hold for
   root: then :attr:`IsolatedExecutor.limits` says "not limited");
@@ -95,7 +104,9 @@ from typing import Any
 from ..repl_types import REPLResult
 from ..termination import FinalOutput
 from .environment import model_code_environ
+from .guarded import REPR_SECONDS
 from .launcher import MARK as LAUNCHER_MARK
+from .memory_watch import MAX_INTERVAL, MemoryUsage, MemoryWatch, SandboxMeter
 from .redaction import Redactor
 from .sandbox import (
     PACKAGE_ROOT,
@@ -120,7 +131,7 @@ from .workfolder import PORTABLE, signal_name
 
 __all__ = ["IsolatedExecutor", "IsolatedNamespace", "RemoteValue", "RemoteFunction",
            "WorkerError", "SandboxUnavailable", "DEFAULT_MEMORY", "DEFAULT_PROCESSES",
-           "DEFAULT_TMP_BYTES", "REQUEST_SECONDS"]
+           "DEFAULT_TMP_BYTES", "REQUEST_SECONDS", "LATE_SECONDS"]
 
 log = logging.getLogger(__name__)
 
@@ -135,9 +146,12 @@ sandbox, bytes."""
 REQUEST_SECONDS = 30.0
 """Seconds the worker has to answer a request outside a step (a value's data form, a
 snapshot's load) before it is killed and restarted."""
-WATCH_SECONDS = 0.25
-"""Seconds between two looks at the sandbox's memory while a step runs (no cgroup)."""
+LATE_SECONDS = 3.0
+"""Seconds the worker has to answer a request once the run's deadline is near or past
+(:meth:`IsolatedExecutor.set_deadline`); it is told to answer within them
+(:meth:`IsolatedExecutor.work_seconds`)."""
 _OWN_PROCESSES = 3  # outer bwrap, its init and the worker
+_PRIVATE_MOUNTS = ("/tmp", "/var/tmp", "/dev/shm", "/run")  # the sandbox's own tmpfs
 _MISSING = object()
 
 
@@ -351,16 +365,36 @@ class _Child:
         except OSError:
             pass
 
+    killed_for: str | None = None
+    """Why the host's memory watch killed this sandbox (words for the model), or None."""
+    _meter: SandboxMeter | None = None
+
+    @property
+    def meter(self) -> SandboxMeter:
+        """What counts this sandbox's memory (:mod:`.memory_watch`), made at first use."""
+        if self._meter is None:
+            self._meter = SandboxMeter(self.proc.pid, self.pid)
+        return self._meter
+
     def memory(self) -> int:
-        """Resident memory of every process of the sandbox now (bytes)."""
-        total = 0
-        for pid in process_tree(self.proc.pid):
+        """The sandbox's memory now as the host counts it (bytes): its processes'
+        anonymous and shared resident memory, its tmpfs files and memfds
+        (:meth:`.memory_watch.SandboxMeter.measure`)."""
+        return self.meter.measure().total
+
+    def stop_processes(self) -> None:
+        """``SIGKILL`` every process of the sandbox now (from any thread: no wait, the
+        channel left open for its reader, which then finds it closed)."""
+        for pid in process_tree(self.proc.pid)[::-1]:
             try:
-                with open(f"/proc/{pid}/statm") as f:
-                    total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-            except (OSError, ValueError, IndexError):
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
                 pass
-        return total
+        for target in (lambda: os.killpg(self.proc.pid, signal.SIGKILL), self.proc.kill):
+            try:
+                target()
+            except OSError:
+                pass
 
     def kill(self) -> None:
         """Kill the sandbox (its PID namespace goes with bubblewrap) and reap it."""
@@ -436,7 +470,8 @@ class IsolatedNamespace(MutableMapping[str, Any]):
             local = self._local(name, token)
             if local is not _MISSING:
                 return local
-        reply = self._ex.request("get", name=name, known=self._copies.get(name, (None, None))[1])
+        reply = self._ex.request("get", name=name, known=self._copies.get(name, (None, None))[1],
+                                 seconds=self._ex.work_seconds())
         if reply.get("missing"):
             raise KeyError(name)
         return self._value(name, reply)
@@ -606,6 +641,15 @@ class _LiveValues(ValuesView[Any]):
             yield value
 
 
+def _snapshot_entries(raw: list[Any]) -> list[list[Any]]:
+    """A step reply's ``snapshot`` (``[[names], pickle], ...``), checked: the host
+    keeps the pickles as bytes and only sends them back to a new worker."""
+    return [[[str(n) for n in entry[0]], entry[1]] for entry in raw
+            if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], list)
+            and entry[0] and all(isinstance(n, str) for n in entry[0])
+            and isinstance(entry[1], bytes)]
+
+
 def _bindings(reply: Mapping[str, Any]) -> dict[str, tuple[Any, ...]]:
     """The ``bindings`` of a worker's reply, checked: ``{name: token}``."""
     raw = reply.get("bindings")
@@ -637,7 +681,9 @@ class IsolatedExecutor:
         workdir: the only folder model code may write (read-write in the sandbox);
             None: none.
         tmp_bytes: the size in bytes of each private ``tmpfs`` (``/tmp`` ...); None:
-            bubblewrap's default.
+            bubblewrap's default (half the machine's memory).  With a
+            ``memory_limit``, at most a quarter of it (the four together never hold more
+            than the limit); what they hold counts against the limit either way.
         kill_grace: seconds after a step's limit before ``SIGTERM``, and again before
             the sandbox is killed.
         max_output_chars: characters of each stream of a step kept and shown live.
@@ -668,7 +714,7 @@ class IsolatedExecutor:
         self.max_output_chars, self.take_snapshots = max_output_chars, snapshot
         self.request_timeout = request_timeout
         self.workdir: str | None = None
-        self.tmp_bytes = tmp_bytes
+        self.tmp_bytes = tmpfs_size(tmp_bytes, memory_limit)
         if workdir is not None:
             self.workdir = os.path.realpath(os.fspath(workdir))
             if not os.path.exists(self.workdir):
@@ -689,7 +735,7 @@ class IsolatedExecutor:
         self.generation = 0
         self.restarts = 0
         self.limits: dict[str, str] = {}
-        self._snapshot: dict[str, bytes] = {}
+        self._snapshot: list[list[Any]] = []  # [[names], pickle]: opaque to the host
         self._lost: list[str] = []
         self._notes: list[str] = []  # what happened between steps, for the next step
         self._rids = itertools.count(1)
@@ -702,9 +748,15 @@ class IsolatedExecutor:
         self._cgroups = Cgroups()
         self._child: _Child | None = None
         self._closed = False
+        self._deadline: float | None = None  # the run's (set_deadline)
+        self._watch: MemoryWatch | None = None
+        self._oom_kills = 0  # the memory cgroup's count of processes it killed, as seen
         self.namespace: IsolatedNamespace = IsolatedNamespace(self)
         self._start()
         self._finalizer = weakref.finalize(self, _cleanup, self._child, self._cgroups)
+        if memory_limit and self._cgroups.memory is None:
+            self._watch = _memory_watch(self, memory_limit)
+            self._watch.start()
         if namespace:
             self.namespace.update(namespace)
 
@@ -767,10 +819,7 @@ class IsolatedExecutor:
 
     def _describe(self, nproc: int | None) -> dict[str, str]:
         """What :attr:`limits` says: each limit and what holds it."""
-        memory = "not limited"
-        if self.memory_limit:
-            held = "cgroup" if self._cgroups.memory else "host's watch of resident memory"
-            memory = f"{self.memory_limit} bytes ({held}; RLIMIT_AS per process)"
+        memory = self._memory_described()
         processes = (f"cgroup pids.max {self.max_processes}" if self._cgroups.pids
                      else f"RLIMIT_NPROC {nproc}" if nproc else "not limited")
         if os.getuid() == 0:
@@ -793,6 +842,22 @@ class IsolatedExecutor:
                 "pid_namespace": "yes",
                 "cpu_per_step": f"{self.cpu_seconds} s" if self.cpu_seconds else "not limited",
                 "files": f"{files}; {tmp}; homes hidden"}
+
+    def _memory_described(self) -> str:
+        """The ``memory`` line of :attr:`limits`: the limit, what it counts, what holds it."""
+        if not self.memory_limit:
+            return "not limited"
+        limit = f"{self.memory_limit:,} bytes for the whole sandbox, during and between steps"
+        if self._cgroups.memory is not None:
+            return (f"{limit}: every page of its processes, its tmpfs files and its shared "
+                    f"and kernel memory (a memory cgroup: the kernel holds it); "
+                    f"RLIMIT_AS per process")
+        return (f"{limit}: its processes' anonymous and shared resident memory, its tmpfs "
+                f"files (/tmp, /var/tmp, /dev/shm, /run, /dev) and memfds, counted by the "
+                f"host's watch every {MAX_INTERVAL:g} s or less (more often near the "
+                f"limit), which kills the sandbox past it (no memory cgroup here); "
+                f"RLIMIT_AS per process; not counted: System V shared memory no process "
+                f"maps, kernel memory")
 
     def check_size(self, name: str, size: int) -> None:
         """Refuse an input too large for the sandbox's memory.
@@ -817,6 +882,8 @@ class IsolatedExecutor:
         if self._closed:
             return
         self._closed = True
+        if self._watch is not None:
+            self._watch.stop()
         self._finalizer()
 
     def __enter__(self) -> IsolatedExecutor:
@@ -875,7 +942,7 @@ class IsolatedExecutor:
         try:
             self._send(child, {"op": op, "id": rid, **fields}, tail)
             try:
-                reply = box.get(timeout=self.request_timeout)
+                reply = box.get(timeout=self._by(self.request_timeout) - time.monotonic())
             except queue.Empty:
                 reply = None
         finally:
@@ -890,21 +957,83 @@ class IsolatedExecutor:
             child, rid = self._child, next(self._rids)
             assert child is not None
             try:
-                deadline = time.monotonic() + self.request_timeout
+                deadline = self._by(self.request_timeout)
                 self._send(child, {"op": op, "id": rid, **fields}, tail, deadline)
                 return self._await(child, rid, deadline)
             except (TimeoutError, ChannelClosed, ProtocolError) as exc:
                 problem = _channel_problem(exc, child)
             if attempt or self._recovering:
                 raise WorkerError(f"the isolated REPL {problem}")
-            self._notes.append(self._recover(f"The REPL process {problem} between steps"))
+            where = "" if child.killed_for is not None else " between steps"  # it says
+            self._notes.append(self._recover(f"The REPL process {problem}{where}"))
         raise AssertionError("unreachable")
 
     def _send(self, child: _Child, message: dict[str, Any], tail: bytes | None = None,
               deadline: float | None = None) -> None:
         with self._send_lock:
             child.channel.send(message, tail=tail, deadline=deadline or
-                               time.monotonic() + self.request_timeout)
+                               self._by(self.request_timeout))
+
+    def set_deadline(self, deadline: float | None) -> float | None:
+        """Bound every wait on the worker outside a step by a run's deadline.
+
+        Args:
+            deadline: ``time.monotonic()`` by which the run must end, or None (no
+                bound but :attr:`request_timeout`).  Until then a request waits at most
+                :attr:`request_timeout`; past it, :data:`LATE_SECONDS` (a worker that
+                does not answer is then killed and restarted as at any time-out).
+
+        Returns:
+            The deadline it replaces (see :func:`rlm_kernel.executors.run_deadline`).
+        """
+        previous, self._deadline = self._deadline, deadline
+        return previous
+
+    def _by(self, seconds: float) -> float:
+        """``time.monotonic()`` at which a wait of ``seconds`` on the worker ends: cut to
+        the run's deadline (:meth:`set_deadline`), never below :data:`LATE_SECONDS`."""
+        now = time.monotonic()
+        if self._deadline is None:
+            return now + seconds
+        return now + min(seconds, max(self._deadline - now, LATE_SECONDS))
+
+    def work_seconds(self) -> float:
+        """Seconds the worker may spend on a request's work (a value's data form, a
+        snapshot's load) before it answers with what it has: its own limit
+        (:data:`~rlm_kernel.executors.worker.SNAPSHOT_SECONDS`), less when the run's
+        deadline is near, so that it answers before the host gives up on it."""
+        left = self._by(self.request_timeout) - time.monotonic()
+        return max(min(SNAPSHOT_SECONDS, left - REPR_SECONDS - 0.5), 0.2)
+
+    def _out_of_memory(self) -> str | None:
+        """Words for the model when the memory cgroup's limit killed a process of the
+        sandbox since the last call (``oom_kill`` of ``memory.events``, cgroup v2, or
+        of ``memory.oom_control``, v1), else None."""
+        folder = self._cgroups.memory
+        if folder is None:
+            return None
+        count = 0
+        for name in ("memory.events", "memory.oom_control"):
+            try:
+                for line in (folder / name).read_text().splitlines():
+                    if line.startswith("oom_kill "):
+                        count = int(line.split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+        seen, self._oom_kills = self._oom_kills, count
+        if count <= seen:
+            return None
+        return f"the sandbox reached its memory limit of {self.memory_limit:,} bytes"
+
+    def _gone(self, child: _Child | None) -> str | None:
+        """Why ``child`` can run no more step (words for the model, after "The REPL
+        process"), or None: the memory watch killed it, or it died since the last step."""
+        if child is None:
+            return None
+        if child.killed_for is not None:
+            return child.killed_for
+        code = child.proc.poll()
+        return None if code is None else f"{_exit_reason(code)} between steps"
 
     def _await(self, child: _Child, rid: int, deadline: float) -> dict[str, Any]:
         """Read until the reply to ``rid`` (outside steps: host calls are refused).
@@ -943,6 +1072,12 @@ class IsolatedExecutor:
             err.write(note)
         self._notes = []
         start = time.perf_counter()
+        if (note := self._out_of_memory()) is not None:  # since the last step
+            err.write(f"A process in the REPL was killed between steps: {note}.\n")
+        gone = self._gone(self._child)
+        if gone is not None:  # killed or dead since the last step: a new one runs this step
+            with self._lock:
+                err.write(self._recover(f"The REPL process {gone}"))
         child = self._child
         marker = b"\x00\x1erlm-step-end-" + uuid.uuid4().hex.encode() + b"\x1e\x00"
         for event in child.seen.values():
@@ -959,7 +1094,7 @@ class IsolatedExecutor:
                 box.put(None)
         if reply is not None:
             for event in child.seen.values():
-                event.wait(2.0)
+                event.wait(max(0.0, self._by(2.0) - time.monotonic()))
         child.sink = None
         final_output, success = None, False
         if reply is not None:
@@ -972,13 +1107,14 @@ class IsolatedExecutor:
                 success = False
             # a step that ends in a restart leaves the last good snapshot: the one taken
             # with no process left to spare (a fork bomb) has lost everything
-            if problem is None and isinstance(reply.get("snapshot"), dict):
-                self._snapshot = {str(k): v for k, v in reply["snapshot"].items()
-                                  if isinstance(v, bytes)}
+            if problem is None and isinstance(reply.get("snapshot"), list):
+                self._snapshot = _snapshot_entries(reply["snapshot"])
                 lost = reply.get("lost")
                 self._lost = [str(n) for n in lost] if isinstance(lost, list) else []
         elif self._step_final is not None:  # FINAL was called before the worker failed
             final_output = self._step_final
+        if problem is None and (note := self._out_of_memory()) is not None:
+            err.write(f"A process in the REPL was killed: {note}.\n")
         if problem is not None:
             err.write(self._recover(problem))
         out.flush()
@@ -1000,7 +1136,6 @@ class IsolatedExecutor:
         """
         rid, nonce = next(self._rids), uuid.uuid4().hex
         step_context = contextvars.copy_context()  # host calls run in it, as in-process
-        watch = bool(self.memory_limit) and self._cgroups.memory is None
         with self._lock:
             self._nonce = nonce
             try:
@@ -1016,17 +1151,7 @@ class IsolatedExecutor:
             stage, interrupted = 0, False  # 0 running, 1 SIGTERM sent
             while True:
                 try:
-                    now = time.monotonic()
-                    wake = deadline
-                    if watch:
-                        wake = now + WATCH_SECONDS if wake is None \
-                            else min(wake, now + WATCH_SECONDS)
-                    if not child.channel.wait(wake):
-                        if watch and self.memory_limit and child.memory() > self.memory_limit:
-                            child.kill()
-                            return None, (f"the step used more than the memory limit of "
-                                          f"{self.memory_limit:,} bytes and the REPL process "
-                                          "was killed"), interrupted
+                    if not child.channel.wait(deadline):
                         if deadline is None or time.monotonic() < deadline:
                             continue
                         if stage == 1:
@@ -1036,8 +1161,8 @@ class IsolatedExecutor:
                         stage, deadline = 1, time.monotonic() + self.kill_grace
                         continue
                     # a frame has begun: it must be whole soon, however the step stands
-                    frame_by = max(deadline or 0.0, time.monotonic() + self.request_timeout
-                                   if deadline is None else time.monotonic() + 10.0)
+                    frame_by = max(deadline or 0.0, self._by(self.request_timeout)
+                                   if deadline is None else self._by(10.0))
                     message = child.channel.receive(frame_by)
                 except KeyboardInterrupt:
                     interrupted = True
@@ -1047,6 +1172,8 @@ class IsolatedExecutor:
                 except (TimeoutError, ChannelClosed, ProtocolError) as exc:
                     problem = _channel_problem(exc, child)
                     child.kill()
+                    if child.killed_for is not None:  # the memory watch's kill
+                        return None, f"the REPL process {child.killed_for}", interrupted
                     if stage and isinstance(exc, ChannelClosed):
                         return None, self._killed_reason(timeout, interrupted), interrupted
                     return None, f"the REPL process {problem} during the step", interrupted
@@ -1132,6 +1259,8 @@ class IsolatedExecutor:
         """
         if self._child is not None:
             self._child.kill()
+        if (note := self._out_of_memory()) is not None:
+            problem = f"{problem.rstrip('.')} ({note})"
         self._cgroups.kill()
         self.restarts += 1
         self._recovering = True
@@ -1140,13 +1269,13 @@ class IsolatedExecutor:
             self.namespace.resend()
             try:
                 reply = self.request("load", snapshot=self._snapshot,
-                                     seconds=SNAPSHOT_SECONDS, check=True)
+                                     seconds=self.work_seconds(), check=True)
                 failed = reply.get("lost") if isinstance(reply.get("lost"), list) else []
             except WorkerError:  # its loading killed it, or never ended: start empty
                 self._child.kill()  # type: ignore[union-attr]
                 self._start()
                 self.namespace.resend()
-                failed = list(self._snapshot)
+                failed = [n for names, _ in self._snapshot for n in names]
             self.namespace.update_bindings(_bindings(self.request("keys")))
         finally:
             self._recovering = False
@@ -1161,6 +1290,8 @@ class IsolatedExecutor:
 
 def _channel_problem(exc: BaseException, child: _Child) -> str:
     """What went wrong with the channel, in words for the model and the user."""
+    if child.killed_for is not None:
+        return child.killed_for
     if isinstance(exc, ChannelClosed):
         try:
             child.proc.wait(1.0)
@@ -1170,6 +1301,46 @@ def _channel_problem(exc: BaseException, child: _Child) -> str:
     if isinstance(exc, TimeoutError):
         return "did not answer in time (it was killed)"
     return f"sent a message outside the protocol ({exc}) and was killed"
+
+
+def tmpfs_size(size: int | None, memory_limit: int | None) -> int | None:
+    """The size of each private ``tmpfs`` of the sandbox (bytes): ``size``, at most a
+    quarter of ``memory_limit`` (four such mounts never hold more than the limit by
+    themselves); None: bubblewrap's default (no ``memory_limit`` either)."""
+    if not memory_limit:
+        return size
+    share = max(memory_limit // len(_PRIVATE_MOUNTS), 1 << 20)
+    return share if not size else min(size, share)
+
+
+def _memory_watch(executor: IsolatedExecutor, limit: int) -> MemoryWatch:
+    """The watch that holds ``executor``'s sandbox to ``limit`` bytes where no memory
+    cgroup does (:mod:`.memory_watch`); it holds the executor weakly and ends with it."""
+    ref = weakref.ref(executor)
+
+    def current() -> SandboxMeter | None:
+        ex = ref()
+        if ex is None or ex._closed:
+            watch.stop()
+            return None
+        child = ex._child
+        if child is None or child.killed_for is not None or child.proc.poll() is not None:
+            return None
+        return child.meter
+
+    def over(meter: SandboxMeter, usage: MemoryUsage) -> None:
+        ex = ref()
+        child = None if ex is None else ex._child
+        if child is None or child.proc.pid != meter.root or child.killed_for is not None:
+            return  # a sandbox since replaced, or already killed
+        when = "during the step" if ex.in_step else "between steps"
+        child.killed_for = (f"used {usage.describe()}, more than the memory limit of "
+                            f"{limit:,} bytes, {when}, and was killed")
+        log.warning("isolated REPL %s", child.killed_for)
+        child.stop_processes()
+
+    watch = MemoryWatch(limit, current, over)
+    return watch
 
 
 def _cleanup(child: _Child | None, cgroups: Cgroups) -> None:

@@ -134,6 +134,48 @@ def _dump(value: Any) -> bytes:
     return pickle.dumps(value, protocol=PICKLE_PROTOCOL)
 
 
+_ATOMS = (str, bytes, int, float, complex, bool, tuple, frozenset, type, range,
+          types.FunctionType, types.BuiltinFunctionType, types.ModuleType)
+"""Objects whose identity two names may share without it mattering (immutable, or
+pickled by reference): not counted as a reference between names."""
+
+
+def _dump_tracked(value: Any) -> tuple[bytes, dict[int, Any]]:
+    """A value's pickle, and the objects in it whose identity matters (what the pickler
+    kept in its memo, but :data:`_ATOMS`), by id (held, so that no id is reused by
+    another name's objects while the snapshot is taken)."""
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=PICKLE_PROTOCOL)
+    pickler.dump(value)
+    shared = {key: obj for key, (_, obj) in pickler.memo.copy().items()
+              if not isinstance(obj, _ATOMS)}
+    return buffer.getvalue(), shared
+
+
+def _groups(entries: list[tuple[str, bytes, dict[int, Any]]]
+            ) -> list[list[tuple[str, bytes, dict[int, Any]]]]:
+    """``entries`` (name, pickle, object ids) in groups of the names that share an
+    object, in the order of their first names (a union-find over the ids)."""
+    parent = list(range(len(entries)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[int, int] = {}
+    for i, (_, _, ids) in enumerate(entries):
+        for key in ids:
+            j = owner.setdefault(key, i)
+            if j != i:
+                parent[root(i)] = root(j)
+    groups: dict[int, list[tuple[str, bytes, dict[int, Any]]]] = {}
+    for i, entry in enumerate(entries):
+        groups.setdefault(root(i), []).append(entry)
+    return list(groups.values())
+
+
 def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
@@ -148,11 +190,15 @@ def describe(value: Any, reason: str) -> dict[str, Any]:
     return info
 
 
-def data_or_description(value: Any) -> dict[str, Any]:
+def data_or_description(value: Any, seconds: Any = SNAPSHOT_SECONDS) -> dict[str, Any]:
     """``{"data": bytes}`` (the data form) or ``{"description": ...}`` (see
-    :func:`describe`) of a value for the host."""
+    :func:`describe`) of a value for the host; the data form is given up for the
+    description after ``seconds`` (at most :data:`SNAPSHOT_SECONDS`; the host asks for
+    less when its run's deadline is near)."""
+    if not isinstance(seconds, (int, float)) or not 0 < seconds < SNAPSHOT_SECONDS:
+        seconds = SNAPSHOT_SECONDS
     try:
-        with time_limit(SNAPSHOT_SECONDS):
+        with time_limit(seconds):
             return {"data": encode_value(value)}
     except NotData as exc:
         return {"description": describe(value, str(exc))}
@@ -406,7 +452,7 @@ class Worker:
         if isinstance(value, types.ModuleType):
             return {"kind": "module", "module": value.__name__}
         self.refs[id(value)] = value
-        packed = data_or_description(value)
+        packed = data_or_description(value, m.get("seconds"))
         if "description" in packed:
             return {"kind": "ref", "ref": id(value), **packed["description"]}
         digest = _digest(packed["data"])
@@ -436,48 +482,93 @@ class Worker:
                 if n not in ("__builtins__",) and isinstance(n, str)}
 
     def do_load(self, m: dict[str, Any]) -> dict[str, Any]:
-        """Bind the names of a snapshot (``{name: pickle}``); those that fail to load,
-        or are not loaded within ``SNAPSHOT_SECONDS`` in all, are lost."""
+        """Bind the names of a snapshot (:meth:`snapshot`'s ``[[names], pickle]``
+        entries); the names of an entry that fails to load, or is not loaded within its
+        share of ``seconds`` (at most ``SNAPSHOT_SECONDS`` in all), are lost."""
         lost: list[str] = []
-        deadline = time.monotonic() + SNAPSHOT_SECONDS
-        for name, data in dict(m["snapshot"]).items():
+        seconds = m.get("seconds")
+        seconds = SNAPSHOT_SECONDS if not isinstance(seconds, (int, float)) \
+            else min(float(seconds), SNAPSHOT_SECONDS)
+        deadline = time.monotonic() + seconds
+        entries = list(m["snapshot"])
+        for k, (names, data) in enumerate(entries):
+            names = [str(n) for n in names]
             left = deadline - time.monotonic()
             if left <= 0:
-                lost.append(name)
+                lost += names
                 continue
+            # a share of what is left, so that one pickle that hangs when loaded loses
+            # its own names only (at least a second: a large one takes that long)
+            share = max(left / (len(entries) - k), min(left, 1.0))
             try:
-                with time_limit(left):
-                    self.ns[name] = pickle.loads(data)
+                with time_limit(share):
+                    values = pickle.loads(data)
+                if len(names) > 1 and (type(values) is not tuple or len(values) != len(names)):
+                    raise ValueError("a snapshot group of the wrong shape")
             except BaseException:  # noqa: BLE001 - model objects' __reduce__ may raise anything
-                lost.append(name)
+                lost += names
+                continue
+            for name, value in zip(names, values if len(names) > 1 else (values,),
+                                   strict=True):
+                self.ns[name] = value
         return {"lost": lost}
 
-    def snapshot(self) -> tuple[dict[str, bytes], list[str]]:
+    def snapshot(self) -> tuple[list[list[Any]], list[str]]:
         """Pickles of the names the host cannot rebuild itself (not its own values or
         functions), and the names that cannot be pickled (or not in time, or past
-        :data:`SNAPSHOT_BYTES`)."""
-        saved: dict[str, bytes] = {}
+        :data:`SNAPSHOT_BYTES`).
+
+        Names bound to objects reachable from one another (``b = a``, ``c = [a]``) are
+        pickled together, in one pickle, so that a restart keeps them one object; every
+        other name has a pickle of its own, so that one that cannot be pickled (or
+        loaded) loses only its own group.  Returns ``([[names, pickle], ...], lost)``.
+        """
+        entries: list[tuple[str, bytes, dict[int, Any]]] = []
         lost: list[str] = []
-        total, deadline = 0, time.monotonic() + SNAPSHOT_SECONDS
+        deadline = time.monotonic() + SNAPSHOT_SECONDS
+        values: dict[str, Any] = {}
         for name, value in list(self.ns.items()):
             if name in ("__builtins__", "__name__") or not isinstance(name, str) \
                     or self.token(name, value)[0] != "child":
                 continue
+            value = _ModuleRef(value.__name__) if isinstance(value, types.ModuleType) else value
             left = deadline - time.monotonic()
             try:
                 if left <= 0:
                     raise TimeoutError
                 with time_limit(left):
-                    data = _dump(_ModuleRef(value.__name__)
-                                 if isinstance(value, types.ModuleType) else value)
+                    data, shared = _dump_tracked(value)
             except BaseException:  # noqa: BLE001 - model objects may raise anything
                 lost.append(name)
                 continue
+            values[name] = value
+            entries.append((name, data, shared))
+        saved: list[list[Any]] = []
+        total = 0
+        for group in _groups(entries):
+            data = group[0][1]
+            if len(group) > 1:  # one pickle for objects the names share
+                left = deadline - time.monotonic()
+                try:
+                    if left <= 0:
+                        raise TimeoutError
+                    with time_limit(left):
+                        data = _dump(tuple(values[n] for n, _, _ in group))
+                except BaseException:  # noqa: BLE001 - each on its own, then
+                    saved_alone = [(n, d) for n, d, _ in group]
+                    for name, alone in saved_alone:
+                        if total + len(alone) > SNAPSHOT_BYTES:
+                            lost.append(name)
+                            continue
+                        total += len(alone)
+                        saved.append([[name], alone])
+                    continue
+            names = [n for n, _, _ in group]
             if total + len(data) > SNAPSHOT_BYTES:
-                lost.append(name)
+                lost += names
                 continue
             total += len(data)
-            saved[name] = data
+            saved.append([names, data])
         return saved, lost
 
     def do_last_error(self, m: dict[str, Any]) -> dict[str, Any]:  # noqa: ARG002
