@@ -13,7 +13,9 @@ For each executor it measures
 * per step: the median wall time of ``--steps`` trivial steps (``x = 1``), and the
   isolated minus in-process difference (the added overhead);
 * moving a context in: binding a 10 MB ``str`` as ``context`` and running a step that
-  reads its length (1 GB too with ``--big``, which needs about 6 GB of free memory).
+  reads its length (1 GB too with ``--big``, which needs about 6 GB of free memory);
+* where no memory cgroup holds the sandbox (an ordinary user), the CPU the host's memory
+  watch used while the steps and contexts above ran, in percent of one core.
 
 The baseline column is the isolated executor of ``--baseline`` (a git revision of this
 repository, default ``20e5271``: the hand-made wall before bubblewrap), extracted with
@@ -98,11 +100,16 @@ def measure_isolated(steps: int, starts: int, big: bool) -> dict[str, float]:
     memory = (8 << 30) if big else (4 << 30)
     figures = {"start-up (s)": startup(lambda: IsolatedExecutor(memory_limit=memory), starts)}
     isolated = IsolatedExecutor(memory_limit=memory)
+    started = time.perf_counter()
     try:
         figures["per step (ms, median)"] = per_step_ms(isolated, steps)
         figures["10 MB context (ms)"] = context_ms(isolated, 10_000_000)
         if big:
             figures["1 GB context (ms)"] = context_ms(isolated, 1_000_000_000)
+        watch = getattr(isolated, "_watch", None)  # the memory watch (no memory cgroup)
+        if watch is not None:
+            figures["memory watch (% of a core)"] = \
+                100 * watch.cpu_seconds / (time.perf_counter() - started)
     finally:
         isolated.close()
     return figures
@@ -155,7 +162,7 @@ def measure(steps: int, starts: int, big: bool, baseline: str | None = None
                "per step (ms, median)": f"+{now['per step (ms, median)'] - plain['per step (ms, median)']:.2f} "
                                         f"ms, <= +{STEP_TARGET_MS} ms",
                "1 GB context (ms)": f"<= {BIG_TARGET_RATIO}x the baseline"}
-    return [(label, plain[label], (before or {}).get(label), now[label],
+    return [(label, plain.get(label, float("nan")), (before or {}).get(label), now[label],
              targets.get(label, "")) for label in now]
 
 
