@@ -1093,8 +1093,11 @@ class IsolatedExecutor:
             for box in list(self._waiting.values()):  # no reply comes after the step
                 box.put(None)
         if reply is not None:
-            for event in child.seen.values():
-                event.wait(max(0.0, self._by(2.0) - time.monotonic()))
+            for event in child.seen.values():  # the output's end markers (past the
+                # run's deadline, what has not come is not waited for)
+                wait = 2.0 if self._deadline is None else \
+                    min(2.0, max(self._deadline - time.monotonic(), 0.05))
+                event.wait(wait)
         child.sink = None
         final_output, success = None, False
         if reply is not None:
