@@ -231,3 +231,36 @@ def test_the_limits_say_what_holds_the_memory_limit(ex, holder):
     assert ("host's watch" in text) == (holder == "watch"), text
     assert "tmpfs files" in text, text
     assert ex.tmp_bytes == LIMIT // 4
+
+
+FORKS = r'''
+import os, time
+pids = []
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:
+        {child}
+        time.sleep(2)
+        os._exit(0)
+    pids.append(pid)
+for pid in pids:
+    os.waitpid(pid, 0)
+print('forks done')
+'''
+
+
+def test_pages_forks_share_count_once_and_their_copies_count(ex, holder):
+    """A worker holding 110 MB forks twice (``multiprocessing``'s way): the three
+    processes share those pages, 110 MB of the 256 MiB limit, not 330 MB, and the step
+    runs; when the children write their copies (copy-on-write: 330 MB), the sandbox
+    is held to the limit and the step is told why."""
+    assert ex.execute("b = bytearray(110 << 20)\nfor i in range(0, len(b), 4096):\n"
+                      "    b[i] = 1", timeout=20).success
+    shared = ex.execute(FORKS.format(child="pass"), timeout=20)
+    assert shared.stdout.strip() == "forks done", shared.stderr
+    with Sampler(ex) as sampler:
+        copied = ex.execute(FORKS.format(
+            child="for i in range(0, len(b), 4096): b[i] = 2"), timeout=20)
+    assert "forks done" not in copied.stdout or holder == "cgroup", copied.stdout
+    _told(copied.stderr + copied.stdout, holder)
+    assert sampler.peak_anon <= 2 * LIMIT, sampler.describe()
