@@ -1,33 +1,68 @@
 """Budgets of a run: LLM calls, tokens, US dollars and wall-clock seconds.
 
 A :class:`BudgetGuard` lives in the host (the engine), never in the REPL
-namespace, so model code cannot raise its own limits.  It is checked before
-every model call, the root model's and every sub-call's; child runs started by
-``rlm_query`` share their parent's guard.
+namespace, so model code cannot raise its own limits.  Every model call, the root
+model's and every sub-call's, is a :class:`Reservation` held from before it is sent
+until its usage is in the ledger: what it may spend (one call; its prompt's tokens at
+most plus its completion cap; their price) is set aside, its completion cap is cut to
+what is left, and what it did not spend is given back when it returns.  So calls in
+flight together (``llm_query_batched``, candidates, threads of model code) never spend
+more than the budget between them, however many they are and however large their
+prompts.  Child runs started by ``rlm_query`` and a run's candidates share their
+parent's guard, hence its reservations.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import threading
 import time
 from dataclasses import dataclass
 
 from ..executors import is_quarantined
-from ..models import ClientWrapper, Completion, LanguageModel, UsageLedger
+from ..models import (
+    ClientWrapper,
+    Completion,
+    LanguageModel,
+    TokenPrices,
+    UsageLedger,
+    token_prices,
+)
 
 __all__ = ["Budget", "BudgetExceeded", "BudgetGuard", "BudgetedClient", "CHARS_PER_TOKEN",
-           "prompt_tokens"]
+           "MESSAGE_TOKENS", "REQUEST_TOKENS", "Reservation", "prompt_tokens"]
 
 CHARS_PER_TOKEN = 4
-"""Characters counted as one token when a prompt is weighed before it is sent (the
-usual average of English text in the providers' tokenizers)."""
+"""Characters of English text per token on average in the providers' tokenizers: for
+estimates shown to people, never for a limit (model code picks its prompts' text)."""
+
+MESSAGE_TOKENS = 8
+"""Tokens a chat template adds per message at most: OpenAI's chat format adds 3 ("How
+to count tokens with tiktoken", OpenAI Cookbook), ChatML (Qwen) and Llama 3 add 5
+(``<|im_start|>role\\n ... <|im_end|>\\n``; ``<|start_header_id|>role<|end_header_id|>
+\\n\\n ... <|eot_id|>``)."""
+
+REQUEST_TOKENS = 32
+"""Tokens a chat template adds per request at most: the reply's header (3 to 5 tokens in
+the formats above) and a default system prompt some templates insert when a request has
+none (Qwen2.5's, about 20 tokens)."""
+
+_WAIT_SLICE = 0.25  # seconds between looks at the clock and at close() while waiting
 
 
 def prompt_tokens(messages: list[dict[str, str]]) -> int:
-    """The tokens ``messages`` are estimated to cost as a prompt: their text's
-    characters over :data:`CHARS_PER_TOKEN`."""
-    return sum(len(m["content"]) for m in messages
-               if isinstance(m.get("content"), str)) // CHARS_PER_TOKEN
+    """The most tokens ``messages`` can cost as a prompt, in tokens: one per UTF-8 byte
+    of their text (a byte-level BPE tokenizer, as GPT-2's and its heirs' (Radford et
+    al. 2019: cl100k, o200k, Qwen2, Llama 3), never makes more tokens than bytes, nor
+    does SentencePiece with byte fallback), plus :data:`MESSAGE_TOKENS` per message and
+    :data:`REQUEST_TOKENS`.  A content that is not text counts as its JSON text."""
+    total = REQUEST_TOKENS
+    for message in messages:
+        content = message.get("content")
+        text = content if isinstance(content, str) else json.dumps(content, default=str)
+        total += MESSAGE_TOKENS + len(text.encode("utf-8", "surrogatepass"))
+    return total
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +82,27 @@ class Budget:
     max_seconds: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """What one model call may spend, set aside by :meth:`BudgetGuard.begin_call` and
+    given back by :meth:`BudgetGuard.end_call` once its usage is in the ledger.
+
+    Attributes:
+        cap: the completion cap to send, in tokens (None: the provider's own, when no
+            token or USD budget bounds it).
+        tokens: tokens set aside (the prompt's most plus ``cap``; 0 without a token
+            budget).
+        usd: US dollars set aside (the price of ``tokens``; 0 without a USD budget or
+            without known prices).
+        thread: the thread that holds it (``threading.get_ident()``).
+    """
+
+    cap: int | None
+    tokens: int = 0
+    usd: float = 0.0
+    thread: int = 0
+
+
 class BudgetExceeded(BaseException):
     """A budget limit was reached.
 
@@ -57,7 +113,8 @@ class BudgetExceeded(BaseException):
 
 
 class BudgetGuard:
-    """Checks a :class:`Budget` against a :class:`UsageLedger` and a start time.
+    """Checks a :class:`Budget` against a :class:`UsageLedger`, a start time and the
+    :class:`Reservation` of every call in flight.
 
     Args:
         budget: the limits.
@@ -72,7 +129,11 @@ class BudgetGuard:
         self.exceeded: str | None = None
         self.closed = False  # the run is over: no more calls (see close)
         self._in_flight = 0
+        self._reserved_tokens = 0
+        self._reserved_usd = 0.0
+        self._held: dict[int, int] = {}  # thread id -> reservations it holds
         self._lock = threading.Lock()
+        self._released = threading.Condition(self._lock)
 
     def reason(self) -> str | None:
         """The first limit reached, as a readable phrase, or None."""
@@ -115,6 +176,8 @@ class BudgetGuard:
         whoever makes it (a thread model code left running, a client kept from the
         run)."""
         self.closed = True
+        with self._released:
+            self._released.notify_all()
 
     def seconds_left(self) -> float | None:
         """Seconds of ``max_seconds`` left (at least 0), or None without a time budget."""
@@ -122,50 +185,133 @@ class BudgetGuard:
             return None
         return max(0.0, self.budget.max_seconds - (time.monotonic() - self.started))
 
-    def begin_call(self, max_tokens: int | None, prompt: int = 0) -> int | None:
-        """Reserve one call before it is sent; return its completion cap in tokens.
+    def reserved(self) -> tuple[int, int, float]:
+        """What the calls in flight hold: ``(calls, tokens, usd)``."""
+        with self._lock:
+            return self._in_flight, self._reserved_tokens, self._reserved_usd
 
-        Calls in flight count against ``max_llm_calls``, so concurrent calls (a
-        batch) cannot all pass the check before any of them is recorded.  With a
-        token budget the prompt's tokens count before the call is sent (a prompt that
-        does not fit in the tokens left is not sent), and the completion cap is at
-        most the tokens left after it.  A call after :meth:`close`,
-        or from a thread an earlier step left running
-        (:func:`~rlm_kernel.executors.thread_output.is_quarantined`), is refused: it
-        would be spent outside the run's steps and records.
+    def _room(self, prompt: int, prices: TokenPrices | None,
+              others: bool) -> tuple[int | None, str | None]:
+        """Completion tokens a call of ``prompt`` tokens can be given (None: no limit
+        bounds them), with what is reserved by the calls in flight counted (``others``)
+        or not; or ``(0, why)`` when its prompt alone does not fit.  Called with the
+        lock held."""
+        b, totals = self.budget, self.ledger.totals()
+        room: int | None = None
+        if b.max_tokens is not None:
+            left = b.max_tokens - totals["prompt_tokens"] - totals["completion_tokens"] \
+                - (self._reserved_tokens if others else 0)
+            if prompt >= left:
+                return 0, (f"token budget of {b.max_tokens:,}: a prompt of up to {prompt:,} "
+                           f"tokens (one a byte), with its reply, does not fit in the "
+                           f"{max(0, int(left)):,} left")
+            room = int(left - prompt)
+        if b.max_cost_usd is not None and prices is not None:
+            left_usd = b.max_cost_usd - totals["cost_usd"] - (self._reserved_usd if others else 0)
+            prompt_usd = prices.cost(prompt)
+            slack = 1e-12 * b.max_cost_usd  # sums of prices in binary floating point
+            fits = prompt_usd <= left_usd + slack if prices.completion_usd == 0 else \
+                prompt_usd + prices.completion_usd <= left_usd + slack
+            if not fits:
+                return 0, (f"cost budget of ${b.max_cost_usd:g}: a call of a prompt of up "
+                           f"to {prompt:,} tokens (${prompt_usd:.6f}) and its reply does "
+                           f"not fit in the ${max(0.0, left_usd):.6f} left")
+            if prices.completion_usd > 0:
+                usd_room = math.floor((left_usd + slack - prompt_usd) / prices.completion_usd)
+                room = usd_room if room is None else min(room, usd_room)
+        return room, None
+
+    def begin_call(self, max_tokens: int | None, prompt: int = 0,
+                   prices: TokenPrices | None = None) -> Reservation:
+        """Reserve one call before it is sent: what it may spend is set aside until
+        :meth:`end_call`.
+
+        The call counts against ``max_llm_calls`` while in flight.  With a token budget
+        it sets aside ``prompt`` plus its completion cap, and the cap is cut to what is
+        left after the prompt and after what the calls in flight hold; with a USD budget
+        and ``prices``, the same in USD.  A call that would get less than its own cap
+        because of calls in flight waits for them to give back what they did not spend;
+        one whose prompt does not fit in what is left with nothing in flight is
+        refused.  A call after :meth:`close`, or from a thread an earlier step left
+        running (:func:`~rlm_kernel.executors.thread_output.is_quarantined`), is
+        refused: it would be spent outside the run's steps and records.
 
         Args:
-            max_tokens: the caller's own completion cap (None = provider default).
-            prompt: the prompt's estimated tokens (:func:`prompt_tokens`).
+            max_tokens: the caller's own completion cap in tokens (None = provider
+                default).
+            prompt: the most tokens the prompt can cost (:func:`prompt_tokens`).
+            prices: the model's prices (:func:`~rlm_kernel.models.prices.token_prices`),
+                or None (unknown: nothing set aside in USD, the ledger prices its calls
+                at 0).
+
+        Returns:
+            The :class:`Reservation`; its ``cap`` is the completion cap to send.
 
         Raises:
-            BudgetExceeded: a limit is reached, the run is over, or the caller is a
-                thread left running by an earlier step; nothing is reserved.
+            BudgetExceeded: a limit is reached, the call's prompt does not fit in what
+                is left, the run is over, or the caller is a thread left running by an
+                earlier step; nothing is reserved.
         """
         if self.closed:
             raise BudgetExceeded("the run is over: no more model calls")
         if is_quarantined():
             raise BudgetExceeded("a thread that an earlier step left running may not "
                                  "call the model")
-        with self._lock:
-            self.check()
-            self._in_flight += 1
-            if self.budget.max_tokens is None:
-                return max_tokens
-            totals = self.ledger.totals()
-            left = self.budget.max_tokens - totals["prompt_tokens"] - totals["completion_tokens"]
-            if prompt >= left:
-                self._in_flight -= 1
-                raise BudgetExceeded(
-                    f"token budget of {self.budget.max_tokens:,}: a prompt of about "
-                    f"{prompt:,} tokens does not fit in the {max(0, int(left)):,} left")
-            left = max(1, int(left - prompt))
-            return left if max_tokens is None else min(max_tokens, left)
+        me = threading.get_ident()
+        with self._released:
+            while True:
+                if self.closed:
+                    raise BudgetExceeded("the run is over: no more model calls")
+                self.check()
+                _, why = self._room(prompt, prices, others=False)
+                if why is not None:  # it does not fit even with nothing in flight
+                    raise BudgetExceeded(why)
+                now, why = self._room(prompt, prices, others=True)
+                if why is None and (now is None or max_tokens is not None and max_tokens <= now):
+                    cap = max_tokens  # its own cap fits beside the calls in flight
+                elif self._in_flight > self._held.get(me, 0):
+                    self._released.wait(_WAIT_SLICE)  # for calls in flight to give back
+                    continue
+                elif why is not None:  # only this thread's own calls hold the rest
+                    raise BudgetExceeded(why)
+                else:
+                    cap = now if max_tokens is None else min(max_tokens, now)
+                return self._reserve(me, cap, prompt, prices)
 
-    def end_call(self) -> None:
-        """Release the reservation of :meth:`begin_call` (the ledger has the call now)."""
-        with self._lock:
+    def _reserve(self, me: int, cap: int | None, prompt: int,
+                 prices: TokenPrices | None) -> Reservation:
+        """Set a call's reservation aside (the lock held)."""
+        b = self.budget
+        tokens = prompt + (cap or 0) if b.max_tokens is not None else 0
+        usd = prices.cost(prompt, cap or 0) \
+            if b.max_cost_usd is not None and prices is not None else 0.0
+        self._in_flight += 1
+        self._reserved_tokens += tokens
+        self._reserved_usd += usd
+        self._held[me] = self._held.get(me, 0) + 1
+        return Reservation(cap, tokens, usd, me)
+
+    def end_call(self, reservation: Reservation | None = None) -> None:
+        """Give back ``reservation`` (the ledger has the call now, or it failed) and
+        wake the calls waiting for room.
+
+        Args:
+            reservation: what :meth:`begin_call` returned; None for a call counted but
+                holding nothing (callers written before reservations).
+        """
+        with self._released:
             self._in_flight -= 1
+            if reservation is not None:
+                self._reserved_tokens -= reservation.tokens
+                self._reserved_usd -= reservation.usd
+                held = self._held.get(reservation.thread, 0) - 1
+                if held > 0:
+                    self._held[reservation.thread] = held
+                else:
+                    self._held.pop(reservation.thread, None)
+            if self._in_flight == 0:  # no drift from float sums
+                self._reserved_tokens, self._reserved_usd = 0, 0.0
+            self._released.notify_all()
 
 
 class BudgetedClient(ClientWrapper):
@@ -184,22 +330,35 @@ class BudgetedClient(ClientWrapper):
     def __init__(self, client: LanguageModel, guard: BudgetGuard) -> None:
         super().__init__(client)
         self._guard = guard
+        self._prices: TokenPrices | None | bool = False  # False: not looked up yet
+
+    def prices(self) -> TokenPrices | None:
+        """The model's prices for a USD budget (looked up once, only when the run has
+        one: :func:`~rlm_kernel.models.prices.token_prices`), else None."""
+        if self._guard.budget.max_cost_usd is None:
+            return None
+        if self._prices is False:
+            self._prices = token_prices(self._client)
+        return self._prices  # type: ignore[return-value]
 
     def complete(self, messages: list[dict[str, str]], *, role: str = "root",
                  stop: list[str] | None = None, max_tokens: int | None = None,
                  temperature: float | None = None, seed: int | None = None) -> Completion:
-        """One call, reserved before it is sent and released after
-        (:meth:`BudgetGuard.begin_call`: counted, its prompt weighed, its completion
-        capped at the tokens left); see ``LanguageModel.complete``.
+        """One call, reserved before it is sent and given back after
+        (:meth:`BudgetGuard.begin_call`: counted, its prompt weighed at its most, its
+        completion capped at what is left beside the calls in flight); see
+        ``LanguageModel.complete``.
 
         Raises:
-            BudgetExceeded: the budget is used up (no call is made).
+            BudgetExceeded: the budget is used up, or this call does not fit in what
+                is left (no call is made).
             LLMError: the call failed.
         """
-        cap = self._guard.begin_call(max_tokens if max_tokens is not None
-                                     else self.max_tokens, prompt_tokens(messages))
+        reservation = self._guard.begin_call(
+            max_tokens if max_tokens is not None else self.max_tokens,
+            prompt_tokens(messages), self.prices())
         try:
-            return super().complete(messages, role=role, stop=stop, max_tokens=cap,
+            return super().complete(messages, role=role, stop=stop, max_tokens=reservation.cap,
                                     temperature=temperature, seed=seed)
         finally:
-            self._guard.end_call()
+            self._guard.end_call(reservation)

@@ -15,6 +15,7 @@ from . import tracing
 from .base import ClientWrapper, LanguageModel, LLMError, Message
 from .factory import is_embedded, make_client
 from .litellm_client import LiteLLMClient, import_litellm
+from .prices import TokenPrices, token_prices
 from .usage import Completion, LLMCall, UsageLedger
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,7 +37,7 @@ __all__ = ["ClientWrapper", "LanguageModel", "LiteLLMClient", "LLMError", "Messa
            "configure_cache", "ensure_server", "find_running", "stop_all_servers", "stop_server",
            "LocalModelError", "get_spec", "is_prepared", "prepare", "weights_path", "tracing",
            "Fleet", "RouterClient", "fleet_yaml", "load_fleet", "running_replicas",
-           "start_replicas", "stop_replicas"]
+           "start_replicas", "stop_replicas", "TokenPrices", "token_prices"]
 
 # Names whose modules load on first use: the embedded model's server and weights, and
 # the sub-call cache, are not needed by every process that imports this package (the

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from .base import LLMError
+from .prices import TokenPrices
 from .usage import Completion, LLMCall, UsageLedger
 
 __all__ = ["ScriptedModel"]
@@ -47,6 +48,12 @@ class ScriptedModel:
         self.seeds: list[int | None] = []  # per call: the seed sent, if any (else ignored)
         self.caps: list[int | None] = []  # per call: the completion cap (max_tokens) sent
         self._lock = threading.Lock()
+
+    @property
+    def token_prices(self) -> TokenPrices:
+        """What a call costs, for a USD budget: :attr:`cost_usd` a request, whatever
+        its tokens."""
+        return TokenPrices(request_usd=self.cost_usd)
 
     def check(self) -> None:
         """Scripted models are always available."""

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rlm_kernel.engine import repl_functions
-from rlm_kernel.engine.budget import Budget, BudgetExceeded, BudgetGuard
+from rlm_kernel.engine.budget import Budget, BudgetExceeded, BudgetGuard, Reservation
 from rlm_kernel.engine.config import RLMConfig
 from rlm_kernel.engine.repl_functions import REPLFunctions
 from rlm_kernel.engine.replay.recording import Recorder
@@ -33,13 +33,13 @@ class _Guard(BudgetGuard):
         super().__init__(budget or Budget(), UsageLedger(), 0.0)
         self.log = log
 
-    def begin_call(self, max_tokens: int | None, prompt: int = 0) -> int | None:
+    def begin_call(self, *args: Any, **kwargs: Any) -> Reservation:
         self.log.append("budget: begin")
-        return super().begin_call(max_tokens, prompt)
+        return super().begin_call(*args, **kwargs)
 
-    def end_call(self) -> None:
+    def end_call(self, *args: Any, **kwargs: Any) -> None:
         self.log.append("budget: end")
-        super().end_call()
+        super().end_call(*args, **kwargs)
 
 
 class _Recorder(Recorder):
