@@ -362,7 +362,8 @@ def probe():
 def others():
     out = {}
     buf = ctypes.create_string_buffer(512)
-    child = subprocess.Popen(['sleep', '30'])
+    child = subprocess.Popen(['sleep', '30'], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
     try:
         out['ptrace(ATTACH child)'] = call('ptrace', 16, child.pid, 0, 0)   # PTRACE_ATTACH
         local = ctypes.create_string_buffer(8)
@@ -371,9 +372,10 @@ def others():
         out['process_vm_readv(child)'] = call('process_vm_readv', child.pid, iov_local, 1,
                                               iov_remote, 1, 0)
         out['kcmp'] = call('kcmp', os.getpid(), child.pid, 0, 0, 0)   # KCMP_FILE
-    finally:
-        child.kill()
-        child.wait()
+    finally:  # not Popen.kill: a ptrace stop reads to Popen as the child's end
+        os.kill(child.pid, 9)
+        while not os.WIFSIGNALED(os.waitpid(child.pid, 0)[1]):
+            pass
     out['name_to_handle_at'] = call('name_to_handle_at', -100, b'/', buf, buf, 0)
     out['open_by_handle_at'] = call('open_by_handle_at', -100, buf, 0)
     out['personality(PER_LINUX32)'] = call('personality', 8)
@@ -429,7 +431,10 @@ def _probe_code() -> str:
 
 
 def _control_code() -> str:
-    return _probe_code().replace("NR = ", "CONTROL = True\nNR = ", 1)
+    """The probe for the host, which dumps its stack and ends if it is still running
+    after 40 s (a hang then says where it hung)."""
+    return ("import faulthandler\nfaulthandler.dump_traceback_later(40, exit=True)\n"
+            + _probe_code().replace("NR = ", "CONTROL = True\nNR = ", 1))
 
 
 def test_each_denied_call_is_an_oserror_in_model_code_and_the_run_goes_on():
@@ -463,6 +468,7 @@ def test_the_filter_is_what_denies_them():
                              timeout=60, stdin=subprocess.DEVNULL)
     finally:
         shutil.rmtree(script.parent, ignore_errors=True)
+    assert run.returncode == 0, (run.stdout[-1000:], run.stderr[-3000:])
     outside = _json_line(run.stdout, "CALLS")
     allowed = sorted(n for n, (ret, _) in outside.items() if ret >= 0)
     for name in ("keyctl", "io_uring_setup", "kcmp", "ptrace(ATTACH child)",
