@@ -45,6 +45,7 @@ __all__ = [
     "restored_note",
     "sub_call_error",
     "sub_call_prompt",
+    "prompt_text",
     "sub_run_failed",
 ]
 
@@ -176,9 +177,19 @@ def _step_line(step: int, max_steps: int, question: str | None = None) -> str:
 
 
 def _structure_tip(var: REPLVariable, value: Any) -> str | None:
-    """One line on what ``search`` and ``split_documents`` see in a variable."""
+    """One line on what ``search`` and ``split_documents`` see in a variable; None when
+    there is none, or when reading the value failed (a value nested deeper than the
+    readers' recursion reaches: the variable's listing says what it is)."""
     if var.type_name not in ("str", "dict", "list", "tuple"):
         return None
+    try:
+        return _read_structure(var, value)
+    except (RecursionError, MemoryError):
+        return None
+
+
+def _read_structure(var: REPLVariable, value: Any) -> str | None:
+    """:func:`_structure_tip`'s line, read from the value."""
     described = describe_structure(value) if value is not None else None
     if described:
         tip = f"`{var.name}` is {described}. Each search() hit names its document."
@@ -522,4 +533,22 @@ def sub_run_failed(stopped_by: str, error: str | None) -> str:
 def sub_call_prompt(prompt: str, context: Any = None) -> str:
     """The prompt of ``rlm_query`` answered by ``llm_query`` (beyond the depth limit):
     the prompt, then ``context`` as text when one is given."""
-    return str(prompt) if context is None else f"{prompt}\n\n{context}"
+    return prompt_text(prompt) if context is None \
+        else f"{prompt_text(prompt)}\n\n{prompt_text(context)}"
+
+
+def prompt_text(value: Any) -> str:
+    """``str(value)``, the text a sub-call sends for a prompt or context that is not a
+    ``str``.
+
+    Raises:
+        TypeError: the value is nested too deep to be made text (``str`` raised
+            ``RecursionError``); the message says so and to pass a ``str``.
+    """
+    if type(value) is str:
+        return value
+    try:
+        return str(value)
+    except RecursionError:
+        raise TypeError(f"a {type(value).__name__} nested too deep to be made text was "
+                        "given as a prompt; pass a str") from None

@@ -23,7 +23,7 @@ from .answer.final import FinalRecord
 from .answer.text import describe_variable
 from .budget import Budget, BudgetGuard
 from .events import Event, SubCall
-from .prompts import SUB_CALL_SYSTEM_PROMPT, sub_call_error, sub_call_prompt
+from .prompts import SUB_CALL_SYSTEM_PROMPT, prompt_text, sub_call_error, sub_call_prompt
 from .replay.recording import Recorder
 from .services import compose_client
 
@@ -175,7 +175,8 @@ class REPLFunctions:
         Raises:
             LLMError: the call failed (the model code sees the message).
             BudgetExceeded: a budget limit is reached; the run stops.
-            TypeError: ``model`` is not a model name (``str``) or None.
+            TypeError: ``model`` is not a model name (``str``) or None, or ``prompt``
+                is a value nested too deep to be made text.
         """
         if model is not None and not isinstance(model, str):
             raise TypeError("llm_query: model is a model name such as "
@@ -183,8 +184,9 @@ class REPLFunctions:
         self.guard.check()
         records = self.step_calls  # the step that makes the call owns its record
         client = self._client(model)
+        prompt = prompt_text(prompt)
         messages = [{"role": "system", "content": SUB_CALL_SYSTEM_PROMPT},
-                    {"role": "user", "content": self.redact(str(prompt))}]
+                    {"role": "user", "content": self.redact(prompt)}]
         with self._lock:
             self.active_subcalls += 1
         try:
@@ -194,7 +196,7 @@ class REPLFunctions:
                 self.active_subcalls -= 1
         call = completion.call
         records.append({
-            "prompt": self.redact(str(prompt))[:_RECORD_CHARS],
+            "prompt": self.redact(prompt)[:_RECORD_CHARS],
             "response": self.redact(completion.text)[:_RECORD_CHARS],
             "model": call.model,
             "seconds": round(call.seconds, 3),
@@ -250,7 +252,8 @@ class REPLFunctions:
         the child ended without one.
         """
         self.guard.check()
-        answer = None if self.child_runner is None else self.child_runner(str(prompt), context)
+        answer = None if self.child_runner is None \
+            else self.child_runner(prompt_text(prompt), context)
         if answer is None:  # no runner, or the host's depth limit is reached
             return self.llm_query(sub_call_prompt(prompt, context))
         return answer

@@ -185,10 +185,14 @@ class RLMResult:
 
 def _json_value(value: Any) -> Any:
     """A typed answer as JSON data (pydantic's encoder: models, dataclasses, sets,
-    dates); ``str(value)`` for what it cannot encode."""
+    dates); for what it cannot encode (an object, a value nested too deep: the run
+    refuses such typed answers, a result made by hand may hold one) its guarded text
+    (:func:`~rlm_kernel.executors.guarded_repr`: bounded, never raises)."""
     from pydantic_core import to_jsonable_python
+
+    from ..executors import guarded_repr
 
     try:
         return to_jsonable_python(value)
-    except Exception:  # noqa: BLE001 - a value with no JSON form
-        return str(value)
+    except Exception:  # noqa: BLE001 - no JSON form (RecursionError included)
+        return guarded_repr(value)

@@ -242,3 +242,149 @@ def test_a_fleet_or_client_without_known_prices_is_priced_by_the_cost_map(monkey
     custom = LiteLLMClient("openai/x", extra={"input_cost_per_token": 1e-3,
                                               "output_cost_per_token": 2e-3})
     assert token_prices(custom) == TokenPrices(1e-3, 2e-3)
+
+
+# -- any value, however deeply nested, is kept or refused with its reason ---------------
+
+DEEP = {
+    "list": "x = []\nfor _ in range(100_000):\n    x = [x]",
+    "dict": "x = {}\nfor _ in range(100_000):\n    x = {'k': x}",
+    "tuple": "x = ()\nfor _ in range(100_000):\n    x = (x,)",
+    "holds itself": "x = [1]\nx.append(x)\nd = {'a': x}\nd['d'] = d\nx.append(d)",
+    "object graph": "class Node:\n    def __init__(self, child):\n        self.child = child\n"
+                    "    def __repr__(self):\n        return f'Node({self.child!r})'\n"
+                    "x = None\nfor _ in range(100_000):\n    x = Node(x)",
+    "mixed": "x = 'leaf'\nfor i in range(100_000):\n"
+             "    x = [x] if i % 3 == 0 else ({'k': x} if i % 3 == 1 else (x,))",
+}
+"""Values model code builds in a few lines, each beyond any recursive walk's reach."""
+
+
+def _kept_everywhere(res, tmp_path) -> None:
+    """The run's record survives every way out: JSON, the notebook, the rlm JSONL log,
+    a batch's result line."""
+    from rlm_kernel.batch import ResultsFile, result_line
+    from rlm_kernel.export import export_rlm_log, export_run
+
+    assert json.loads(json.dumps(res.to_dict()))["stopped_by"] == res.stopped_by
+    export_run(res, tmp_path / "run.ipynb")
+    export_rlm_log(res, tmp_path / "run.jsonl")
+    with ResultsFile(tmp_path / "results.jsonl") as out:
+        assert out.write(result_line("t", res, None))
+    assert "internal error" not in str(res.error) and "RecursionError" not in str(res.error)
+    for entry in res.history.entries:
+        assert "RecursionError" not in entry.output and "internal error" not in entry.output
+
+
+@pytest.mark.parametrize("final", ["FINAL(x)", "FINAL_VAR('x')"])
+@pytest.mark.parametrize("value", DEEP)
+def test_a_deep_value_is_kept_as_the_answer(value, final, tmp_path):
+    rlm, _ = scripted_run([block(f"{DEEP[value]}\n{final}", THOUGHT)], max_iterations=1)
+    res = rlm.run("Build it.", context="some data")
+    assert res.stopped_by == "final" and res.answer, (res.stopped_by, res.error)
+    assert len(res.answer) < 10_000  # its text, bounded
+    _kept_everywhere(res, tmp_path)
+
+
+@pytest.mark.parametrize("returns", [list, object, {"type": "array"}, "JsonValue"])
+@pytest.mark.parametrize("value", DEEP)
+def test_a_deep_typed_answer_is_refused_with_its_reason_and_the_run_goes_on(value, returns,
+                                                                           tmp_path):
+    import pydantic
+
+    returns = pydantic.JsonValue if returns == "JsonValue" else returns
+    rlm, _ = scripted_run([block(f"{DEEP[value]}\nFINAL(x)", THOUGHT),
+                           block("FINAL([1, 2])", THOUGHT)], max_iterations=2)
+    res = rlm.run("Build it.", context="some data", output_type=returns)
+    refusal = res.history.entries[0].output
+    if value == "object graph" and returns is object and helpers.EXECUTOR == "in-process":
+        assert res.stopped_by == "final" and res.answer and res.steps == 1  # kept as is
+        _kept_everywhere(res, tmp_path)
+        return
+    if value == "object graph":  # not a list, or (isolated) an object that stays there
+        assert "FINAL not accepted" in refusal
+    else:
+        assert "nested deeper than 100 levels" in refusal or "contains itself" in refusal, \
+            refusal
+    assert res.stopped_by == "final" and res.answer_value == [1, 2], (res.stopped_by,
+                                                                      res.error)
+    _kept_everywhere(res, tmp_path)
+
+
+def test_a_typed_answer_as_deep_as_the_limit_is_taken_and_one_level_more_refused():
+    code = ("x = 'leaf'\nfor _ in range({n}):\n    x = [x]\nFINAL(x)")
+    for levels, taken in ((100, True), (101, False)):
+        rlm, _ = scripted_run([block(code.format(n=levels), THOUGHT), block("FINAL([])")],
+                              max_iterations=2)
+        res = rlm.run("Build it.", context="some data", output_type=list)
+        assert (res.answer_value != []) is taken, (levels, res.history.entries[0].output)
+
+
+def test_deep_values_in_the_variables_view_and_the_host_functions():
+    """SHOW_VARS, the result's variables, and llm_query / llm_query_batched / rlm_query
+    given a deep value: previews are bounded, each call answers or says why it could
+    not, the run goes on to its answer."""
+    steps = [DEEP["list"] + "\n" + DEEP["dict"].replace("x", "d") + "\nprint(1)",
+             "SHOW_VARS()",
+             "for call in (lambda: llm_query(x), lambda: llm_query_batched([x, 'ok']),\n"
+             "             lambda: rlm_query('look', context=x)):\n"
+             "    try:\n        print(str(call())[:80])\n"
+             "    except Exception as exc:\n        print('refused:', type(exc).__name__)"]
+    rlm, lm = scripted_run([block(s, THOUGHT) for s in steps]
+                           + [block("FINAL('child')"), block("FINAL('done')", THOUGHT)],
+                           max_iterations=4, max_depth=1, child_max_iterations=1)
+    res = rlm.run("Look at x.", context="some data")
+    assert res.answer == "done", (res.stopped_by, res.error)
+    shown = res.history.entries[1].output
+    assert "`x`" in shown and "`d`" in shown and len(shown) < 20_000  # bounded previews
+    assert len(res.history.entries[2].output.splitlines()) >= 3  # each call answered
+    for entry in res.history.entries:
+        assert "RecursionError" not in entry.output and "internal error" not in entry.output
+
+
+def test_candidates_vote_over_deep_answers():
+    rlm, _ = scripted_run([block(f"{DEEP['mixed']}\nFINAL(x)", THOUGHT)] * 3,
+                          candidates=3, max_iterations=1)
+    res = rlm.run("Build it.", context="some data")
+    assert res.stopped_by == "final" and res.answer
+
+
+def test_the_namespace_keeps_a_deep_value_for_the_next_run():
+    from rlm_kernel.executors import close_executor, new_executor
+
+    executor = new_executor(helpers.EXECUTOR)
+    try:
+        first, _ = scripted_run([block(f"{DEEP['list']}\nFINAL_VAR('x')", THOUGHT)])
+        assert first.run("Build it.", context="a", executor=executor).stopped_by == "final"
+        code = "n, y = 0, x\nwhile y:\n    n, y = n + 1, y[0]\nFINAL(n)"
+        second, _ = scripted_run([block(code, THOUGHT)])
+        assert second.run("How deep?", context="a", executor=executor).answer == "100000"
+        if helpers.EXECUTOR == "in-process":  # the notebook's variables table
+            from rlm_kernel.jupyter.variables_view import VariablesView, variables_from_namespace
+
+            view = VariablesView(title="Variables")
+            view.update(variables_from_namespace(executor.namespace, ["x"]))
+            assert "[ [ [" in view.static()["text/plain"]
+    finally:
+        close_executor(executor)
+
+
+def test_nesting_is_found_without_recursion_in_linear_time():
+    from rlm_kernel.engine.answer.nesting import nesting_problem
+
+    x: list = []
+    for _ in range(1_000_000):
+        x = [x]
+    assert nesting_problem(x) == "the answer is nested deeper than 100 levels"
+    shared: list = []
+    for _ in range(99):
+        shared = [shared, shared]  # 2**99 paths: each part is walked once
+    assert nesting_problem(shared) is None and nesting_problem([[shared]]) is not None
+    cycle: dict = {}
+    cycle["me"] = (1, [cycle])
+    assert "contains itself" in nesting_problem(cycle)
+    key: tuple = ()
+    for _ in range(200):
+        key = (key,)
+    assert nesting_problem({key: 1}) is not None  # dict keys count
+    assert nesting_problem("x" * 1000) is None and nesting_problem(3) is None

@@ -132,9 +132,14 @@ class FinalChecks:
         if type(value) is str:  # the text answer may hold a secret; other types are data
             value = self.redact(value)
         answer_type = self.answer_type if self.top_level else None
+        shown = value
         if answer_type is not None:
             try:
                 value = answer_type.validate(value)
+                if not isinstance(value, (str, int, float, bool)):
+                    shown = answer_type.to_json(value)  # refused if it has no JSON form
+                else:
+                    shown = value
             except AnswerTypeError as exc:
                 problem = self.redact(str(exc))
                 log.debug("a FINAL of the wrong type was refused: %s", problem)
@@ -143,8 +148,6 @@ class FinalChecks:
                     problem, answer_type.name, self._holders(answer_type, value))
                 return answer_type_notice(problem)
         outcome.final, outcome.answer_value = True, value
-        shown = answer_type.to_json(value) if answer_type is not None \
-            and not isinstance(value, (str, int, float, bool)) else value
         outcome.answer = self.redact(answer_text(shown))
         return None
 

@@ -26,8 +26,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ...executors import RemoteValue, time_limit
+from ...executors import RemoteValue, guarded_repr, time_limit, user_interrupts_kept
 from ..prompts import answer_type_line
+from .nesting import MAX_DEPTH, nesting_problem
 
 __all__ = ["AnswerType", "AnswerTypeError", "as_answer_type", "parse_type"]
 
@@ -119,7 +120,10 @@ class AnswerType:
             AnswerTypeError: the value (and its text's parse) fails; the message gives
                 the type and the first :data:`MAX_ERRORS` errors.  A value that stayed in
                 an isolated REPL (no data form: a model-made class, more than a million
-                items) fails with the reason it could not leave.
+                items) fails with the reason it could not leave; one nested deeper than
+                :data:`~rlm_kernel.engine.answer.nesting.MAX_DEPTH` levels, or that
+                holds itself, with that reason (it has no JSON form), before any
+                validator walks it.
         """
         if isinstance(value, RemoteValue):
             raise AnswerTypeError(
@@ -164,12 +168,17 @@ class AnswerType:
         """The validated value, or the :class:`AnswerTypeError` (returned, not raised)."""
         try:
             with time_limit(VALIDATE_SECONDS):
+                problem = nesting_problem(value)
+                if problem is not None:
+                    return self._too_deep(problem)
                 if self._adapter is not None:
                     return self._adapter.validate_python(value)
                 self._check_schema(value)
                 return value
         except AnswerTypeError as exc:
             return exc
+        except RecursionError:  # a part the walk does not enter (an object's own repr)
+            return self._too_deep("the answer is nested too deep to check")
         except Exception as exc:  # noqa: BLE001 - pydantic's ValidationError, or the value's code
             return AnswerTypeError(f"expected {self.name}: {_errors(exc)}")
         except BaseException as exc:  # noqa: BLE001 - SystemExit etc. raised by the value's code
@@ -183,15 +192,39 @@ class AnswerType:
             more = f" (and {len(errors) - MAX_ERRORS} more)" if len(errors) > MAX_ERRORS else ""
             raise AnswerTypeError(f"expected {self.name}: {shown}{more}")
 
+    def _too_deep(self, problem: str) -> AnswerTypeError:
+        """The refusal of a value whose nesting has no JSON form (``problem``: what
+        :func:`~rlm_kernel.engine.answer.nesting.nesting_problem` said)."""
+        return AnswerTypeError(
+            f"expected {self.name}: {problem}; FINAL a value of at most {MAX_DEPTH} "
+            "levels of lists, dicts and objects, made of plain data")
+
     def to_json(self, value: Any) -> Any:
         """A validated value as JSON-ready data (models and dataclasses as dicts, sets
-        as lists); never raises (falls back to ``str``)."""
-        try:
-            if self._adapter is not None:
-                return self._adapter.dump_python(value, mode="json")
-            return json.loads(json.dumps(value, default=str))
-        except Exception:  # noqa: BLE001 - a value with no JSON form
-            return str(value)
+        as lists); a value with no JSON form of its type's (an object ``object`` or
+        ``Any`` took) as its guarded text (:func:`~rlm_kernel.executors.guarded_repr`).
+
+        Raises:
+            AnswerTypeError: the value is nested deeper than
+                :data:`~rlm_kernel.engine.answer.nesting.MAX_DEPTH` levels or holds
+                itself (the JSON form cannot be built: the answer is refused).
+        """
+        problem = None
+        with user_interrupts_kept():
+            try:
+                with time_limit(VALIDATE_SECONDS):
+                    problem = nesting_problem(value)
+                    if problem is None:
+                        if self._adapter is not None:
+                            return self._adapter.dump_python(value, mode="json")
+                        return json.loads(json.dumps(value, default=str))
+            except RecursionError:  # deeper than the walk saw (past its node budget)
+                problem = "the answer is nested too deep for its JSON form"
+            except BaseException:  # noqa: BLE001 - no JSON form, or the value's code failed
+                pass
+        if problem is not None:
+            raise self._too_deep(problem)
+        return guarded_repr(value)
 
 
 def _path(path: Any) -> str:
