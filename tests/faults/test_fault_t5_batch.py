@@ -193,3 +193,36 @@ def test_a_killed_batch_resumes_from_its_cut_file_and_exports_every_id_apart(tmp
     for task_id in ids[1:]:
         nb = nbformat.read(notebook_path(tmp_path / "nb", task_id), as_version=4)
         assert f"Question {task_id}" in json.dumps(nb)
+
+
+@pytest.mark.parametrize("code", [
+    "x = []\nfor _ in range(100_000):\n    x = [x]\nFINAL(x)",
+    "class Mine:\n    def __reduce__(self):\n        return (print, ('ran on the client',))\n"
+    "FINAL(Mine())",
+    "FINAL({'n': [1, 2.5, None, ('t',)], 'b': b'x'})",
+], ids=["too deep to pickle", "a class of model code", "plain data"])
+def test_a_task_sends_back_plain_data_or_its_answers_text(code, monkeypatch):
+    """What a batch worker sends to the client (pickled by Dask) runs no code of the
+    model's when unpickled and always pickles: an answer value that is not plain data
+    is replaced by the answer's text."""
+    import pickle
+
+    from rlm_kernel.batch import run_row
+    from rlm_kernel.engine import RLMConfig
+    from tests.fake_provider import fake_provider
+
+    reply = f"```repl\n{code}\n```"
+    with fake_provider(lambda n: reply) as (base, _):
+        monkeypatch.setenv("OPENAI_API_BASE", base)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        config = RLMConfig(model="openai/gpt-4o-mini", executor="in-process",
+                           ground_answer=False, max_iterations=1)
+        outcome = run_row(config, {"id": "t", "question": "Build it.", "context": None})
+    result = outcome.result
+    assert result.stopped_by == "final" and result.answer
+    back = pickle.loads(pickle.dumps(outcome))
+    if code.startswith("FINAL({"):
+        assert back.result.answer_value == {"n": [1, 2.5, None, ("t",)], "b": b"x"}
+    else:
+        assert back.result.answer_value == result.answer  # its text
