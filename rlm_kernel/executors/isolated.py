@@ -118,6 +118,7 @@ from .sandbox import (
     WorkerError,
     find_bwrap,
     host_uid,
+    limits_command,
     make_cgroups,
     process_tree,
     wall_command,
@@ -789,15 +790,16 @@ class IsolatedExecutor:
         host, inner = socket.socketpair()
         try:
             config = {"fd": inner.fileno(), "memory": self.memory_limit, "nproc": nproc}
-            argv = [self.python, "-m", "rlm_kernel.executors.worker", json.dumps(config)]
-            command = wall_command(
+            argv = [self.python, "-c", WORKER_BOOT, json.dumps(config)]
+            command = limits_command(self.memory_limit, nproc) + wall_command(
                 argv, bwrap=self._bwrap, python=self.python, network=self.network,
                 workdir=self.workdir, cwd=self.cwd, tmp_bytes=self.tmp_bytes,
                 keep_fds=(inner.fileno(),), seccomp_fd=seccomp, cgroups=self._cgroups)
             # a step's reply: its snapshot, the FINAL's data form, the bindings
             max_frame = SNAPSHOT_BYTES + MAX_VALUE_BYTES + (8 << 20)
+            start_by = self._by(self.start_timeout) - time.monotonic()
             self._child = _Child(command, (inner.fileno(), seccomp), host, _child_env(),
-                                 self.start_timeout, max_frame)
+                                 start_by, max_frame)
         except WorkerError as exc:
             host.close()
             if LAUNCHER_MARK in str(exc):  # the root launcher's own words: what to do
@@ -1289,6 +1291,15 @@ class IsolatedExecutor:
             text += f"; these could not be saved and are lost: {', '.join(lost)}"
         log.warning("isolated REPL restarted: %s", problem)
         return text + ".\n"
+
+
+WORKER_BOOT = ("import sys; del sys.path[0]; "
+               "from rlm_kernel.executors.worker import main; main()")
+"""The worker's ``python -c`` program.  Not ``-m``: ``python -m`` looks for the module in
+its working folder first, which may be the working folder model code writes, so a
+``rlm_kernel/executors/worker.py`` written there would start as the next worker; here the
+working folder leaves ``sys.path`` before anything is imported (the worker puts it back
+for model code's own imports)."""
 
 
 def _channel_problem(exc: BaseException, child: _Child) -> str:

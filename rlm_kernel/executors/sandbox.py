@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["WorkerError", "SandboxUnavailable", "bwrap_command", "find_bwrap", "Cgroups", "make_cgroups",
-           "HIDDEN_IN_HOME", "SANDBOX_UID", "PACKAGE_ROOT", "process_tree", "host_uid",
+           "HIDDEN_IN_HOME", "limits_command", "SANDBOX_UID", "PACKAGE_ROOT", "process_tree", "host_uid",
            "launcher_command", "wall_command", "HOST_UID_VARIABLE", "DEFAULT_HOST_UID",
            "PROC_READ_ONLY", "PROC_HIDDEN"]
 
@@ -212,6 +212,9 @@ def bwrap_command(argv: list[str], *, bwrap: str, python: str, network: bool,
             if tmp_bytes:
                 cmd += ["--size", str(int(tmp_bytes))]
             cmd += ["--perms", "1777", "--tmpfs", folder]
+    # bubblewrap's /dev is a tmpfs of its own (half the memory): its device nodes work
+    # read-only, and nothing can be stored there (/dev/shm is its own mount above)
+    cmd += ["--remount-ro", "/dev"]
     homes = _homes()
     for home in homes:
         cmd += ["--tmpfs", home]
@@ -358,6 +361,29 @@ def launcher_command(*, reach: list[str], workdir: str | None,
         info = os.stat(workdir)
         config["owner"] = [info.st_uid, info.st_gid]
     return [sys.executable, "-I", "-S", LAUNCHER, json.dumps(config), "--"]
+
+
+def limits_command(memory: int | None, nproc: int | None) -> list[str]:
+    """A prefix that lowers the ``resource`` limits of everything after it (util-linux's
+    ``prlimit``, which sets its own limits and execs the rest of the command line): no
+    core dumps, ``RLIMIT_AS`` of ``memory`` bytes and ``RLIMIT_NPROC`` of ``nproc``
+    processes when given, soft and hard.  Set before the sandbox starts, they hold
+    whatever runs in it (the worker lowers them again itself; without
+    ``CAP_SYS_RESOURCE`` nothing in the sandbox can raise them), and a root caller's
+    sandbox gets them without the host needing that capability over another uid's
+    processes.  Empty when ``prlimit`` is not installed: the worker's own then hold.
+    """
+    found = shutil.which("prlimit")
+    if found is None:
+        log.warning("prlimit (util-linux) is not installed: the sandbox's resource limits "
+                    "are set by the worker alone")
+        return []
+    cmd = [found, "--core=0:0"]
+    if memory:
+        cmd.append(f"--as={int(memory)}:{int(memory)}")
+    if nproc:
+        cmd.append(f"--nproc={int(nproc)}:{int(nproc)}")
+    return [*cmd, "--"]
 
 
 def wall_command(argv: list[str], *, bwrap: str, python: str, network: bool,

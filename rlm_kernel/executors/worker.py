@@ -713,8 +713,10 @@ def main(argv: list[str] | None = None) -> None:
     out_fd, err_fd = os.dup(1), os.dup(2)
     os.set_inheritable(out_fd, False)
     os.set_inheritable(err_fd, False)
-    if sys.path and sys.path[0] != "":
-        sys.path[0] = ""  # model code imports from its folder, as in a REPL
+    if not sys.path or sys.path[0] != "":
+        # model code imports from its folder, as in a REPL; the host's boot line
+        # (isolated.WORKER_BOOT) took it out while the worker itself was imported
+        sys.path.insert(0, "")
     worker = Worker(sock, out_fd, err_fd)
     _running.append(worker)
     sys.stdout, sys.stderr = worker.stdout, worker.stderr  # type: ignore[assignment]

@@ -310,6 +310,12 @@ def probe():
     out['userfaultfd'] = call('userfaultfd', 1)                      # UFFD_USER_MODE_ONLY
     if out['userfaultfd'][0] >= 0:
         os.close(out['userfaultfd'][0])
+    out['shmget'] = call('shmget', 0, 4096, 0o1600)                 # IPC_PRIVATE, IPC_CREAT
+    if out['shmget'][0] >= 0:
+        call('shmctl', out['shmget'][0], 0, None)                    # IPC_RMID
+    out['memfd_create'] = call('memfd_create', b't5wall', 0)
+    if out['memfd_create'][0] >= 0:
+        os.close(out['memfd_create'][0])
     args = ctypes.create_string_buffer(struct.pack('QQQQQQQQ', 0, 0, 0, 0, 17, 0, 0, 0))
     if CONTROL:
         out['clone3'] = call('clone3', args, 8)                       # too small: EINVAL
@@ -402,7 +408,7 @@ EPERM, ENOSYS, EAFNOSUPPORT = 1, 38, 97
 DENIED = {
     "keyctl": EPERM, "add_key": EPERM, "request_key": EPERM, "io_uring_setup": EPERM,
     "io_uring_enter": EPERM, "io_uring_register": EPERM, "perf_event_open": EPERM,
-    "bpf": EPERM, "userfaultfd": EPERM, "unshare(CLONE_NEWUSER)": EPERM,
+    "bpf": EPERM, "userfaultfd": EPERM, "shmget": EPERM, "memfd_create": ENOSYS, "unshare(CLONE_NEWUSER)": EPERM,
     "unshare(CLONE_NEWNS)": EPERM, "clone(CLONE_NEWUSER)": EPERM,
     "clone(CLONE_NEWNET)": EPERM, "clone3": ENOSYS, "setns": EPERM, "mount": EPERM,
     "umount2": EPERM, "chroot": EPERM, "pivot_root": EPERM, "open_tree": ENOSYS,
@@ -419,7 +425,7 @@ def _syscall_numbers() -> dict[str, int]:
     """This machine's numbers of the calls :data:`SYSCALLS` makes (libseccomp's table)."""
     import pyseccomp
 
-    names = {re.sub(r"\(.*", "", n) for n in DENIED} - {"socket", "ioctl"} | {"clone"}
+    names = {re.sub(r"\(.*", "", n) for n in DENIED} - {"socket", "ioctl"} | {"clone", "shmctl"}
     numbers = {n: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, n) for n in names}
     missing = [n for n, nr in numbers.items() if nr < 0]
     assert not missing, f"libseccomp knows no number for {missing} here"
@@ -472,7 +478,7 @@ def test_the_filter_is_what_denies_them():
     outside = _json_line(run.stdout, "CALLS")
     allowed = sorted(n for n, (ret, _) in outside.items() if ret >= 0)
     for name in ("keyctl", "io_uring_setup", "kcmp", "ptrace(ATTACH child)",
-                 "personality(PER_LINUX32)"):
+                 "personality(PER_LINUX32)", "shmget", "memfd_create"):
         assert name in allowed, f"{name} is refused on the host too: {outside[name]}"
     assert outside["clone3"] == [-1, 22], outside["clone3"]  # EINVAL: the kernel's answer
 
@@ -643,3 +649,58 @@ def test_the_callers_folder_stays_readable_and_read_only_in_a_0700_tree(tmp_path
     assert res.stdout.splitlines() == ["the caller's data", "Read-only file system"], \
         (res.stdout, res.stderr)
     assert not (folder / marker).exists()
+
+
+SHADOW = r'''
+import os
+os.makedirs('rlm_kernel/executors', exist_ok=True)
+for name in ('rlm_kernel/__init__.py', 'rlm_kernel/executors/__init__.py'):
+    open(name, 'w').close()
+with open('rlm_kernel/executors/worker.py', 'w') as f:
+    f.write("import resource\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (-1, -1))\n"
+            "open('/proc/self/cwd/SHADOW-RAN', 'w').write('x')\n"
+            "raise SystemExit(0)\n")
+os._exit(3)
+'''
+LIMITS = r'''
+import resource
+print('LIMITS', resource.getrlimit(resource.RLIMIT_AS), resource.getrlimit(resource.RLIMIT_CORE))
+for pid in (1, 'self'):
+    line = [l for l in open('/proc/%s/limits' % pid) if l.startswith('Max address space')]
+    print('PROC', pid, line[0].split()[3:5])
+import os
+print('RAN', os.path.exists('SHADOW-RAN'))
+'''
+
+
+def test_a_worker_module_written_in_the_working_folder_never_starts(tmp_path):
+    """Model code writes ``rlm_kernel/executors/worker.py`` into the working folder (the
+    worker's own folder, first on ``sys.path`` of ``python -m``) and kills the worker, so
+    that the restart would run it: it lifts ``RLIMIT_AS`` and leaves a mark.  Claim: the
+    restarted worker is the package's own (the mark is never made), and every process of
+    the sandbox, bubblewrap's init included, holds the memory limit set before the
+    sandbox started."""
+    work = tmp_path / "work"
+    work.mkdir()
+    limit = 1 << 30
+    res, _, _ = run_isolated(SHADOW, LIMITS, "FINAL('done')", step_timeout=20,
+                             workdir=str(work), memory_limit=limit)
+    out = _outputs(res)
+    assert not (work / "SHADOW-RAN").exists() and "RAN False" in out, out[-1500:]
+    assert f"LIMITS ({limit}, {limit}) (0, 0)" in out, out[-1500:]
+    assert f"PROC 1 ['{limit}', '{limit}']" in out, out[-1500:]
+    assert res.answer == "done"
+
+
+def test_dev_holds_no_file_of_model_code():
+    """Model code writes a file into ``/dev`` (bubblewrap's own tmpfs, half the machine's
+    memory, counted by no size of ours).  Claim: ``/dev`` is read-only, its device nodes
+    still work, ``/dev/shm`` stays the private, sized tmpfs."""
+    code = ("import os\ntry:\n    open('/dev/rlm-t5', 'w').write('x' * 100)\n"
+            "    print('DEV wrote')\nexcept OSError as exc:\n    print('DEV', exc.errno)\n"
+            "open('/dev/null', 'w').write('x')\nprint('ZERO', len(open('/dev/zero', 'rb').read(4)))\n"
+            "open('/dev/shm/x', 'w').write('x')\nprint('SHM ok')")
+    res, _, _ = run_isolated(code, "FINAL('done')")
+    out = _outputs(res)
+    assert "DEV 30" in out and "ZERO 4" in out and "SHM ok" in out, out[-1000:]
