@@ -93,6 +93,10 @@ def _rules() -> tuple[Rule, ...]:
         ("io_uring", EPERM, ("io_uring_setup", "io_uring_enter", "io_uring_register")),
         ("perf_event_open, bpf", EPERM, ("perf_event_open", "bpf")),
         ("userfaultfd", EPERM, ("userfaultfd",)),
+        # memory the host's watch cannot count without a cgroup: a System V segment no
+        # process maps, a memfd in flight in a socket (ENOSYS: callers fall back to a file)
+        ("System V shared memory", EPERM, ("shmget",)),
+        ("memfd_create", ENOSYS, ("memfd_create", "memfd_secret")),
         ("ptrace, other processes' memory", EPERM,
          ("ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp",
           "pidfd_getfd")),
