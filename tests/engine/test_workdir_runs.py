@@ -102,10 +102,11 @@ def test_behind_the_wall_the_homes_key_folders_read_empty(tmp_path, monkeypatch)
         (home / "notes.txt").write_text("readable")
         (tmp_path / "work").mkdir()
         monkeypatch.setenv("HOME", str(home))
-        code = ("import os\nfor name in ('~/.ssh', '~/notes.txt'):\n    try:\n"
-                "        print(open(os.path.expanduser(name)).read())\n"
+        # by its path: model code's own HOME is the sandbox's private /tmp
+        code = (f"import os\nfor name in ('.ssh', 'notes.txt'):\n    try:\n"
+                f"        print(open(os.path.join({str(home)!r}, name)).read())\n"
                 "    except OSError as e:\n        print(type(e).__name__)\n"
-                "print(os.listdir(os.path.expanduser('~')))\nFINAL('ok')")
+                f"print(os.listdir({str(home)!r}))\nFINAL('ok')")
         res, _ = run(tmp_path / "work", [block(code)], "isolated")
         assert res.history.entries[0].output.splitlines() == [
             "FileNotFoundError", "FileNotFoundError", "[]"]
