@@ -18,7 +18,9 @@ import json
 import math
 import threading
 import time
+from collections import Counter, deque
 from dataclasses import dataclass
+from typing import Any
 
 from ..executors import is_quarantined
 from ..models import (
@@ -31,7 +33,7 @@ from ..models import (
 )
 
 __all__ = ["Budget", "BudgetExceeded", "BudgetGuard", "BudgetedClient", "CHARS_PER_TOKEN",
-           "MESSAGE_TOKENS", "REQUEST_TOKENS", "Reservation", "prompt_tokens"]
+           "MESSAGE_TOKENS", "PromptBound", "REQUEST_TOKENS", "Reservation", "prompt_tokens"]
 
 CHARS_PER_TOKEN = 4
 """Characters of English text per token on average in the providers' tokenizers: for
@@ -51,18 +53,71 @@ none (Qwen2.5's, about 20 tokens)."""
 _WAIT_SLICE = 0.25  # seconds between looks at the clock and at close() while waiting
 
 
-def prompt_tokens(messages: list[dict[str, str]]) -> int:
+def _text(message: dict[str, Any]) -> str:
+    """A message's content as text (a content that is not text: its JSON text)."""
+    content = message.get("content")
+    return content if isinstance(content, str) else json.dumps(content, default=str)
+
+
+def _message_tokens(message: dict[str, Any]) -> int:
+    """The most tokens one message can cost: its UTF-8 bytes plus :data:`MESSAGE_TOKENS`."""
+    return MESSAGE_TOKENS + len(_text(message).encode("utf-8", "surrogatepass"))
+
+
+def prompt_tokens(messages: list[dict[str, Any]]) -> int:
     """The most tokens ``messages`` can cost as a prompt, in tokens: one per UTF-8 byte
     of their text (a byte-level BPE tokenizer, as GPT-2's and its heirs' (Radford et
     al. 2019: cl100k, o200k, Qwen2, Llama 3), never makes more tokens than bytes, nor
     does SentencePiece with byte fallback), plus :data:`MESSAGE_TOKENS` per message and
     :data:`REQUEST_TOKENS`.  A content that is not text counts as its JSON text."""
-    total = REQUEST_TOKENS
-    for message in messages:
-        content = message.get("content")
-        text = content if isinstance(content, str) else json.dumps(content, default=str)
-        total += MESSAGE_TOKENS + len(text.encode("utf-8", "surrogatepass"))
-    return total
+    return REQUEST_TOKENS + sum(_message_tokens(m) for m in messages)
+
+
+class PromptBound:
+    """The most tokens a prompt can cost, tightened by what the provider counted.
+
+    A chat template puts special tokens between messages, so each message is tokenized
+    on its own and a prompt's tokens are the sum of its messages' plus the template's:
+    a prompt that repeats messages of an earlier one whose tokens the provider reported
+    (a root step repeats the system prompt, the task and the earlier turns) costs at
+    most that report plus its new messages at one token a byte
+    (:func:`prompt_tokens`), a message it dropped only lowering it.  The bound is the
+    least of that over the last few prompts and of :func:`prompt_tokens` itself.
+
+    Args:
+        remembered: how many earlier prompts (with their reported tokens) are kept.
+    """
+
+    def __init__(self, remembered: int = 4) -> None:
+        self._known: deque[tuple[Counter[tuple[str, str]], int]] = deque(maxlen=remembered)
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _keys(messages: list[dict[str, Any]]) -> Counter[tuple[str, str]]:
+        return Counter((str(m.get("role", "")), _text(m)) for m in messages)
+
+    def tokens(self, messages: list[dict[str, Any]]) -> int:
+        """The most tokens ``messages`` can cost as a prompt."""
+        best = prompt_tokens(messages)
+        with self._lock:
+            known = list(self._known)
+        if not known:
+            return best
+        keys = self._keys(messages)
+        cost = {key: _message_tokens({"role": key[0], "content": key[1]}) for key in keys}
+        for earlier, reported in known:
+            extra = sum(cost[key] * (n - earlier.get(key, 0)) for key, n in keys.items()
+                        if n > earlier.get(key, 0))
+            best = min(best, reported + extra)
+        return best
+
+    def learn(self, messages: list[dict[str, Any]], reported: int) -> None:
+        """Remember that the provider counted ``messages`` as ``reported`` prompt tokens
+        (a report of 0, no usage given, is not kept)."""
+        if reported > 0:
+            keys = self._keys(messages)
+            with self._lock:
+                self._known.append((keys, int(reported)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,6 +386,7 @@ class BudgetedClient(ClientWrapper):
         super().__init__(client)
         self._guard = guard
         self._prices: TokenPrices | None | bool = False  # False: not looked up yet
+        self.prompts = PromptBound()
 
     def prices(self) -> TokenPrices | None:
         """The model's prices for a USD budget (looked up once, only when the run has
@@ -345,7 +401,8 @@ class BudgetedClient(ClientWrapper):
                  stop: list[str] | None = None, max_tokens: int | None = None,
                  temperature: float | None = None, seed: int | None = None) -> Completion:
         """One call, reserved before it is sent and given back after
-        (:meth:`BudgetGuard.begin_call`: counted, its prompt weighed at its most, its
+        (:meth:`BudgetGuard.begin_call`: counted, its prompt weighed at its most
+        (:class:`PromptBound`, which then learns the provider's count of it), its
         completion capped at what is left beside the calls in flight); see
         ``LanguageModel.complete``.
 
@@ -356,9 +413,12 @@ class BudgetedClient(ClientWrapper):
         """
         reservation = self._guard.begin_call(
             max_tokens if max_tokens is not None else self.max_tokens,
-            prompt_tokens(messages), self.prices())
+            self.prompts.tokens(messages), self.prices())
         try:
-            return super().complete(messages, role=role, stop=stop, max_tokens=reservation.cap,
-                                    temperature=temperature, seed=seed)
+            completion = super().complete(messages, role=role, stop=stop,
+                                          max_tokens=reservation.cap, temperature=temperature,
+                                          seed=seed)
         finally:
             self._guard.end_call(reservation)
+        self.prompts.learn(messages, completion.call.prompt_tokens)
+        return completion

@@ -137,3 +137,23 @@ def test_waiting_ends_when_the_run_is_closed():
     waiter.join(5)
     assert errors == ["the run is over: no more model calls"]
     guard.end_call(held)
+
+
+def test_a_prompt_that_repeats_counted_messages_is_weighed_by_the_providers_count():
+    from rlm_kernel.engine.budget import PromptBound
+
+    bound = PromptBound()
+    system = {"role": "system", "content": "You answer questions. " * 200}  # 4,400 bytes
+    task = {"role": "user", "content": "The task."}
+    first = [system, task]
+    assert bound.tokens(first) == prompt_tokens(first)  # nothing counted yet: a byte each
+    bound.learn(first, 1_150)  # the provider counted it
+    reply = {"role": "assistant", "content": "🙂" * 10}
+    output = {"role": "user", "content": "Output: 42"}
+    second = [system, task, reply, output]
+    assert bound.tokens(second) == 1_150 + 2 * MESSAGE_TOKENS + 40 + 10
+    assert bound.tokens([system, output]) == 1_150 + MESSAGE_TOKENS + 10  # task dropped
+    assert bound.tokens([{"role": "user", "content": "x"}]) == prompt_tokens(
+        [{"role": "user", "content": "x"}])  # less than any earlier report plus it
+    bound.learn(second, 0)  # no usage reported: nothing learned
+    assert bound.tokens(second) == 1_150 + 2 * MESSAGE_TOKENS + 40 + 10

@@ -158,6 +158,33 @@ def test_candidates_share_and_hold_the_budget():
     _ended_clearly(res)
 
 
+class Counting(Spender):
+    """A model client whose provider counts English text as about 4 characters a token
+    and answers in 60 tokens: what a real provider reports for the loop's prompts."""
+
+    def complete(self, messages, *, role="root", stop=None, max_tokens=None,
+                 temperature=None, seed=None) -> Completion:
+        text = "ok" if role == "sub" else (
+            self.replies.pop(0) if self.replies else "FINAL('out of script')")
+        pt = sum(len(m["content"]) for m in messages) // 4 + 20
+        call = LLMCall(model=self.model, role=role, prompt_tokens=pt,
+                       completion_tokens=min(60, max_tokens or UNCAPPED), depth=self.depth)
+        self.ledger.record(call)
+        return Completion(text=text, call=call)
+
+
+def test_a_token_budget_is_spent_by_what_the_provider_counts_not_lost_to_the_bound():
+    """After its first call, a root step's prompt is weighed by the provider's count of
+    the messages it repeats (one token a byte for the new ones only), so a budget of
+    5,000 tokens runs several steps of a 3,500-character system prompt, and holds."""
+    lm = Counting([block(f"print('line {i} ' * 20)", THOUGHT) for i in range(20)])
+    rlm = RLM(root_client=lm, sub_client=lm, executor=helpers.EXECUTOR, max_iterations=20,
+              **{**SCRIPTED_SETTINGS, "max_tokens": 5_000})
+    res = rlm.run("Go on.", context="some data")
+    assert res.stopped_by == "budget" and res.steps >= 3, (res.steps, res.error)
+    assert 4_000 < _used(res) <= 5_000
+
+
 # -- the same through litellm and a local OpenAI-compatible server --------------------
 
 
