@@ -129,9 +129,10 @@ class ResultsFile:
         inputs: ``inputs`` as paths (files nothing of the batch may write).
 
     Raises:
-        ResultsFileError: ``path`` is one of ``inputs``, or an existing file whose
-            lines are not all result lines (:data:`RESULT_KEYS`); the message names
-            the first line that is not; the file is left as it was.
+        ResultsFileError: ``path`` is one of ``inputs``, exists and is not a regular
+            file, or is an existing file whose lines are not all result lines
+            (:data:`RESULT_KEYS`); the message names the first line that is not; the
+            file is left as it was.
         OSError: the file cannot be read or opened for writing.
 
     An existing results file is read whole before anything is written.  Its last line,
@@ -154,6 +155,9 @@ class ResultsFile:
                     "results go to a file of their own, e.g. --out results.jsonl")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._created = not self.path.exists()
+        if not self._created and not self.path.is_file():
+            raise ResultsFileError(f"--out {path} is not a regular file (a folder, a device "
+                                   "or a pipe); the results go to a file of their own")
         if not self._created:
             self._read_existing()
         self._file: IO[str] = self.path.open("a", encoding="utf-8")

@@ -102,6 +102,21 @@ def test_out_that_is_not_a_results_file_is_refused_and_kept(tmp_path, capsys, ot
     _refused(capsys, tasks, out, "is not a results file of rlm batch: line ")
 
 
+@pytest.mark.parametrize("special", ["a folder", "a pipe", "/dev/null"])
+def test_out_that_is_not_a_regular_file_is_refused(tmp_path, capsys, special):
+    tasks = _tasks(tmp_path, newline_at_end=True)
+    if special == "a folder":
+        out: Path | str = tmp_path / "results"
+        out.mkdir()
+    elif special == "a pipe":
+        out = tmp_path / "results.jsonl"
+        os.mkfifo(out)  # reading it would wait for a writer forever
+    else:
+        out = special
+    assert _batch(tasks, out) == 2
+    assert "is not a regular file" in capsys.readouterr().err
+
+
 def test_the_refusal_names_the_line_and_what_a_results_file_holds(tmp_path):
     out = tmp_path / "mixed.jsonl"
     out.write_text(_line("q1") + "\n\n" + _line("q2") + "\n" + '{"id": "q3", "answer": 1}\n')
