@@ -693,6 +693,17 @@ def _on_sigterm(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal API
                       "to stop")
 
 
+def _forked() -> None:
+    """In a process model code forked: ``SIGTERM`` ends it, as it ends any process.  The
+    worker's own handler (:func:`_on_sigterm`, copied by ``fork``) would turn the
+    signal into an exception, or ignore it, so that a ``multiprocessing`` pool's
+    worker told to stop by ``Pool.terminate`` could live on and hang the step."""
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    except (ValueError, OSError):  # not the main thread of the new process
+        pass
+
+
 def main(argv: list[str] | None = None) -> None:
     """Start the worker; see the module docstring.
 
@@ -709,6 +720,7 @@ def main(argv: list[str] | None = None) -> None:
     _set_limits(cfg, notes)
     signal.signal(signal.SIGTERM, _on_sigterm)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.register_at_fork(after_in_child=_forked)
     sock = socket.socket(fileno=cfg["fd"])
     out_fd, err_fd = os.dup(1), os.dup(2)
     os.set_inheritable(out_fd, False)

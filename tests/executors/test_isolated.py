@@ -229,6 +229,20 @@ def test_a_fork_bomb_is_contained(ex):
         assert ex.execute("print(kept)").stdout == "7\n"
 
 
+def test_a_process_model_code_forks_ends_on_sigterm(ex):
+    """A process forked by model code (a ``multiprocessing`` pool's worker, told to stop by
+    ``Pool.terminate``) gets ``SIGTERM`` as any process does: it ends, rather than running
+    the worker's own handler (copied by ``fork``), which made the pool's ``with`` block
+    hang now and then until the step's time limit."""
+    code = ("import os, signal, time\npid = os.fork()\nif pid == 0:\n"
+            "    time.sleep(30)\n    os._exit(0)\n"
+            "time.sleep(0.2)\nos.kill(pid, signal.SIGTERM)\n"
+            "status = os.waitpid(pid, 0)[1]\n"
+            "print(os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM)")
+    res = ex.execute(code, timeout=20)
+    assert res.stdout == "True\n", (res.stdout, res.stderr)
+
+
 def test_a_huge_allocation_fails_inside_the_child(ex):
     res = ex.execute("x = bytearray(20 * 10**9)")
     assert not res.success and "MemoryError" in res.stderr

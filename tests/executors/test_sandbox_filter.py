@@ -102,7 +102,6 @@ def test_bubblewrap_gets_the_filter_and_the_proc_knobs_read_only(tmp_path):
 
 LIBRARIES = r'''
 import asyncio, json, multiprocessing, os, socket, subprocess, threading
-import numpy, pandas
 
 def done(name, value):  # each result as it comes: a hang shows where it happened
     print(json.dumps([name, value]), flush=True)
@@ -119,6 +118,7 @@ with multiprocessing.get_context('fork').Pool(2) as pool:
     done('pool', pool.map(abs, range(-4, 1)))
 with multiprocessing.get_context('spawn').Pool(1) as pool:
     done('spawn', pool.map(len, ['a', 'bb']))
+import numpy, pandas  # after the pools: OpenBLAS starts threads, which fork copies no better
 done('numpy', float(numpy.linalg.inv(numpy.eye(3) * 2).sum()))
 done('pandas', int(pandas.DataFrame({'a': range(10)}).a.sum()))
 done('asyncio', asyncio.run(asyncio.sleep(0, result='ran')))
