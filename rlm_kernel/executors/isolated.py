@@ -152,6 +152,13 @@ LATE_SECONDS = 3.0
 (:meth:`IsolatedExecutor.set_deadline`); it is told to answer within them
 (:meth:`IsolatedExecutor.work_seconds`)."""
 _OWN_PROCESSES = 3  # outer bwrap, its init and the worker
+NPROC_SLACK = 64
+"""Tasks above the uid's count and ``max_processes`` that ``RLIMIT_NPROC`` leaves where
+the sandbox runs as the caller's uid (an ordinary user: it counts every thread of the
+uid, the host's reader, watch and call threads among them; as root the sandbox's host
+uid has only the sandbox's, and 16 are left for the worker's threads).  Where no
+``pids`` cgroup holds the sandbox, this limit only stops a fork bomb; the host's watch
+holds ``max_processes``."""
 _PRIVATE_MOUNTS = ("/tmp", "/var/tmp", "/dev/shm", "/run")  # the sandbox's own tmpfs
 _MISSING = object()
 
@@ -431,14 +438,14 @@ def _child_env(passed: str | list[str] | None = None) -> dict[str, str]:
 
 
 def _user_processes(uid: int | None = None) -> int:
-    """Processes of the real user ``uid`` (default: this process's) now (what
-    ``RLIMIT_NPROC`` counts)."""
+    """Tasks (threads) of the real user ``uid`` (default: this process's) now: what
+    ``RLIMIT_NPROC`` counts."""
     uid, count = os.getuid() if uid is None else uid, 0
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
                 if entry.stat().st_uid == uid:
-                    count += 1
+                    count += max(len(os.listdir(f"/proc/{entry.name}/task")), 1)
             except OSError:
                 pass
     return count
@@ -755,8 +762,10 @@ class IsolatedExecutor:
         self.namespace: IsolatedNamespace = IsolatedNamespace(self)
         self._start()
         self._finalizer = weakref.finalize(self, _cleanup, self._child, self._cgroups)
-        if memory_limit and self._cgroups.memory is None:
-            self._watch = _memory_watch(self, memory_limit)
+        unheld_memory = memory_limit if self._cgroups.memory is None else None
+        unheld_processes = max_processes if self._cgroups.pids is None else None
+        if unheld_memory or unheld_processes is not None:
+            self._watch = _memory_watch(self, unheld_memory, unheld_processes)
             self._watch.start()
         if namespace:
             self.namespace.update(namespace)
@@ -779,10 +788,11 @@ class IsolatedExecutor:
                 self.memory_limit)
         nproc = None
         if self._cgroups.pids is None and self.max_processes is not None:
-            # RLIMIT_NPROC counts the processes of the worker's real uid on the host: the
+            # RLIMIT_NPROC counts the tasks of the worker's real uid on the host: the
             # caller's own, or (root) the sandbox's host uid, which root itself is not
             owner = host_uid() if os.getuid() == 0 else os.getuid()
-            nproc = _user_processes(owner) + self.max_processes + _OWN_PROCESSES
+            slack = _OWN_PROCESSES + 16 if os.getuid() == 0 else NPROC_SLACK
+            nproc = _user_processes(owner) + self.max_processes + slack
         try:
             seccomp = filter_fd()
         except FilterUnavailable as exc:
@@ -823,7 +833,10 @@ class IsolatedExecutor:
         """What :attr:`limits` says: each limit and what holds it."""
         memory = self._memory_described()
         processes = (f"cgroup pids.max {self.max_processes}" if self._cgroups.pids
-                     else f"RLIMIT_NPROC {nproc}" if nproc else "not limited")
+                     else f"{self.max_processes} (the host's watch counts the sandbox's "
+                          f"processes and kills it past them; RLIMIT_NPROC {nproc}, which "
+                          "counts every thread of the uid, stops a fork bomb)" if nproc
+                     else "not limited")
         if os.getuid() == 0:
             files = (f"read-only except {self.workdir} (idmapped: written as its owner)"
                      if self.workdir else "read-only")
@@ -1327,9 +1340,12 @@ def tmpfs_size(size: int | None, memory_limit: int | None) -> int | None:
     return share if not size else min(size, share)
 
 
-def _memory_watch(executor: IsolatedExecutor, limit: int) -> MemoryWatch:
+def _memory_watch(executor: IsolatedExecutor, limit: int | None,
+                  max_processes: int | None) -> MemoryWatch:
     """The watch that holds ``executor``'s sandbox to ``limit`` bytes where no memory
-    cgroup does (:mod:`.memory_watch`); it holds the executor weakly and ends with it."""
+    cgroup does, and to ``max_processes`` processes of model code where no ``pids``
+    cgroup does (:mod:`.memory_watch`; None: held elsewhere); it holds the executor
+    weakly and ends with it."""
     ref = weakref.ref(executor)
 
     def current() -> SandboxMeter | None:
@@ -1353,7 +1369,19 @@ def _memory_watch(executor: IsolatedExecutor, limit: int) -> MemoryWatch:
         log.warning("isolated REPL %s", child.killed_for)
         child.stop_processes()
 
-    watch = MemoryWatch(limit, current, over)
+    def too_many(meter: SandboxMeter, count: int) -> None:
+        ex = ref()
+        child = None if ex is None else ex._child
+        if child is None or child.proc.pid != meter.root or child.killed_for is not None:
+            return
+        when = "during the step" if ex.in_step else "between steps"
+        child.killed_for = (f"had {count - _OWN_PROCESSES} processes, more than the limit "
+                            f"of {max_processes} processes, {when}, and was killed")
+        log.warning("isolated REPL %s", child.killed_for)
+        child.stop_processes()
+
+    watch = MemoryWatch(limit, current, over, max_processes=None if max_processes is None
+                        else max_processes + _OWN_PROCESSES, too_many=too_many)
     return watch
 
 

@@ -357,16 +357,58 @@ for p in procs:
 '''
 
 
-def test_model_code_cannot_lift_the_process_limit():
+def _pids_holder(holder: str, monkeypatch) -> None:
+    """Make ``holder`` hold the sandbox's processes: ``cgroup`` (skipped where the host may
+    make no ``pids`` cgroup: an ordinary user) or ``watch`` (the host's watch, as an
+    ordinary user has it; as root, the ``pids`` cgroup is left out)."""
+    from rlm_kernel.executors import isolated
+    from rlm_kernel.executors.sandbox import make_cgroups
+
+    if holder == "watch":
+        monkeypatch.setattr(isolated, "make_cgroups",
+                            lambda pids, memory: make_cgroups(None, memory))
+        return
+    probe = make_cgroups(8, None)
+    try:
+        if probe.pids is None:
+            pytest.skip("no pids cgroup here (an ordinary user, or a read-only cgroup file "
+                        "system): the host's watch holds the limit")
+    finally:
+        probe.remove()
+
+
+def test_model_code_cannot_lift_the_process_limit(monkeypatch):
     """Case x11_root_cgroup_pids_escape: model code writes ``max`` into its own pids
     cgroup's ``pids.max`` (the attack that works as root), raises ``RLIMIT_NPROC`` as far
-    as it may, then starts 150 processes.  Claim: processes are limited (64 by default)
-    by the operating system, for any uid: a fork bomb is held."""
+    as it may, then starts 150 processes.  Claim: where a ``pids`` cgroup holds the
+    sandbox, the kernel refuses every process past 64 (the default)."""
+    _pids_holder("cgroup", monkeypatch)
     res, _, _ = run_isolated(X11_ATTACK, "FINAL('done')", step_timeout=20)
     out = res.history.entries[0].output if res.history.entries else ""
     started = re.findall(r"STARTED (\d+)", out)
     n = int(started[-1]) if started else 0
     assert n <= 64, f"one step started {n} processes (limit 64): {out[-600:]!r}"
+
+
+@pytest.mark.parametrize("holder", ["cgroup", "watch"])
+def test_a_sandbox_never_keeps_more_processes_than_its_limit(holder, monkeypatch):
+    """The x11 attack, holding what it started for 3 s before it says how many.  Claim,
+    for any uid: no step goes on with more than 64 processes of model code.  With a
+    ``pids`` cgroup the kernel refuses the 65th; without one (an ordinary user)
+    ``RLIMIT_NPROC`` counts every task of the uid, so other processes of the uid that end
+    give model code their room, and the host's watch, which counts the sandbox's own
+    processes every 20 ms, kills the step past 64 and says so."""
+    _pids_holder(holder, monkeypatch)
+    attack = X11_ATTACK.replace("print('STARTED', len(procs))",
+                                "import time\ntime.sleep(3)\nprint('STARTED', len(procs))")
+    res, _, _ = run_isolated(attack, "FINAL('done')", step_timeout=20)
+    out = res.history.entries[0].output if res.history.entries else ""
+    started = re.findall(r"STARTED (\d+)", out)
+    n = int(started[-1]) if started else 0
+    assert n <= 64, f"one step kept {n} processes (limit 64): {out[-600:]!r}"
+    if holder == "watch":
+        assert "more than the limit of 64 processes" in out, out[-600:]
+    assert res.answer == "done"
 
 
 # -- x12: UNIX-domain sockets -----------------------------------------------------------------------
