@@ -60,8 +60,11 @@ def _compile_cell(code: str, filename: str) -> tuple[Any, Any]:
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
-    body = compile(tree, filename, "exec")
-    expr = compile(last, filename, "eval") if last is not None else None
+    # dont_inherit: model code gets no future statement of this module's
+    # (``annotations`` would make a model's @dataclass look its types up in a module
+    # that is not in sys.modules, and fail)
+    body = compile(tree, filename, "exec", dont_inherit=True)
+    expr = compile(last, filename, "eval", dont_inherit=True) if last is not None else None
     return body, expr
 
 

@@ -34,6 +34,23 @@ def test_a_trailing_expression_is_shown_and_bound_to_underscore():
     assert ex.execute("'text'").stdout == "'text'\n"  # repr, as IPython shows it
 
 
+@pytest.mark.parametrize("kind", ["in-process", "isolated"])
+def test_model_code_compiles_without_the_executors_future_imports(kind):
+    """Model code is compiled with no ``from __future__`` statement of the executor's own
+    module: a ``@dataclass`` of model code works (with ``annotations`` inherited its types
+    were strings that dataclasses looked up in a module not in ``sys.modules``)."""
+    from rlm_kernel.executors.isolated import IsolatedExecutor
+
+    code = ("from dataclasses import dataclass\n@dataclass\nclass P:\n    x: int\n"
+            "print(P(3), P.__annotations__)")
+    ex = PlainExecutor() if kind == "in-process" else IsolatedExecutor(max_processes=8)
+    try:
+        res = ex.execute(code)
+    finally:
+        getattr(ex, "close", lambda: None)()
+    assert res.success and res.stdout == "P(x=3) {'x': <class 'int'>}\n", res.stderr
+
+
 def test_show_last_expr_off_shows_nothing():
     ex = PlainExecutor(show_last_expr=False)
     res = ex.execute("1 + 1")
