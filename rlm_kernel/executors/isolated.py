@@ -54,13 +54,17 @@ Limits held by the operating system:
   given by the engine): a worker that goes silent (after ``FINAL`` too) is killed and
   restarted, and ``max_seconds`` holds;
 * **processes**: a ``pids`` cgroup of ``max_processes`` where the host may make one,
-  else ``RLIMIT_NPROC`` (which counts every process of the user, and does not hold for
-  root: then :attr:`IsolatedExecutor.limits` says "not limited");
-* **network** off unless ``network=True``, **PID namespace**, **no capabilities**, a
-  read-only file system with the homes hidden, **files** writable only in
-  ``workdir``: see :mod:`~rlm_kernel.executors.sandbox`;
-* the worker's environment has no secret variables (names like ``*_API_KEY``; see
-  :mod:`~rlm_kernel.executors.redaction`), and its stdout and stderr are pipes: output
+  else the host's watch, which kills a step past ``max_processes``, with
+  ``RLIMIT_NPROC`` (every thread of the uid) against a fork bomb;
+* the resource limits are set by ``prlimit`` before bubblewrap starts
+  (:func:`~rlm_kernel.executors.sandbox.limits_command`), and the worker starts from
+  the package (:data:`WORKER_BOOT`), not from a module in its working folder;
+* **network** off unless ``network=True``, **PID namespace**, **no capabilities**, an
+  unprivileged host uid whatever the caller's, a seccomp filter, a read-only file
+  system with the homes hidden, **files** writable only in ``workdir``: see
+  :mod:`~rlm_kernel.executors.sandbox`;
+* the worker's environment is an allow-list (:mod:`~rlm_kernel.executors.environment`),
+  and its stdout and stderr are pipes: output
   (``print`` or ``os.write(1, ...)``) streams to ``on_output`` through the same capped,
   coalesced, redacted :class:`~rlm_kernel.executors.streams.StreamTee` as in-process.
 
