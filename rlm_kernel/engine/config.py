@@ -14,6 +14,7 @@ import os
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
+from ..executors import passed_names
 from .prompts import STOP_SEQUENCES
 
 __all__ = ["EMBEDDED_STEP_SECONDS", "PROVIDER_STEP_SECONDS", "RLMConfig", "Setting",
@@ -200,10 +201,20 @@ class RLMConfig:
         None, "Working folder: model code runs with it as its current folder and gets "
         "ls, read, grep, apply_patch and bash confined to it (isolated: nothing outside "
         "it is writable); None: no folder helpers.", flag="--workdir")
+    pass_env: tuple[str, ...] = _opt(
+        (), "Environment variables passed to model code by name (['DB_HOST', 'DB_USER'], "
+        "or one text 'DB_HOST,DB_USER' split at commas and spaces): the isolated "
+        "executor's worker and a working folder's commands get only PATH, the locale, "
+        "the interpreter's PYTHON* and HOME=/tmp, plus these (and those the environment "
+        "names in $RLM_PASS_ENV).  A passed value whose name looks secret, or that is a "
+        "known key, is still redacted in every output.", flag="--pass-env")
 
     def __post_init__(self) -> None:
         for s in settings():
             s.check(getattr(self, s.name))
+            if s.kind == "list":  # one tuple of names, whichever form was given
+                object.__setattr__(self, s.name, tuple(passed_names(getattr(self, s.name),
+                                                                    environ={})))
 
     def replace(self, **changes: Any) -> RLMConfig:
         """A copy with ``changes`` applied; ``None`` sets an optional setting to none
@@ -246,6 +257,12 @@ class RLMConfig:
         step = EMBEDDED_STEP_SECONDS if embedded else PROVIDER_STEP_SECONDS
         return step * (self.max_iterations + 1) * self.candidates
 
+    def isolated_options(self) -> dict[str, Any]:
+        """The keyword arguments of an isolated executor that these settings give
+        (:class:`~rlm_kernel.executors.isolated.IsolatedExecutor`): ``memory_limit``
+        (bytes) and ``pass_env`` (the names of the variables passed to model code)."""
+        return {"memory_limit": self.memory_limit, "pass_env": self.pass_env}
+
     def stop_sequences(self) -> list[str] | None:
         """The stop sequences to send with root-model calls, or None."""
         return list(STOP_SEQUENCES) if self.use_stop_sequences else None
@@ -257,7 +274,9 @@ class Setting:
 
     Attributes:
         name: the field name (``max_llm_calls``).
-        kind: ``int``, ``float``, ``bool``, ``str`` or ``dict``.
+        kind: ``int``, ``float``, ``bool``, ``str``, ``dict`` or ``list`` (names: a
+            list or tuple of them, or one text of them separated by commas or spaces,
+            kept as a tuple).
         optional: ``None`` is allowed (no limit / not set).
         default: the default value.
         help: one line for ``--help``.
@@ -280,7 +299,12 @@ class Setting:
 
     def check(self, value: Any) -> None:
         """Raise ValueError if ``value`` is out of bounds, not finite (``inf``: use
-        None for no limit) or not one of ``choices`` (None passes if optional)."""
+        None for no limit), not one of ``choices`` (None passes if optional) or, for a
+        ``list`` setting, holds something that is not the name of an environment
+        variable."""
+        if self.kind == "list" and value is not None:
+            passed_names(value, environ={})  # raises ValueError naming the bad one
+            return
         if value is None:
             if not self.optional:
                 raise ValueError(f"{self.name} cannot be None")
@@ -308,7 +332,7 @@ class Setting:
 
 
 _KINDS = {"int": "int", "float": "float", "bool": "bool", "str": "str",
-          "dict[str, Any]": "dict"}
+          "dict[str, Any]": "dict", "tuple[str, ...]": "list"}
 
 
 @functools.cache

@@ -49,14 +49,15 @@ def add_setting_options(parser: argparse.ArgumentParser, *, with_help: bool = Tr
     Values land under the setting's name (``max_cost_usd`` for ``--max-cost``);
     unset options are None, so :func:`config_overrides` leaves their defaults alone.
     A yes/no setting takes its flag and the flag's ``--no-`` form (``--verify-answer``,
-    ``--no-ground-answer``), whatever its default.
+    ``--no-ground-answer``), whatever its default; a list of names takes them in one
+    argument, separated by commas or spaces (``--pass-env DB_HOST,DB_USER``).
     """
     for s in settings():
         if s.flag is None:
             continue
         if s.kind == "bool":
             text = f"{s.help.rstrip('.')} (default: {'on' if s.default else 'off'})."
-        elif s.kind == "str":
+        elif s.kind in ("str", "list"):
             text = s.help
         else:
             shown = "no limit" if s.default is None else f"{s.default:g}"
@@ -68,6 +69,8 @@ def add_setting_options(parser: argparse.ArgumentParser, *, with_help: bool = Tr
             parser.add_argument(s.flag, choices=s.choices, **kwargs)
         elif s.kind == "str":
             parser.add_argument(s.flag, metavar="M", **kwargs)
+        elif s.kind == "list":  # names separated by commas or spaces, one argument
+            parser.add_argument(s.flag, metavar="NAMES", **kwargs)
         else:
             metavar = "N" if s.kind == "int" else "X"
             parser.add_argument(s.flag, type=value_type(s), metavar=metavar, **kwargs)

@@ -177,7 +177,7 @@ class RLM:
             options: dict[str, Any] = {"workdir": task.folder.root} \
                 if task.folder is not None else {}
             if kind == "isolated":
-                options["memory_limit"] = self.config.memory_limit
+                options.update(self.config.isolated_options())
             executor = new_executor(kind, **options)
         try:
             return self._run(question, variables, executor, services, continuation, task)
@@ -232,7 +232,8 @@ class RLM:
             return None
         try:
             return WorkFolder(self.config.workdir,
-                              max_output_chars=self.config.max_output_chars)
+                              max_output_chars=self.config.max_output_chars,
+                              pass_env=self.config.pass_env)
         except (FileNotFoundError, NotADirectoryError) as exc:
             raise ValueError(f"workdir: {exc}") from None
 

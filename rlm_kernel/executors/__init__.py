@@ -1,7 +1,8 @@
 """Where model code runs: the :class:`Executor` protocol the engine calls, the plain
 ``exec`` executor, and what every step needs whatever runs it: the time limit
 (``timeouts``), the process state a step may not keep (``host_state``), capped and
-coalesced streams (``streams``), secret redaction (``redaction``) and the muting of
+coalesced streams (``streams``), secret redaction (``redaction``), the environment of
+model code's processes (``environment``: an allow-list) and the muting of
 threads a step leaves running (``thread_output``), and the guarded rendering of model
 code's values (``guarded``: the one guarded ``repr``; the cut of long text is
 :mod:`rlm_kernel.text`'s).  The IPython executor that runs
@@ -15,6 +16,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from .environment import PASS_ENV_VARIABLE, passed_names
 from .guarded import REPR_SECONDS, guarded_render, guarded_repr, type_name
 from .host_state import exit_hooks_added, step_scope, user_interrupts_kept
 from .plain import Executor, OutputCallback, PlainExecutor, StreamTee, combined_output
@@ -41,7 +43,8 @@ __all__ = ["Executor", "PlainExecutor", "OutputCallback", "StreamTee", "combined
            "guarded_render", "guarded_repr", "type_name", "REPR_SECONDS", "exit_hooks_added", "step_scope", "filter_streams", "host_thread",
            "host_thread_type", "is_quarantined", "quarantined_running", "trim_exception",
            "trim_traceback", "user_interrupts_kept", "RemoteValue", "MAX_KEPT_CHARS",
-           "DEFAULT_MEMORY", "SupportsDeadline", "run_deadline"]
+           "DEFAULT_MEMORY", "SupportsDeadline", "run_deadline", "PASS_ENV_VARIABLE",
+           "passed_names"]
 
 # Names whose modules load on first use.  The worker process runs as ``python -m
 # rlm_kernel.executors.worker`` and imports this package first: it must not import the

@@ -97,6 +97,7 @@ import weakref
 from collections.abc import (
     Callable,
     ItemsView,
+    Iterable,
     Iterator,
     Mapping,
     MutableMapping,
@@ -107,7 +108,7 @@ from typing import Any
 
 from ..repl_types import REPLResult
 from ..termination import FinalOutput
-from .environment import model_code_environ
+from .environment import model_code_environ, passed_names
 from .guarded import REPR_SECONDS
 from .launcher import MARK as LAUNCHER_MARK
 from .memory_watch import MAX_INTERVAL, MemoryUsage, MemoryWatch, SandboxMeter
@@ -430,7 +431,7 @@ def _partial_suffix(data: bytes, marker: bytes) -> int:
     return 0
 
 
-def _child_env(passed: str | list[str] | None = None) -> dict[str, str]:
+def _child_env(passed: str | Iterable[str] | None = None) -> dict[str, str]:
     """The worker's environment: the allow-list of
     :func:`~rlm_kernel.executors.environment.model_code_environ` (``PATH``, the locale,
     the interpreter's ``PYTHON*``, ``HOME=/tmp``, and the variables named by ``passed``
@@ -703,12 +704,16 @@ class IsolatedExecutor:
         start_timeout: seconds to wait for the worker to start.
         request_timeout: seconds the worker has to answer a request outside a step.
         python: the interpreter for the worker (default: this one).
+        pass_env: the host's environment variables model code gets beyond the
+            allow-list of :mod:`.environment` (names, as a list or one text separated
+            by commas or spaces; the host's ``RLM_PASS_ENV`` names more).
 
     Raises:
         SandboxUnavailable: bubblewrap is not installed (the message names the package).
         WorkerError: the worker did not start (the message says why).
         FileNotFoundError / NotADirectoryError: ``workdir`` is missing / not a folder.
-        ValueError: ``cwd`` and ``workdir`` differ, or ``workdir`` is ``/``.
+        ValueError: ``cwd`` and ``workdir`` differ, or ``workdir`` is ``/``; a name of
+            ``pass_env`` is not a variable's name.
     """
 
     def __init__(self, namespace: Mapping[str, Any] | None = None, *,
@@ -720,8 +725,10 @@ class IsolatedExecutor:
                  start_timeout: float = 30.0, python: str | None = None,
                  workdir: str | os.PathLike[str] | None = None,
                  tmp_bytes: int | None = DEFAULT_TMP_BYTES,
-                 request_timeout: float = REQUEST_SECONDS) -> None:
+                 request_timeout: float = REQUEST_SECONDS,
+                 pass_env: str | Iterable[str] | None = None) -> None:
         self.memory_limit, self.max_processes = memory_limit, max_processes
+        self.pass_env = tuple(passed_names(pass_env, environ={}))
         self.cpu_seconds, self.network, self.kill_grace = cpu_seconds, network, kill_grace
         self.max_output_chars, self.take_snapshots = max_output_chars, snapshot
         self.request_timeout = request_timeout
@@ -812,8 +819,8 @@ class IsolatedExecutor:
             # a step's reply: its snapshot, the FINAL's data form, the bindings
             max_frame = SNAPSHOT_BYTES + MAX_VALUE_BYTES + (8 << 20)
             start_by = self._by(self.start_timeout) - time.monotonic()
-            self._child = _Child(command, (inner.fileno(), seccomp), host, _child_env(),
-                                 start_by, max_frame)
+            self._child = _Child(command, (inner.fileno(), seccomp), host,
+                                 _child_env(self.pass_env), start_by, max_frame)
         except WorkerError as exc:
             host.close()
             if LAUNCHER_MARK in str(exc):  # the root launcher's own words: what to do

@@ -59,13 +59,13 @@ import signal
 import stat
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ..text import PRINT_LESS, HeadTail, middle_cut
-from .environment import model_code_environ
+from .environment import model_code_environ, passed_names
 
 __all__ = ["WorkFolder", "CommandResult", "run_command", "signal_name", "PORTABLE",
            "DEFAULT_TIMEOUT", "DEFAULT_BASH_TIMEOUT", "DEFAULT_OUTPUT_CHARS", "HELPER_NAMES"]
@@ -135,7 +135,7 @@ def _killpg(pgid: int, sig: int) -> None:
 
 def run_command(argv: list[str], *, cwd: str, timeout: float, max_chars: int,
                 kill_grace: float = DEFAULT_KILL_GRACE,
-                hint: str = PRINT_LESS) -> CommandResult:
+                hint: str = PRINT_LESS, pass_env: Iterable[str] = ()) -> CommandResult:
     """Run ``argv`` in a new session with a hard time limit and bounded output.
 
     The command's process group gets ``SIGTERM`` when ``timeout`` seconds have passed
@@ -152,6 +152,9 @@ def run_command(argv: list[str], *, cwd: str, timeout: float, max_chars: int,
             :func:`rlm_kernel.text.middle_cut` keeps them; the rest is counted).
         kill_grace: seconds between ``SIGTERM`` and ``SIGKILL``.
         hint: what the truncation note tells the reader to do.
+        pass_env: names of the variables the command gets beyond the allow-list of
+            :func:`~rlm_kernel.executors.environment.model_code_environ` (the
+            ``pass_env`` setting; ``RLM_PASS_ENV`` names more).
 
     Raises:
         FileNotFoundError: the program does not exist.
@@ -159,7 +162,7 @@ def run_command(argv: list[str], *, cwd: str, timeout: float, max_chars: int,
     start = time.monotonic()
     proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True,
-                            env=model_code_environ(), close_fds=True)
+                            env=model_code_environ(pass_env), close_fds=True)
     assert proc.stdout is not None
     out = proc.stdout.fileno()
     os.set_blocking(out, False)
@@ -231,17 +234,22 @@ class WorkFolder:
         bash_timeout: seconds a ``bash`` command may take (a call may ask for less).
         max_output_chars: characters of a helper's result before its middle is cut.
         kill_grace: seconds between ``SIGTERM`` and ``SIGKILL`` to a process group.
+        pass_env: names of the environment variables ``grep`` and ``bash`` get beyond
+            the allow-list (:mod:`~rlm_kernel.executors.environment`): a list, or one
+            text separated by commas or spaces.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
         NotADirectoryError: ``path`` is not a folder.
-        ValueError: a limit is not positive.
+        ValueError: a limit is not positive, or a name of ``pass_env`` is not a
+            variable's name.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = DEFAULT_TIMEOUT,
                  bash_timeout: float = DEFAULT_BASH_TIMEOUT,
                  max_output_chars: int = DEFAULT_OUTPUT_CHARS,
-                 kill_grace: float = DEFAULT_KILL_GRACE) -> None:
+                 kill_grace: float = DEFAULT_KILL_GRACE,
+                 pass_env: str | Iterable[str] = ()) -> None:
         root = os.path.realpath(os.fspath(path))
         if not os.path.exists(root):
             raise FileNotFoundError(f"working folder {os.fspath(path)!r} does not exist")
@@ -255,6 +263,7 @@ class WorkFolder:
         self.root = root
         self.timeout, self.bash_timeout = float(timeout), float(bash_timeout)
         self.max_output_chars, self.kill_grace = int(max_output_chars), float(kill_grace)
+        self.pass_env = tuple(passed_names(pass_env, environ={}))
 
     def __repr__(self) -> str:
         return f"WorkFolder({self.root!r})"
@@ -428,7 +437,7 @@ class WorkFolder:
             [grep, "-rnHIE", "--color=never", "--exclude-dir=.git", "-e", str(pattern), "--",
              *([] if full == Path(self.root) else [self._show(full)])], cwd=self.root, timeout=self.timeout,
             max_chars=self.max_output_chars, kill_grace=self.kill_grace,
-            hint="grep a narrower pattern or path")
+            hint="grep a narrower pattern or path", pass_env=self.pass_env)
         text = result.output.rstrip("\n")
         if result.timed_out:
             return f"{text}\n[grep stopped after {self.timeout:g} s: these are the matches " \
@@ -465,7 +474,8 @@ class WorkFolder:
         shell = shutil.which("bash") or "/bin/sh"
         result = run_command([shell, "-c", command], cwd=self.root, timeout=limit,
                              max_chars=self.max_output_chars, kill_grace=self.kill_grace,
-                             hint="print less, or send the output to a file and grep it")
+                             hint="print less, or send the output to a file and grep it",
+                             pass_env=self.pass_env)
         text = result.output
         notes = []
         if result.timed_out:

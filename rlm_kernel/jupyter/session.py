@@ -276,8 +276,7 @@ class NotebookSession:
             self.conversation.clear()
         history = self.conversation.before(key) if follow_ups else None
         isolated = isolated or config.executor == "isolated" or bool(config.workdir)
-        executor = self._isolated_executor(config.workdir, config.memory_limit) if isolated \
-            else ShellExecutor(self.shell)
+        executor = self._isolated_executor(config) if isolated else ShellExecutor(self.shell)
         if not variables and not has_tools and not config.workdir:
             print(no_data_notice(ns, self.made.names(ns)), flush=True)
         return TaskPlan(key, variables, list(variables), history, executor, isolated,
@@ -347,9 +346,10 @@ class NotebookSession:
         settings = self.settings
         return settings.run_config().router if settings is not None else None
 
-    def _isolated_executor(self, workdir: str | None, memory_limit: int | None) -> Any:
+    def _isolated_executor(self, config: RLMConfig) -> Any:
         """A sandboxed worker for one isolated task (closed when the task ends),
-        writing only in ``workdir`` when one is given, within ``memory_limit`` bytes.
+        writing only in ``config.workdir`` when one is given, within
+        ``config.memory_limit`` bytes, with the variables ``config.pass_env`` names.
 
         Raises:
             UsageError: the folder does not exist, or the child could not start (the
@@ -357,10 +357,11 @@ class NotebookSession:
         from ..executors import WorkerError
         from .isolated_steps import IsolatedSteps
 
+        workdir = config.workdir
         if workdir and not os.path.isdir(workdir):
             raise UsageError(f"%rlm --workdir: {workdir!r} is not a folder")
         try:
-            return IsolatedSteps(workdir=workdir or None, memory_limit=memory_limit)
+            return IsolatedSteps(workdir=workdir or None, **config.isolated_options())
         except ValueError as exc:  # a folder the wall refuses (the root, ...)
             raise UsageError(f"%rlm --workdir: {exc}") from None
         except WorkerError as exc:

@@ -47,6 +47,10 @@ def _setting_trait(name: str) -> TraitType:
         KeyError: no setting of :class:`RLMConfig` has that name."""
     s = _BY_NAME[name]
     help_text = s.help if s.low is None else f"{s.help} Must be {s.bound()}."
+    if s.kind == "list":  # a text is taken as one item (traitlets' List); the engine
+        # splits each item at commas and spaces
+        return List(Unicode(), default_value=list(s.default), allow_none=s.optional,
+                    help=help_text).tag(config=True)
     return _TRAITS[s.kind](s.default, allow_none=s.optional, help=help_text).tag(config=True)
 
 
@@ -110,6 +114,7 @@ class RLM(Configurable):
     executor = _setting_trait("executor")
     memory_limit = _setting_trait("memory_limit")
     workdir = _setting_trait("workdir")
+    pass_env = _setting_trait("pass_env")
 
     # Beside the run settings (the models among them): the widgets, the warm start,
     # follow-up tasks and the user's tools.

@@ -50,7 +50,7 @@ def child_runner(services: RunServices, depth: int) -> Callable[[str, Any], str 
         kind = config.executor or "in-process"
         options: dict[str, Any] = {"workdir": config.workdir} if config.workdir else {}
         if kind == "isolated":  # the same wall
-            options["memory_limit"] = config.memory_limit
+            options.update(config.isolated_options())
         executor = new_executor(kind, **options)
         try:
             run = Run(prompt, variables, child, executor=executor, depth=depth,
