@@ -147,13 +147,19 @@ class RLM:
 
         Returns:
             An :class:`RLMResult`; errors end the run with ``stopped_by="error"``
-            and a readable ``error`` instead of raising.
+            and a readable ``error`` instead of raising, the executor's own included
+            (its worker died and could not start again, in a step or in the clean-up
+            after the run: the steps so far and an accepted answer are kept).
 
         Raises:
             LLMError: before the run, if the model is unknown or a key is missing.
             TypeError, ValueError: ``output_type`` is not a type pydantic can check,
                 a tool is not callable or has a reserved name, or ``config.workdir``
                 is not a folder.
+            WorkerError: before the run, the isolated executor could not start
+                (:class:`~rlm_kernel.executors.sandbox.SandboxUnavailable`: its
+                sandbox cannot be built here) or take the inputs (one too large for
+                ``memory_limit``); the message says what to do.
         """
         task = TaskSpec(output_type=as_answer_type(output_type), history=history,
                         tools={**self.tools, **check_tools(tools)},

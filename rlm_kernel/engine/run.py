@@ -54,9 +54,17 @@ from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
-from ..executors import MIN_SECONDS, Executor, combined_output, executor_kind, run_deadline
+from ..executors import (
+    MIN_SECONDS,
+    Executor,
+    WorkerError,
+    combined_output,
+    executor_kind,
+    run_deadline,
+)
 from ..models import LanguageModel, LLMError, tracing
 from ..policies import ActionResult, PolicyContext, PolicyRegistry
+from ..redaction import redact_text
 from ..repl_types import REPLResult, REPLVariable
 from ..termination import detect_final_in_code
 from .answer.checks import FinalChecks
@@ -106,11 +114,57 @@ from .step import (
     writes_final,
 )
 
-__all__ = ["Run", "reply_text"]
+__all__ = ["EXECUTOR_ERRORS", "Run", "end_by_executor_error", "executor_failure",
+           "reply_text"]
 
 log = logging.getLogger(__name__)
 
 _MISSING = object()
+
+EXECUTOR_ERRORS: tuple[type[Exception], ...] = (WorkerError, OSError)
+"""Errors of the executor itself, never of model code (whose errors its step reports):
+the isolated REPL's worker died and could not be started again, or its sandbox cannot be
+built (:class:`~rlm_kernel.executors.sandbox.WorkerError`,
+:class:`~rlm_kernel.executors.sandbox.SandboxUnavailable`), or the process ran out of a
+resource the executor needs (an ``OSError``: too many open files, no room for a new
+process).  Once a run has begun, one of them ends it (``stopped_by`` ``"error"``) and
+the result, with the steps so far, is returned: never raised."""
+
+
+def executor_failure(exc: BaseException) -> str:
+    """One readable line for an executor error (:data:`EXECUTOR_ERRORS`): a
+    ``WorkerError``'s own message (it says what became of the REPL), else the error's
+    type and message."""
+    if isinstance(exc, WorkerError):
+        return str(exc) or "the isolated REPL failed"
+    return f"the REPL failed: {type(exc).__name__}: {exc}"
+
+
+def end_by_executor_error(result: RLMResult, exc: BaseException, *,
+                          after_run: bool = False) -> None:
+    """End ``result``'s run on an executor error: ``stopped_by`` ``"error"`` and the
+    error's line (:func:`executor_failure`, redacted) in ``error``; the trajectory and
+    an accepted answer are kept.
+
+    Args:
+        result: the run's result.
+        exc: the executor's error.
+        after_run: the error came after the run had ended (its clean-up: the variables
+            it made cannot be listed): a run that already ended with an error keeps
+            that first error; another ending's error text (a budget's) is kept before
+            this one's.
+    """
+    text = redact_text(executor_failure(exc))
+    log.warning("the run's REPL failed%s: %s", " after the run" if after_run else "", text,
+                exc_info=not isinstance(exc, WorkerError))  # an OSError: where it came from
+    if not after_run:
+        result.stopped_by, result.error = "error", text
+        return
+    if result.stopped_by == "error" and result.error:
+        return
+    text = f"after the run, {text} (the variables it made are not listed)"
+    result.error = f"{result.error}; {text}" if result.error else text
+    result.stopped_by = "error"
 
 
 def reply_text(client: LanguageModel, messages: list[dict[str, str]], **kwargs: Any) -> str:
@@ -234,6 +288,7 @@ class Run:
         self.failures = 0  # steps in a row that failed or ran no code
         self.first_step = 1  # > 1 when continuing a run
         self.forced_reply: str | None = None  # the next step's reply given, not asked for
+        self.executor_error: Exception | None = None  # the error of the REPL that ended it
         self.ns.update(self.reserved)
         self.start_ids = {n: id(v) for n, v in self.ns.items()}  # what the steps found
         if task.output_type is not None:
@@ -248,9 +303,13 @@ class Run:
     def execute(self, continuation: Continuation | None = None) -> RLMResult:
         """Run to the end inside an ``invoke_agent`` span; never raises for errors of
         the model, its code or the budget: they end the run with a ``stopped_by``
-        reason.  An error of the engine itself is logged (this module's logger) with
-        its traceback, which ``RLMResult.traceback`` keeps too.  The result is
-        redacted (:meth:`RLMResult.redact`) before the observer and the caller see it.
+        reason.  An error of the executor itself (:data:`EXECUTOR_ERRORS`: its worker
+        died and could not be started again ...) ends the run with ``stopped_by``
+        ``"error"`` and the failed step kept, in the loop or in the clean-up after it
+        (:func:`end_by_executor_error`).  An error of the engine itself is logged (this
+        module's logger) with its traceback, which ``RLMResult.traceback`` keeps too.
+        The result is redacted (:meth:`RLMResult.redact`) before the observer and the
+        caller see it.
 
         Args:
             continuation: go on from one of an earlier run's steps (its earlier steps
@@ -271,14 +330,16 @@ class Run:
                 result.stopped_by, result.error = "interrupt", "interrupted by the user"
             except LLMError as exc:
                 result.stopped_by, result.error = "error", str(exc)
+            except EXECUTOR_ERRORS as exc:  # the REPL itself failed: the run ends, kept
+                self.executor_error = exc
+                end_by_executor_error(result, exc)
             except Exception as exc:  # noqa: BLE001 - a bug must not lose the trajectory
                 log.exception("internal error in the RLM loop (step %d)", len(result.history))
                 result.stopped_by = "error"
                 result.error = f"internal error: {type(exc).__name__}: {exc}"
                 result.traceback = "".join(traceback.format_exception(exc))
             finally:
-                self._restore_names(None)
-                result.new_variables = self._new_variables()
+                self._clean_up()
                 result.calls = list(self.ledger.calls)
                 result.exchanges = list(self.recorder.exchanges)
                 result.root_prompts = list(self.recorder.root_prompts)
@@ -293,6 +354,21 @@ class Run:
                                      "rlm.stopped_by": result.stopped_by,
                                      "rlm.steps": result.steps})
         return result
+
+    def _clean_up(self) -> None:
+        """After the run: the user's tools back under their names
+        (:meth:`_restore_names`) and the variables the steps made listed
+        (``new_variables``).  Skipped once the REPL failed with a ``WorkerError`` (its
+        worker is gone: its names cannot be read); an executor error here ends the run
+        (:func:`end_by_executor_error` ``after_run``), never escapes."""
+        if isinstance(self.executor_error, WorkerError):
+            return
+        try:
+            self._restore_names(None)
+            self.result.new_variables = self._new_variables()
+        except EXECUTOR_ERRORS as exc:
+            self.executor_error = exc
+            end_by_executor_error(self.result, exc, after_run=True)
 
     def _loop(self) -> None:
         """Steps until the policy accepts an answer, too many steps fail in a row, or
@@ -313,13 +389,19 @@ class Run:
 
         Raises:
             BudgetExceeded: the budget ran out before or during the step.
+            WorkerError, OSError: the executor failed (the step is kept, with what it
+                printed and the failure: :meth:`_keep_failed_step`).
         """
         reply = self._ask(step)
         with tracing.step_span(step, self.depth):
             outcome = self._run_code(reply, step)
         log.debug("step %d (depth %d): %d characters of code, success %s, final %s", step,
                   self.depth, len(outcome.code), outcome.success, outcome.final)
-        self._restore_names(outcome, step)
+        try:
+            self._restore_names(outcome, step)
+        except EXECUTOR_ERRORS as exc:
+            self._keep_failed_step(outcome, step, exc)
+            raise
         self._check_repetition(step, outcome)
         self._record(step, outcome)
         if self.guard.exceeded or self.guard.overspent():
@@ -419,6 +501,10 @@ class Run:
             step: the step's number (from 1).
             final_only: run the code only if it calls FINAL/FINAL_VAR (the last
                 "answer now" call).
+
+        Raises:
+            WorkerError, OSError: the executor failed while the code ran or its
+                ``FINAL`` was read (the step is kept: :meth:`_keep_failed_step`).
         """
         reasoning, blocks, kept = split_reply(reply, self.config.cut_after_first_block)
         outcome = StepOutcome(reply=reply, reply_for_history=kept, reasoning=reasoning)
@@ -440,11 +526,28 @@ class Run:
             outcome.success = False
             self._record(step, outcome)
             raise
+        except EXECUTOR_ERRORS as exc:
+            self._keep_failed_step(outcome, step, exc, "".join(self.live_output))
+            raise
         outcome.output, outcome.success = combined_output(res), res.success
         outcome.seconds, outcome.llm_calls = res.execution_time, res.llm_calls
-        outcome.signals = self._take_signals()
-        self._take_answer(outcome, self.functions.take_final(), step)
+        try:
+            outcome.signals = self._take_signals()
+            self._take_answer(outcome, self.functions.take_final(), step)
+        except EXECUTOR_ERRORS as exc:
+            self._keep_failed_step(outcome, step, exc)
+            raise
         return outcome
+
+    def _keep_failed_step(self, outcome: StepOutcome, step: int, exc: BaseException,
+                          shown: str | None = None) -> None:
+        """Record ``step`` as failed by its executor: its output (``shown``: what it
+        printed live; else the outcome's) and the failure's line, so the trajectory
+        keeps the step that broke the REPL."""
+        text = (outcome.output if shown is None else shown).rstrip("\n")
+        outcome.output = f"{text}\n{executor_failure(exc)}".lstrip("\n")
+        outcome.success = False
+        self._record(step, outcome)
 
     def _execute(self, code: str, step: int) -> REPLResult:
         """Run a step's code under its time limit (``step_timeout``, cut to the seconds

@@ -299,7 +299,9 @@ class NotebookSession:
         """The task's lifetime: :attr:`running` from the start of the block; at its
         end, whatever way it ends, the session's helpers are bound again, an isolated
         task's ``results`` are copied back and its worker closed, and the variables
-        model code made are noted (:attr:`made`)."""
+        model code made are noted (:attr:`made`).  A worker that failed (and could not
+        be started again) has nothing to copy back: that is said on stderr, and the
+        task's result is kept."""
         ns = self.shell.user_ns
         before = self.made.snapshot(ns)
         self.running = True
@@ -310,10 +312,14 @@ class NotebookSession:
             bind_session_functions(self.shell, self._sub_model(),  # builtins only
                                    router=self._router())
             if plan.isolated:
+                from ..executors import WorkerError
                 from .isolated_steps import copy_back
 
+                missing: list[str] = []
                 try:
                     missing = copy_back(plan.executor, plan.results, ns)
+                except WorkerError as exc:  # its names went with the worker
+                    print(f"RLM: --results: nothing copied back: {exc}", file=sys.stderr)
                 finally:
                     plan.executor.close()
                 if missing:
@@ -325,10 +331,21 @@ class NotebookSession:
     def run(self, rlm: Any, question: str, plan: TaskPlan, **kwargs: Any) -> Any:
         """Run ``question`` with the engine's ``rlm`` on the plan's executor, inputs,
         protected names and conversation, the namespace lent for the run only
-        (:func:`lent_namespace`); ``kwargs`` go to ``RLM.run``.  Returns its result."""
+        (:func:`lent_namespace`); ``kwargs`` go to ``RLM.run``.  Returns its result
+        (once the run has begun, an executor's failure is in it, never raised).
+
+        Raises:
+            UsageError: an isolated task's worker could not take its inputs (one too
+                large for its memory limit, a worker that died and could not start
+                again); the message says why and what to set."""
+        from ..executors import WorkerError
+
         with lent_namespace(self.shell):  # the REPL's names for the run only
-            return rlm.run(question, executor=plan.executor, variables=plan.variables,
-                           history=plan.history, protected=plan.protected, **kwargs)
+            try:
+                return rlm.run(question, executor=plan.executor, variables=plan.variables,
+                               history=plan.history, protected=plan.protected, **kwargs)
+            except WorkerError as exc:  # before the run: binding the task's inputs
+                raise UsageError(f"%rlm --isolated: {exc}") from None
 
     def record(self, result: Any, plan: TaskPlan, run_id: str) -> None:
         """Add the finished task to the conversation (a later task is told it)."""

@@ -55,7 +55,7 @@ from collections.abc import Hashable, MutableMapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ...executors import Executor
+from ...executors import Executor, WorkerError
 from ...models import ClientWrapper, Completion, LanguageModel
 from ..answer.sources import voted_source
 from ..answer.vote import Ballot, Tally, answer_key, tally
@@ -73,7 +73,7 @@ from ..events import (
 from ..replay.recording import Recorder
 from ..replay.resume import Continuation
 from ..result import RLMResult
-from ..run import Run
+from ..run import EXECUTOR_ERRORS, Run, end_by_executor_error
 from ..services import RunServices
 from ..session.task import TaskSpec
 from .children import child_runner
@@ -177,13 +177,17 @@ class CandidateRuns:
         self.total = config.candidates
         self.done: list[_Candidate] = []
         self.start = time.perf_counter()
+        self.broken: Exception | None = None  # the executor error that ended the runs
 
     # -- the run ------------------------------------------------------------------------
     def execute(self, continuation: Continuation | None = None) -> RLMResult:
         """Run the candidates, vote, leave the chosen candidate's namespace, and return
         its result with the run's totals and the ``candidates`` summaries.  Never
         raises for errors of the model, its code or the budget (each candidate's
-        :meth:`Run.execute` turns them into a stop reason).
+        :meth:`Run.execute` turns them into a stop reason), nor, once a candidate has
+        run, for an error of the executor (:data:`~rlm_kernel.engine.run.EXECUTOR_ERRORS`):
+        no candidate runs after it, the namespace is left as the executor has it, and
+        the vote is over the candidates that ran.
 
         Args:
             continuation: every candidate continues an earlier run from this step
@@ -196,17 +200,26 @@ class CandidateRuns:
                 if index > 1 and (self.guard.exceeded or self.guard.reason()):
                     log.info("candidates: the budget is used up after %d", index - 1)
                     break
-                cand = self._run_one(index, continuation, ns, snapshot)
+                try:
+                    cand = self._run_one(index, continuation, ns, snapshot)
+                except EXECUTOR_ERRORS as exc:  # a candidate's start (its inputs bound)
+                    if not self.done:
+                        raise  # before anything ran: as a single run's start
+                    self.broken = exc
+                    log.warning("candidates: the REPL failed before candidate %d: %s",
+                                index, exc)
+                    break
                 votes = tally([c.ballot() for c in self.done])
                 decided = votes.decided(self.total)
                 self._notify_finished(cand, votes, decided)
                 if (decided and self.config.candidates_early_stop) \
-                        or cand.result.stopped_by in _ENDS_THE_RUN:
+                        or cand.result.stopped_by in _ENDS_THE_RUN or self.broken is not None:
                     break
         except KeyboardInterrupt:  # outside a run's own handling: keep what was done
             self.done = [c for c in self.done if c.result is not None]
             log.info("candidates: interrupted after %d", len(self.done))
-            _restore(ns, snapshot)
+            if self.broken is None:
+                _restore(ns, snapshot)
             if not self.done:  # not even the first candidate ran
                 raise
         votes = tally([c.ballot() for c in self.done])
@@ -237,23 +250,46 @@ class CandidateRuns:
                 cand.key = answer_key(res.answer_value, res.answer)
         finally:
             cand.last_call = len(self.ledger.calls)
-            cand.changed, cand.deleted = _bindings(ns, snapshot)
-            _restore(ns, snapshot)
+            self._take_bindings(cand, run, ns, snapshot)
         log.info("candidate %d/%d: %s (%s, %d steps, %d failed)", index, self.total,
                  cand.result.answer, cand.result.stopped_by, cand.result.steps,
                  cand.failed_steps)
         return cand
 
+    def _take_bindings(self, cand: _Candidate, run: Run, ns: MutableMapping[str, Any],
+                       snapshot: dict[str, Any]) -> None:
+        """Keep what ``cand`` did to the namespace and put the namespace back to
+        ``snapshot``; not when its executor failed (:attr:`broken`: its REPL's names
+        cannot be read, the candidate's result says so)."""
+        if run.executor_error is not None and cand.result is not None:
+            self.broken = run.executor_error
+        if isinstance(self.broken, WorkerError):
+            return
+        try:
+            cand.changed, cand.deleted = _bindings(ns, snapshot)
+            _restore(ns, snapshot)
+        except EXECUTOR_ERRORS as exc:
+            self.broken = exc
+            if cand.result is not None:
+                end_by_executor_error(cand.result, exc, after_run=True)
+
     def _finish(self, votes: Tally, ns: MutableMapping[str, Any]) -> RLMResult:
         """The chosen candidate's result with the run's totals and summaries; its
-        bindings applied to the namespace; ``run_finished`` told."""
+        bindings applied to the namespace (unless the REPL's worker failed: the result
+        then says so); ``run_finished`` told."""
         chosen = next(c for c in self.done if c.index == votes.chosen)
-        for name in chosen.deleted:
-            ns.pop(name, None)
-        ns.update(chosen.changed)
         result = chosen.result
         assert result is not None  # every candidate in self.done ran
         result.candidates = [self._summary(c, votes, c is chosen) for c in self.done]
+        if isinstance(self.broken, WorkerError):  # its names are gone with the worker
+            end_by_executor_error(result, self.broken, after_run=True)
+        else:
+            try:
+                for name in chosen.deleted:
+                    ns.pop(name, None)
+                ns.update(chosen.changed)
+            except EXECUTOR_ERRORS as exc:
+                end_by_executor_error(result, exc, after_run=True)
         result.calls = list(self.ledger.calls)
         result.seconds = time.perf_counter() - self.start
         if result.answer is not None and votes.winner is not None:
