@@ -11,6 +11,10 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 __all__ = ["RLM", "RLMConfig", "RLMResult", "__version__"]
 
+from .redaction import redact_log_records
+
+redact_log_records()  # the package's log records carry no secret (rlm_kernel.redaction)
+
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import RLM
     from .engine.config import RLMConfig

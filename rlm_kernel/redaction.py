@@ -27,6 +27,12 @@ process's text leaves it (a run's result and events, ``summary()``, the command 
 output, the exported notebook and rlm log, the batch results file, the OpenTelemetry
 spans), the boundary redacts it: docs/security.md lists them.
 
+**Logs.**  The log records of this package's loggers (``rlm_kernel`` and every
+``rlm_kernel.*``) are redacted where they are made, whatever handler writes them
+(:func:`redact_log_records`, installed when the package is imported): a provider's
+error quoting a key, logged with its traceback for a maintainer, keeps the traceback's
+frames with the key replaced.
+
 The pattern is built with ``re.escape`` and ``re.compile`` taken when the module is
 imported: model code rebinding ``re.escape`` does not switch redaction off.  This module
 imports only the standard library (every layer uses it, the isolated worker too).
@@ -36,14 +42,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import os
 import re
 import threading
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["CREDENTIAL_KEY", "ENV_PREFIX", "MIN_SECRET_CHARS", "RAW_VALUE_FIELDS", "Redactor",
-           "SECRET_NAME", "known_secrets", "redact_data", "redact_text", "remember_environment",
+__all__ = ["CREDENTIAL_KEY", "ENV_PREFIX", "LOGGER_NAME", "MIN_SECRET_CHARS",
+           "RAW_VALUE_FIELDS", "Redactor", "SECRET_NAME", "known_secrets", "redact_data",
+           "redact_log_record", "redact_log_records", "redact_text", "remember_environment",
            "remember_secret", "remember_settings"]
 
 SECRET_NAME = re.compile(
@@ -348,6 +356,83 @@ def redact_data(value: Any, redact: Redactor | None = None) -> Any:
         active.add(id(item))
         stack.append([item, inner, 0, False])
     return done
+
+
+LOGGER_NAME = "rlm_kernel"
+"""The package's logger: its records and those of its children (``rlm_kernel.engine.run``
+...) are redacted (:func:`redact_log_records`)."""
+
+_exception_text = logging.Formatter().formatException  # logging's own traceback text
+
+
+def redact_log_record(record: logging.LogRecord, redact: Redactor | None = None) -> None:
+    """Replace every secret in what ``record`` will print, in place.
+
+    * Its message: when the text made of ``msg`` and ``args`` holds a secret, ``msg``
+      becomes that text redacted and ``args`` empty (a message whose ``args`` do not
+      fit it becomes its ``msg`` and ``args`` as text, redacted: logging would print
+      them raw as a "Logging error").
+    * Its exception: when the traceback's text (logging's own, with the chain of
+      causes) holds a secret, ``exc_text`` becomes that text redacted and ``exc_info``
+      is dropped, so a handler that formats the exception itself cannot print the
+      secret; :class:`logging.Formatter` prints ``exc_text``, the frames included.  A
+      record whose traceback holds none keeps its ``exc_info``.
+    * Its ``exc_text`` and ``stack_info`` when already set.
+
+    Args:
+        record: a log record (from any logger).
+        redact: the redactor (default: a new :class:`Redactor` of every known secret).
+    """
+    redact = Redactor() if redact is None else redact
+    if not redact:
+        return
+    try:
+        message = record.getMessage()
+    except Exception:  # noqa: BLE001 - arguments that do not fit the message
+        message = f"{record.msg} (arguments: {record.args!r})"
+    clean = redact(message)
+    if clean != message:
+        record.msg, record.args = clean, ()
+    if record.exc_info and record.exc_info[1] is not None:
+        text = _exception_text(record.exc_info)
+        clean = redact(text)
+        if clean != text:
+            record.exc_text, record.exc_info = clean, None
+    if record.exc_text:
+        record.exc_text = redact(record.exc_text)
+    if record.stack_info:
+        record.stack_info = redact(record.stack_info)
+
+
+def redact_log_records(logger_name: str = LOGGER_NAME) -> None:
+    """Make every log record of ``logger_name`` and its children redacted as it is
+    made (:func:`redact_log_record`), whichever handlers write it (this package
+    installs none; an application's, pytest's, ipykernel's ...).
+
+    Uses logging's record factory (:func:`logging.setLogRecordFactory`), the hook
+    every logger calls to make a record: the factory in place is kept and called first,
+    and records of other loggers are left as they are.  A filter would not do: a
+    logger's filters see only the records logged to that very logger, not those of its
+    children (the package's modules log to ``rlm_kernel.<module>``).  Installed once
+    per ``logger_name``; calling it again changes nothing.
+
+    Args:
+        logger_name: the logger whose records (and its children's) are redacted.
+    """
+    previous = logging.getLogRecordFactory()
+    if logger_name in getattr(previous, "redacted_loggers", ()):
+        return
+    prefix = logger_name + "."
+
+    def make_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        if record.name == logger_name or record.name.startswith(prefix):
+            redact_log_record(record)
+        return record
+
+    make_record.redacted_loggers = (  # type: ignore[attr-defined]
+        *getattr(previous, "redacted_loggers", ()), logger_name)
+    logging.setLogRecordFactory(make_record)
 
 
 remember_environment()  # the secrets the process started with
