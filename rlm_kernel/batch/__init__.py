@@ -16,12 +16,11 @@ from .progress import BatchProgress
 from .results import RESULT_KEYS, ResultsFile, ResultsFileError, result_line
 from .runner import BatchReport, batch_token, notebook_path, run_batch, task_key
 from .tasks import TaskFileError, TaskRow, read_tasks
-from .worker import TaskOutcome, plain_data, run_row
+from .worker import TaskOutcome, run_row
 
 __all__ = [
     "BatchProgress", "BatchReport", "batch_token", "ClusterSpecError", "RESULT_KEYS", "ResultsFile",
     "ResultsFileError", "TaskFileError",
-    "TaskOutcome", "TaskRow", "notebook_path", "open_cluster", "parse_cluster", "plain_data",
-    "read_tasks",
+    "TaskOutcome", "TaskRow", "notebook_path", "open_cluster", "parse_cluster", "read_tasks",
     "result_line", "run_batch", "run_row", "task_key",
 ]

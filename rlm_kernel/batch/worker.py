@@ -5,50 +5,15 @@ Module-level, so Dask pickles it by reference: the workers import ``rlm_kernel``
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any
 
 from ..engine import ContextRef, RLMConfig, RLMResult, run_task, worker_name
 
-__all__ = ["MAX_SENT_DEPTH", "TaskOutcome", "plain_data", "run_row"]
+__all__ = ["TaskOutcome", "run_row"]
 
 log = logging.getLogger(__name__)
-
-MAX_SENT_DEPTH = 100
-"""Levels of containers an answer value sent back may nest (as many as a typed answer
-and a value crossing the isolated REPL's wall: ``engine.answer.nesting.MAX_DEPTH``)."""
-
-_MAX_SENT_ITEMS = 1_000_000
-_SCALARS = (str, bytes, int, float, bool, type(None))
-_CONTAINERS = (list, tuple, set, frozenset, dict)
-
-
-def plain_data(value: Any, limit: int = MAX_SENT_DEPTH) -> bool:
-    """Whether ``value`` is built of exact built-in types only (``str``, ``bytes``,
-    ``int``, ``float``, ``bool``, ``None``, and ``list``, ``tuple``, ``set``,
-    ``frozenset``, ``dict`` of them), at most ``limit`` levels deep and at most a
-    million items, walked without recursion: data that unpickles anywhere without
-    running code of its own.
-
-    Args:
-        value: any object.
-        limit: the most levels of containers.
-    """
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    items = 0
-    while stack:
-        node, depth = stack.pop()
-        items += 1
-        kind = type(node)
-        if kind in _SCALARS:
-            continue
-        if kind not in _CONTAINERS or depth > limit or items > _MAX_SENT_ITEMS:
-            return False
-        parts = [*node.keys(), *node.values()] if kind is dict else list(node)
-        stack.extend((part, depth + 1) for part in parts)
-    return True
 
 
 @dataclass
@@ -77,7 +42,10 @@ def run_row(config: RLMConfig, row: dict[str, Any]) -> TaskOutcome:
 
     Returns:
         The :class:`TaskOutcome`; a task's failure (its context unreadable, a bad
-        limit, the model unreachable) is in its result, never raised.
+        limit, the model unreachable) is in its result, never raised.  Its
+        ``answer_value`` is plain data (:func:`~rlm_kernel.engine.mapping.sendable`:
+        a value of model code's own classes, whose unpickling would run its code on
+        the client, or one too deep to pickle, is sent as its JSON form or text).
     """
     from .tasks import LIMITS
 
@@ -90,17 +58,5 @@ def run_row(config: RLMConfig, row: dict[str, Any]) -> TaskOutcome:
     else:
         result = run_task(task_config, row["question"], context, row.get("returns"))
     log.info("task %s: %s", row["id"], result.stopped_by)
-    return TaskOutcome(id=row["id"], result=_sendable(result), worker=worker_name())
+    return TaskOutcome(id=row["id"], result=result, worker=worker_name())
 
-
-def _sendable(result: RLMResult) -> RLMResult:
-    """The result as the worker sends it to the client: ``answer_value`` kept when it
-    is :func:`plain_data`, else replaced by the answer's text.  A value of model code's
-    own classes would run its code where it is unpickled (the client running ``rlm
-    batch``) or fail to unpickle there, and one nested too deep or too wide does not
-    pickle at all; the results file holds the text either way."""
-    if result.answer_value is None or plain_data(result.answer_value):
-        return result
-    log.info("the answer's value (a %s) is not plain data: its text is sent",
-             type(result.answer_value).__name__)
-    return dataclasses.replace(result, answer_value=result.answer)

@@ -58,7 +58,9 @@ from .mapping import (
     load_context,
     local_dask_executor,
     map_runs,
+    plain_data,
     run_task,
+    sendable,
     worker_name,
 )
 from .options import add_setting_options, config_overrides, non_empty, positive_int
@@ -81,7 +83,7 @@ __all__ = [
     "RLM", "RLMConfig", "RLMResult", "Continuation", "Conversation", "prewarm",
     # many runs at once (RLM.map, rlm batch)
     "CLUSTER_EXTRA", "ClusterMissing", "ContextRef", "load_context", "local_dask_executor", "map_runs",
-    "run_task", "worker_name",
+    "plain_data", "run_task", "sendable", "worker_name",
     # settings as options
     "Setting", "settings", "add_setting_options", "config_overrides", "non_empty",
     "positive_int",

@@ -8,12 +8,21 @@ the answer type as text, given to :func:`run_task`, a module-level function, so 
 pickles for processes and Dask alike.  A task's failure stays in its
 :class:`RLMResult` (``stopped_by="error"``), never raised, never lost.
 
+What comes back is plain data too (:func:`sendable`): a value model code handed to
+``FINAL`` is sent as it is only when :func:`plain_data` (built-in types, bounded depth);
+a typed answer of another type is sent as its JSON form and made that type again by
+the caller (:func:`map_runs`); anything else as the answer's text.  A class model code
+made could run its own code where it is unpickled (``__reduce__``), or fail to unpickle
+there, and a value nested too deep does not pickle at all.  ``rlm batch`` sends results
+by the same rule (its workers call :func:`run_task`).
+
 Imports no Dask and no fsspec until they are used: Dask for the default executor
 (:func:`local_dask_executor`), fsspec for a context URL.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -27,17 +36,98 @@ from typing import Any
 
 from ..context import ContextError, load_contexts
 from ..models import LLMError
+from .answer.nesting import MAX_DEPTH
 from .config import RLMConfig
 from .result import RLMResult
 
-__all__ = ["ClusterMissing", "ContextRef", "load_context", "local_dask_executor",
-           "map_runs", "run_task", "worker_name"]
+__all__ = ["ClusterMissing", "ContextRef", "MAX_SENT_DEPTH", "load_context",
+           "local_dask_executor", "map_runs", "plain_data", "run_task", "sendable",
+           "worker_name"]
 
 log = logging.getLogger(__name__)
 
 CLUSTER_EXTRA = ("pip install distributed fsspec tqdm (the 'cluster' extra: "
                  "pip install '.[cluster]' in rlm-kernel's checkout)")
 """How to install what the default executor and context URLs need."""
+
+
+MAX_SENT_DEPTH = MAX_DEPTH
+"""Levels of containers an answer value sent back may nest: as many as a typed answer
+and a value crossing the isolated REPL's wall
+(:data:`~rlm_kernel.engine.answer.nesting.MAX_DEPTH`)."""
+
+_MAX_SENT_ITEMS = 1_000_000
+_SCALARS = (str, bytes, int, float, bool, type(None))
+_CONTAINERS = (list, tuple, set, frozenset, dict)
+
+
+def plain_data(value: Any, limit: int = MAX_SENT_DEPTH) -> bool:
+    """Whether ``value`` is built of exact built-in types only (``str``, ``bytes``,
+    ``int``, ``float``, ``bool``, ``None``, and ``list``, ``tuple``, ``set``,
+    ``frozenset``, ``dict`` of them), at most ``limit`` levels deep and at most a
+    million items, walked without recursion: data that unpickles anywhere without
+    running code of its own.
+
+    Args:
+        value: any object.
+        limit: the most levels of containers.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    items = 0
+    while stack:
+        node, depth = stack.pop()
+        items += 1
+        kind = type(node)
+        if kind in _SCALARS:
+            continue
+        if kind not in _CONTAINERS or depth > limit or items > _MAX_SENT_ITEMS:
+            return False
+        parts = [*node.keys(), *node.values()] if kind is dict else list(node)
+        stack.extend((part, depth + 1) for part in parts)
+    return True
+
+
+def sendable(result: RLMResult, answer_type: Any = None) -> RLMResult:
+    """The result as a worker sends it to its caller: ``answer_value`` kept when it is
+    :func:`plain_data`; else, for a typed answer (``answer_type``), its JSON form
+    (:meth:`~rlm_kernel.engine.answer.types.AnswerType.to_json`) when that is plain
+    data, which :func:`map_runs` makes the type again; else the answer's text.
+
+    Args:
+        result: the run's result.
+        answer_type: the run's :class:`~rlm_kernel.engine.answer.types.AnswerType`, or
+            None.
+
+    Returns:
+        ``result`` itself, or a copy with ``answer_value`` replaced.
+    """
+    value = result.answer_value
+    if value is None or plain_data(value):
+        return result
+    sent: Any = result.answer
+    if answer_type is not None:
+        try:
+            data = answer_type.to_json(value)
+        except Exception:  # noqa: BLE001 - no JSON form (AnswerTypeError): its text
+            data = None
+        if data is not None and plain_data(data):
+            sent = data
+    log.info("the answer's value (a %s) is not plain data: its %s is sent",
+             type(value).__name__, "text" if sent is result.answer else "JSON form")
+    return dataclasses.replace(result, answer_value=sent)
+
+
+def _typed_again(result: RLMResult, answer_type: Any) -> RLMResult:
+    """``result`` with its ``answer_value`` (plain data, as :func:`sendable` sent it)
+    validated as ``answer_type`` again (a dataclass or model of the caller's from its
+    JSON form); kept as sent when it does not validate."""
+    if answer_type is None or result.answer_value is None:
+        return result
+    try:
+        result.answer_value = answer_type.validate(result.answer_value)
+    except ValueError as exc:  # AnswerTypeError: the data as sent
+        log.info("an answer sent back does not validate as %s: %s", answer_type.name, exc)
+    return result
 
 
 class ClusterMissing(ImportError):
@@ -141,8 +231,9 @@ def run_task(config: RLMConfig, question: str, context: Any = None,
         tools: the user's functions for the run (must pickle for process workers).
 
     Returns:
-        The run's :class:`RLMResult`.  Nothing is raised: a context that cannot be
-        read, a model that cannot be reached, a bad ``returns`` end in a result with
+        The run's :class:`RLMResult`, its ``answer_value`` plain data
+        (:func:`sendable`).  Nothing is raised: a context that cannot be read, a model
+        that cannot be reached, a bad ``returns`` end in a result with
         ``stopped_by="error"`` and the reason in ``error``.
     """
     from .answer.types import as_answer_type
@@ -152,8 +243,9 @@ def run_task(config: RLMConfig, question: str, context: Any = None,
         if isinstance(context, ContextRef):
             context = context.load()
         answer_type = as_answer_type(returns)
-        return RLM(config=config, tools=tools).run(question, context=context,
-                                                    output_type=answer_type)
+        result = RLM(config=config, tools=tools).run(question, context=context,
+                                                      output_type=answer_type)
+        return sendable(result, answer_type)
     except Exception as exc:  # noqa: BLE001 - the error belongs to this task's result
         log.info("task failed before or outside its run: %s", exc)
         return RLMResult(question=question, stopped_by="error", error=_reason(exc),
@@ -212,7 +304,9 @@ def map_runs(config: RLMConfig, questions: Sequence[str], contexts: Sequence[Any
     Returns:
         One :class:`RLMResult` per question, in input order; a task whose worker
         failed (it died too often, its result could not be sent back) has
-        ``stopped_by="error"`` and the reason.
+        ``stopped_by="error"`` and the reason.  An ``answer_value`` is plain data
+        (:func:`sendable`) or, with ``returns``, of that type (made here from the
+        plain data the worker sent).
 
     Raises:
         ValueError, TypeError: ``contexts`` is a list of another length than
@@ -233,7 +327,7 @@ def map_runs(config: RLMConfig, questions: Sequence[str], contexts: Sequence[Any
         return []
     from .answer.types import as_answer_type
 
-    as_answer_type(returns)  # a bad type: one error here, not one per task
+    answer_type = as_answer_type(returns)  # a bad type: one error here, not one per task
     if executor is None:
         with local_dask_executor(min(len(questions), os.cpu_count() or 1)) as dask:
             return map_runs(config, questions, ctx, executor=dask, returns=returns,
@@ -253,7 +347,7 @@ def map_runs(config: RLMConfig, questions: Sequence[str], contexts: Sequence[Any
                                error=f"the task's worker failed: {type(exc).__name__}: {exc}",
                                model=config.model or "", sub_model=config.sub_model or "",
                                answer_type=returns if isinstance(returns, str) else None)
-        results[i] = result
+        results[i] = result = _typed_again(result, answer_type)
         if on_result is not None:
             on_result(i, result)
     return [r for r in results if r is not None]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pickle
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass
 from multiprocessing import get_context
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from rlm_kernel import RLM
 from rlm_kernel.engine import ContextRef, RLMResult, load_context
 from tests.batch.fleet import SETTINGS, local_cluster, provider_env
+from tests.fake_provider import fake_provider
 from tests.scripted import scripted_rlm
 
 # The first task works longest: finishing order is the reverse of the input's.
@@ -101,3 +103,80 @@ def test_a_folder_url_is_read_as_its_text_files(tmp_path):
     assert load_context(f"file://{tmp_path}") == {"a.txt": "alpha", "sub/b.md": "beta"}
     assert load_context(f"file://{tmp_path}/a.txt") == "alpha"
     assert load_context(str(tmp_path / "a.txt")) == "alpha"
+
+
+# -- what a worker sends back ---------------------------------------------------------------
+@dataclass
+class Point:
+    """The caller's own answer type (pickled by reference to this module)."""
+
+    x: int
+    y: int
+
+
+EXEC_REPLY = "```repl\nexec(context)\n```"
+"""Every step runs the task's context as its code."""
+
+
+@pytest.fixture()
+def exec_provider(monkeypatch):
+    """A provider whose every reply runs the context as the step's code."""
+    with fake_provider(lambda n: EXEC_REPLY) as (base, seen):
+        monkeypatch.setenv("OPENAI_API_BASE", base)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        yield seen
+
+
+def test_map_over_processes_sends_back_only_plain_data(exec_provider, tmp_path):
+    """Model code on a worker process answers with a class of its own whose unpickling
+    would run its code in the caller (here: create a file), with a value nested too deep
+    to pickle, and with plain data.  The caller gets the first two as the answer's text
+    (no file made, no failed task), the third as it was."""
+    marker = tmp_path / "ran-in-the-caller"
+    contexts = [
+        "class Mine:\n    def __reduce__(self):\n"
+        f"        return (open, ({str(marker)!r}, 'w'))\n"
+        "    def __repr__(self):\n        return 'Mine()'\nFINAL(Mine())",
+        "x = []\nfor _ in range(100_000):\n    x = [x]\nFINAL(x)",
+        "FINAL({'n': [1, 2.5, None, ('t',)], 'b': b'x', 's': {3}})",
+    ]
+    with ProcessPoolExecutor(2, mp_context=get_context("fork")) as pool:
+        results = RLM(**SETTINGS, max_iterations=1).map(["Build it."] * 3, contexts,
+                                                        executor=pool)
+    mine, deep, plain = results
+    assert [r.stopped_by for r in results] == ["final"] * 3, [r.error for r in results]
+    assert not marker.exists()
+    assert mine.answer_value == mine.answer == "Mine()"
+    assert deep.answer_value == deep.answer and deep.answer.startswith("[[[[")
+    assert plain.answer_value == {"n": [1, 2.5, None, ("t",)], "b": b"x", "s": {3}}
+
+
+@pytest.mark.parametrize("pool", ["processes", "threads"])
+def test_a_typed_answer_of_the_callers_type_comes_back_as_that_type(exec_provider, pool):
+    """A dataclass answer crosses as its JSON form and is made the caller's type again."""
+    make = ProcessPoolExecutor(1, mp_context=get_context("fork")) if pool == "processes" \
+        else ThreadPoolExecutor(1)
+    with make as executor:
+        [result] = RLM(**SETTINGS, max_iterations=1).map(
+            ["Where?"], ["FINAL({'x': 1, 'y': '2'})"], executor=executor, returns=Point)
+    assert result.stopped_by == "final", result.error
+    assert result.answer_value == Point(1, 2) and type(result.answer_value) is Point
+
+
+def test_sendable_keeps_plain_data_and_sends_the_rest_as_text_or_json():
+    from rlm_kernel.engine import plain_data, sendable
+    from rlm_kernel.engine.answer.types import as_answer_type
+
+    assert plain_data({"a": [1, (2.0, None)], b"k": frozenset({"x"})})
+    assert not plain_data([object()]) and not plain_data({"a": Point(1, 2)})
+    deep: list = []
+    for _ in range(100):
+        deep = [deep]
+    assert not plain_data(deep) and plain_data(deep[0])  # 101 lists deep, then 100
+    typed = RLMResult(question="q", stopped_by="final", answer="Point(x=1, y=2)",
+                      answer_value=Point(1, 2))
+    assert sendable(typed).answer_value == "Point(x=1, y=2)"
+    assert sendable(typed, as_answer_type(Point)).answer_value == {"x": 1, "y": 2}
+    plain = RLMResult(question="q", stopped_by="final", answer="3", answer_value=3)
+    assert sendable(plain) is plain
