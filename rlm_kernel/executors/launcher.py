@@ -14,7 +14,9 @@ library only; it imports nothing of rlm_kernel and runs no ``site``), it:
    writes there lands on disk owned by the folder's owner, as podman's ``:idmap``
    volumes do; a read-only folder whose own mode shuts the host uid out (the caller's
    working folder in a ``0700`` temporary folder) is bound idmapped and read-only the
-   same way, so the sandbox reads it as its owner would;
+   same way, so the sandbox reads it as its owner would; every tree it binds is
+   ``nosuid`` and ``nodev`` in this namespace (a setuid file on disk is the seccomp
+   filter's to prevent: :mod:`.syscall_filter`);
 4. moves itself into the worker's cgroups;
 5. drops to the host uid: ``setgroups([])``, ``setresgid``, ``setresuid``,
    ``PR_SET_NO_NEW_PRIVS``;
@@ -48,7 +50,8 @@ MARK = "rlm sandbox launcher: "
 _CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
 _MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
 _OPEN_TREE_CLONE, _OPEN_TREE_CLOEXEC, _AT_RECURSIVE, _AT_EMPTY_PATH = 1, 0o2000000, 0x8000, 0x1000
-_MOUNT_ATTR_RDONLY, _MOUNT_ATTR_IDMAP = 0x1, 0x00100000
+_MOUNT_ATTR_RDONLY, _MOUNT_ATTR_NOSUID, _MOUNT_ATTR_NODEV = 0x1, 0x2, 0x4
+_MOUNT_ATTR_IDMAP = 0x00100000
 _MOVE_MOUNT_F_EMPTY_PATH, _AT_FDCWD = 0x4, -100
 _PR_SET_NO_NEW_PRIVS = 38
 # open_tree, move_mount and mount_setattr have one number on every architecture
@@ -142,13 +145,30 @@ def _clone_tree(path: str) -> int:
                   f"cannot copy the mount of {path}")
 
 
-def _idmap(tree: int, userns: int, path: str, read_only: bool) -> None:
-    flags = _MOUNT_ATTR_IDMAP | (_MOUNT_ATTR_RDONLY if read_only else 0)
+def _set_attributes(tree: int, flags: int, userns: int = 0) -> int:
+    """``mount_setattr`` on the detached tree ``tree`` (every mount in it): 0, or the
+    error number."""
     attr = struct.pack("QQQQ", flags, 0, 0, userns)
     buf = ctypes.create_string_buffer(attr, len(attr))
     if _libc.syscall(_SYS_MOUNT_SETATTR, tree, b"", _AT_EMPTY_PATH | _AT_RECURSIVE, buf,
                      ctypes.c_size_t(len(attr))) < 0:
-        number = ctypes.get_errno()
+        return ctypes.get_errno()
+    return 0
+
+
+def _harden(tree: int) -> None:
+    """``nosuid`` and ``nodev`` on a tree bound for the sandbox (bubblewrap's own binds
+    are so too); a kernel before 5.12 (no ``mount_setattr``) leaves it to bubblewrap."""
+    number = _set_attributes(tree, _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV)
+    if number not in (0, errno.ENOSYS):
+        raise Failed(f"cannot make a bound folder nosuid: {os.strerror(number)}")
+
+
+def _idmap(tree: int, userns: int, path: str, read_only: bool) -> None:
+    flags = _MOUNT_ATTR_IDMAP | _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV | (
+        _MOUNT_ATTR_RDONLY if read_only else 0)
+    number = _set_attributes(tree, flags, userns)
+    if number:
         what = "the folder" if read_only else "the working folder"
         if number == errno.EPERM:
             raise Failed(
@@ -208,6 +228,7 @@ def prepare(config: dict) -> None:
             if target not in trees and blocked.get(target) and not any(
                     _inside(target, t) for t in trees if t not in idmapped):
                 trees[target] = _clone_tree(target)
+                _harden(trees[target])
         for cover in covers:
             _check(_libc.mount(b"tmpfs", cover.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV,
                                b"mode=0755,size=1m,nr_inodes=4096"),

@@ -14,7 +14,12 @@ with ``ENOSYS``, ``ioctl`` ``TIOCSTI``/``TIOCLINUX``, ``personality`` other than
 ``io_uring``, ``bpf``, ``userfaultfd``, ``process_vm_readv``/``writev`` and every
 ``CLONE_NEW*`` flag (as the Linux sandbox of OpenAI's Codex CLI and Docker's default
 profile deny them), and the calls Docker's default profile keeps for capabilities the
-sandbox never has (``kexec``, modules, ``reboot``, ``swapon``, the clock, port I/O).
+sandbox never has (``kexec``, modules, ``reboot``, ``swapon``, the clock, port I/O);
+no setuid or setgid file (``chmod``, ``fchmod``, ``fchmodat``, ``fchmodat2`` with
+``S_ISUID`` or ``S_ISGID``, as Nix's build sandbox denies them in ``setupSeccomp``, and
+the calls that create a file with such a mode: ``open``/``openat`` with ``O_CREAT`` or
+``O_TMPFILE``, ``creat``, ``mknod``/``mknodat``; ``openat2``, whose mode seccomp cannot
+read, answered ``ENOSYS``): as root the working folder is written as its owner, root.
 
 The filter is built with libseccomp (the system's ``libseccomp.so.2``, through
 `pyseccomp <https://pypi.org/project/pyseccomp/>`_, a ctypes binding with the API of
@@ -29,12 +34,13 @@ import fcntl
 import logging
 import os
 import socket
+import stat
 import termios
 import threading
 from dataclasses import dataclass
 
 __all__ = ["Rule", "RULES", "FilterUnavailable", "filter_bpf", "filter_fd", "unknown_calls",
-           "denied_summary", "ALLOWED_SOCKET_FAMILIES"]
+           "denied_summary", "ALLOWED_SOCKET_FAMILIES", "SETUID_BITS"]
 
 log = logging.getLogger(__name__)
 
@@ -53,15 +59,19 @@ class Rule:
         errno: the error number the call returns instead of running.
         family: what the rule keeps from model code, in words (for ``executor.limits``
             and ``docs/security.md``).
-        arg: ``None`` (every call), or ``(index, op, a, b)``: the rule applies when the
-            argument at ``index`` compares true (libseccomp's ``SCMP_CMP_*`` ``op``;
-            for ``MASKED_EQ`` ``a`` is the mask and ``b`` the value).
+        args: comparisons that must all hold for the rule to apply (none: every
+            call), each ``(index, op, a, b)``: the argument at ``index`` compares true
+            (libseccomp's ``SCMP_CMP_*`` ``op``; for ``MASKED_EQ`` ``a`` is the mask and
+            ``b`` the value).
+        number: the call's number on the native architecture, used when this
+            libseccomp does not know ``syscall`` (a call newer than its table), or None.
     """
 
     syscall: str
     errno: int
     family: str
-    arg: tuple[int, int, int, int] | None = None
+    args: tuple[tuple[int, int, int, int], ...] = ()
+    number: int | None = None
 
 
 # libseccomp's comparison operators (enum scmp_compare)
@@ -82,6 +92,45 @@ ALLOWED_SOCKET_FAMILIES = (socket.AF_UNSPEC, socket.AF_UNIX, socket.AF_INET, soc
 
 _PER_LINUX = 0
 _CLONE_FLAGS_ARG = 1 if os.uname().machine.startswith("s390") else 0  # CLONE_BACKWARDS2
+
+
+SETUID_BITS = (stat.S_ISUID, stat.S_ISGID)
+"""The mode bits no file model code makes or changes may carry (a setuid or setgid
+program runs as its owner: as root, the working folder's files are root's on disk)."""
+_O_TMPFILE_BIT = os.O_TMPFILE & ~os.O_DIRECTORY  # __O_TMPFILE: O_TMPFILE adds O_DIRECTORY
+_FCHMODAT2 = 452
+"""``fchmodat2``'s number (Linux 6.6) in the unified table every architecture shares
+from 424 on, bar alpha and MIPS (include/uapi/asm-generic/unistd.h)."""
+
+
+def _setuid_rules() -> list[Rule]:
+    """No setuid or setgid file: ``chmod``, ``fchmod``, ``fchmodat`` and ``fchmodat2``
+    with either bit (Nix's ``setupSeccomp``), and the calls that create a file with a
+    mode: ``open``/``openat`` with ``O_CREAT`` or ``O_TMPFILE``, ``creat``, ``mknod`` and
+    ``mknodat`` (a regular file, or a fifo, with either bit); ``openat2`` takes its mode
+    in a structure seccomp cannot read: ``ENOSYS``, so C libraries fall back to
+    ``openat`` (``mkdir`` keeps neither bit of its mode)."""
+    EPERM = errno.EPERM  # noqa: N806 - the C name
+    family = "setuid and setgid files"
+    machine = os.uname().machine
+    fchmodat2 = None if machine.startswith(("mips", "alpha")) else _FCHMODAT2
+    # (call, index of the mode, index of the flags or None, number when libseccomp lacks it)
+    calls = [("chmod", 1, None, None), ("fchmod", 1, None, None),
+             ("fchmodat", 2, None, None), ("fchmodat2", 2, None, fchmodat2),
+             ("creat", 1, None, None), ("mknod", 1, None, None), ("mknodat", 2, None, None),
+             ("open", 2, 1, None), ("openat", 3, 2, None)]
+    rules: list[Rule] = []
+    for call, mode, flags, number in calls:
+        for bit in SETUID_BITS:
+            has_bit = (mode, _MASKED_EQ, bit, bit)
+            if flags is None:
+                rules.append(Rule(call, EPERM, family, (has_bit,), number))
+                continue
+            for creating in (os.O_CREAT, _O_TMPFILE_BIT):
+                rules.append(Rule(call, EPERM, family,
+                                  ((flags, _MASKED_EQ, creating, creating), has_bit), number))
+    rules.append(Rule("openat2", errno.ENOSYS, family))
+    return rules
 
 
 def _rules() -> tuple[Rule, ...]:
@@ -119,21 +168,23 @@ def _rules() -> tuple[Rule, ...]:
           "iopl", "ioperm", "vhangup", "lookup_dcookie")),
     ]
     rules = [Rule(name, number, family) for family, number, names in groups for name in names]
-    rules += [Rule("clone", EPERM, "new namespaces", (_CLONE_FLAGS_ARG, _MASKED_EQ, flag, flag))
+    rules += [Rule("clone", EPERM, "new namespaces", ((_CLONE_FLAGS_ARG, _MASKED_EQ, flag, flag),))
               for flag in _CLONE_NEW.values()]
     rules += [Rule("ioctl", EPERM, "ioctl TIOCSTI, TIOCLINUX",
-                   (1, _MASKED_EQ, 0xFFFFFFFF, request))
+                   ((1, _MASKED_EQ, 0xFFFFFFFF, request),))
               for request in (termios.TIOCSTI, getattr(termios, "TIOCLINUX", 0x541C))]
-    rules.append(Rule("personality", EPERM, "personality but PER_LINUX", (0, _NE, _PER_LINUX, 0)))
+    rules.append(Rule("personality", EPERM, "personality but PER_LINUX",
+                      ((0, _NE, _PER_LINUX, 0),)))
+    rules += _setuid_rules()
     allowed = sorted(ALLOWED_SOCKET_FAMILIES)
     for call in ("socket", "socketpair"):
         last = -1
         for family in allowed:
             rules += [Rule(call, errno.EAFNOSUPPORT, "socket families but UNIX, IP, netlink",
-                           (0, _EQ, refused, 0)) for refused in range(last + 1, family)]
+                           ((0, _EQ, refused, 0),)) for refused in range(last + 1, family)]
             last = family
         rules.append(Rule(call, errno.EAFNOSUPPORT, "socket families but UNIX, IP, netlink",
-                          (0, _GE, last + 1, 0)))
+                          ((0, _GE, last + 1, 0),)))
     return tuple(rules)
 
 
@@ -152,6 +203,30 @@ def _extra_arches(sc) -> list[int]:
             sc.Arch.AARCH64: [sc.Arch.ARM]}.get(native, [])
 
 
+def _add_rules(sc, flt, *, native: bool) -> list[str]:
+    """Add :data:`RULES` to ``flt`` (the native architecture alone, or only the others);
+    the names of those left out (unknown to this libseccomp, with no number to use
+    here)."""
+    unknown: list[str] = []
+    for rule in RULES:
+        number = sc.resolve_syscall(sc.Arch.NATIVE, rule.syscall)
+        if number == -1:  # __NR_SCMP_ERROR: this libseccomp does not know the name
+            if rule.number is None or not native:
+                unknown.append(rule.syscall)
+                continue
+            number = rule.number  # the native filter takes it untranslated
+        args = [sc.Arg(*arg) for arg in rule.args]
+        try:
+            flt.add_rule(sc.ERRNO(rule.errno), number, *args)
+        except OSError as exc:
+            # EFAULT/EDOM: a call no architecture of the filter has (Flatpak logs these)
+            if exc.errno not in (errno.EFAULT, errno.EDOM):
+                raise FilterUnavailable(f"libseccomp refused the rule for {rule.syscall}: "
+                                        f"{exc}") from exc
+            log.debug("seccomp: %s not filtered here: %s", rule.syscall, exc)
+    return unknown
+
+
 def _build() -> tuple[bytes, tuple[str, ...]]:
     try:
         import pyseccomp as sc
@@ -162,28 +237,24 @@ def _build() -> tuple[bytes, tuple[str, ...]]:
             f"libseccomp2', 'dnf install libseccomp', 'pacman -S libseccomp', 'apk add "
             f"libseccomp') and the Python package pyseccomp (a dependency of rlm-kernel)"
         ) from exc
+    # one filter for the native ABI and one for the others, merged: a rule given by
+    # number (a call this libseccomp does not know) is refused by libseccomp for every
+    # architecture of a filter once one of them cannot translate it, native included
     flt = sc.SyscallFilter(sc.ALLOW)
-    for arch in _extra_arches(sc):
-        try:
-            flt.add_arch(arch)
-        except OSError as exc:  # EEXIST: already there
-            if exc.errno != errno.EEXIST:
-                log.debug("seccomp: architecture %#x not added: %s", arch, exc)
-    unknown: list[str] = []
-    for rule in RULES:
-        number = sc.resolve_syscall(sc.Arch.NATIVE, rule.syscall)
-        if number == -1:  # __NR_SCMP_ERROR: this libseccomp does not know the name
-            unknown.append(rule.syscall)
-            continue
-        args = [sc.Arg(*rule.arg)] if rule.arg else []
-        try:
-            flt.add_rule(sc.ERRNO(rule.errno), number, *args)
-        except OSError as exc:
-            # EFAULT/EDOM: a call no architecture of the filter has (Flatpak logs these)
-            if exc.errno not in (errno.EFAULT, errno.EDOM):
-                raise FilterUnavailable(f"libseccomp refused the rule for {rule.syscall}: "
-                                        f"{exc}") from exc
-            log.debug("seccomp: %s not filtered here: %s", rule.syscall, exc)
+    unknown = _add_rules(sc, flt, native=True)
+    extras = [arch for arch in _extra_arches(sc) if arch != sc.system_arch()]
+    if extras:
+        others = sc.SyscallFilter(sc.ALLOW)
+        for arch in extras:
+            try:
+                others.add_arch(arch)
+            except OSError as exc:  # EEXIST: already there
+                if exc.errno != errno.EEXIST:
+                    log.debug("seccomp: architecture %#x not added: %s", arch, exc)
+        others.remove_arch(sc.system_arch())
+        unknown += [name if name in unknown else f"{name} (other ABIs)"
+                    for name in _add_rules(sc, others, native=False)]
+        flt.merge(others)
     with os.fdopen(os.memfd_create("rlm-seccomp-export", os.MFD_CLOEXEC), "w+b") as out:
         flt.export_bpf(out)
         data = os.pread(out.fileno(), 1 << 20, 0)

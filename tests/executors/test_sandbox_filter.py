@@ -7,6 +7,8 @@ import errno
 import fcntl
 import os
 import socket
+import stat
+import subprocess
 import sys
 
 import pytest
@@ -38,16 +40,15 @@ def test_the_filter_is_classic_bpf_built_once_and_handed_over_sealed():
 
 def _denied(call: str, *args: int) -> int | None:
     """The errno :data:`RULES` answer ``call`` with for these argument values (the first
-    rule that matches, as libseccomp orders same-action rules), or None (allowed)."""
+    rule whose comparisons all hold, as libseccomp orders same-action rules), or None
+    (allowed)."""
+    def holds(index: int, op: int, a: int, b: int) -> bool:
+        value = args[index] if index < len(args) else 0  # an argument not given: 0
+        return (op == 1 and value != a) or (op == 4 and value == a) \
+            or (op == 5 and value >= a) or (op == 7 and value & a == b)
+
     for rule in RULES:
-        if rule.syscall != call:
-            continue
-        if rule.arg is None:
-            return rule.errno
-        index, op, a, b = rule.arg
-        value = args[index]
-        if (op == 1 and value != a) or (op == 4 and value == a) or (op == 5 and value >= a) \
-                or (op == 7 and value & a == b):
+        if rule.syscall == call and all(holds(*arg) for arg in rule.args):
             return rule.errno
     return None
 
@@ -80,6 +81,66 @@ def test_the_rules_deny_what_the_issue_names_and_no_more_than_python_needs():
     for call in ("read", "write", "openat", "mmap", "futex", "wait4", "execve", "getrandom",
                  "ftruncate", "sched_setaffinity", "prctl", "socket"):
         assert _denied(call, socket.AF_UNIX, 0) is None, call
+
+
+def test_the_rules_deny_setuid_and_setgid_files_and_nothing_tools_do():
+    """No mode with ``S_ISUID`` or ``S_ISGID`` set or created (as Nix's build sandbox);
+    ``chmod +x``, a sticky folder, plain files and every open that creates nothing pass
+    (the mode argument of an open without ``O_CREAT`` is whatever the register held)."""
+    EPERM = errno.EPERM  # noqa: N806
+    for mode in (0o4755, 0o2755, 0o6755, 0o4000, 0o2000, 0o7777, 0xFFFF_FFFF_0000_4755):
+        assert _denied("chmod", 0, mode) == EPERM, oct(mode)
+        assert _denied("fchmod", 3, mode) == EPERM, oct(mode)
+        assert _denied("fchmodat", -100, 0, mode) == EPERM, oct(mode)
+        assert _denied("fchmodat2", -100, 0, mode, 0) == EPERM, oct(mode)
+        assert _denied("creat", 0, mode) == EPERM, oct(mode)
+        assert _denied("mknod", 0, stat.S_IFREG | mode, 0) == EPERM, oct(mode)
+        assert _denied("mknodat", -100, 0, stat.S_IFREG | mode, 0) == EPERM, oct(mode)
+        for flags in (os.O_CREAT | os.O_WRONLY, os.O_TMPFILE | os.O_RDWR):
+            assert _denied("open", 0, flags, mode) == EPERM, (oct(flags), oct(mode))
+            assert _denied("openat", -100, 0, flags, mode) == EPERM, (oct(flags), oct(mode))
+        assert _denied("open", 0, os.O_RDONLY, mode) is None  # creates nothing
+        assert _denied("openat", -100, 0, os.O_RDWR | os.O_APPEND, mode) is None
+    for mode in (0o755, 0o644, 0o1777, 0o777, 0):
+        for call, args in (("chmod", (0, mode)), ("fchmod", (3, mode)),
+                           ("fchmodat", (-100, 0, mode)), ("creat", (0, mode)),
+                           ("open", (0, os.O_CREAT, mode)),
+                           ("openat", (-100, 0, os.O_CREAT | os.O_EXCL, mode)),
+                           ("mknodat", (-100, 0, stat.S_IFIFO | mode, 0))):
+            assert _denied(call, *args) is None, (call, oct(mode))
+    assert _denied("openat2", -100, 0, 0, 24) == errno.ENOSYS  # its mode is out of reach
+    assert _denied("mkdir", 0, 0o2755) is None  # the kernel keeps neither bit of it
+
+
+def test_a_call_this_libseccomp_does_not_know_is_filtered_by_its_number(monkeypatch,
+                                                                       tmp_path):
+    """A rule whose name libseccomp lacks (``fchmodat2`` for libseccomp 2.5.4 without
+    Linux 6.6's table) is added by its number to the native ABI (libseccomp refuses a
+    number for every ABI of a filter once one cannot translate it): loaded in a
+    process, the call it names fails with the rule's error."""
+    import pyseccomp
+
+    getppid = pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, "getppid")
+    monkeypatch.setattr(syscall_filter, "RULES", (syscall_filter.Rule(
+        "rlm_no_such_call", errno.EPERM, "a call newer than libseccomp", number=getppid),))
+    data, unknown = syscall_filter._build()
+    assert "rlm_no_such_call" not in unknown  # the native ABI has it
+    bpf = tmp_path / "filter.bpf"
+    bpf.write_bytes(data)
+    load = (
+        "import ctypes, sys\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "data = open(sys.argv[1], 'rb').read()\n"
+        "buf = ctypes.create_string_buffer(data, len(data))\n"
+        "class Prog(ctypes.Structure):\n"
+        "    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_void_p)]\n"
+        "prog = Prog(len(data) // 8, ctypes.addressof(buf))\n"
+        "assert libc.prctl(38, 1, 0, 0, 0) == 0\n"  # PR_SET_NO_NEW_PRIVS
+        "assert libc.prctl(22, 2, ctypes.byref(prog), 0, 0) == 0\n"  # SECCOMP_MODE_FILTER
+        f"print(libc.syscall({getppid}), ctypes.get_errno())\n")
+    run = subprocess.run([sys.executable, "-c", load, str(bpf)], capture_output=True,
+                         text=True, timeout=30)
+    assert run.stdout.split() == ["-1", str(errno.EPERM)], (run.stdout, run.stderr)
 
 
 def test_bubblewrap_gets_the_filter_and_the_proc_knobs_read_only(tmp_path):

@@ -14,6 +14,7 @@ refuses in the sandbox is refused by the wall.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import platform
@@ -704,3 +705,90 @@ def test_dev_holds_no_file_of_model_code():
     res, _, _ = run_isolated(code, "FINAL('done')")
     out = _outputs(res)
     assert "DEV 30" in out and "ZERO 4" in out and "SHM ok" in out, out[-1000:]
+
+
+# -- z01 and siblings: setuid and setgid files in the working folder ------------------------------
+SETUID = r'''
+import ctypes, errno, json, os, shutil, stat
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+shutil.copy('/usr/bin/id', 'idcopy')
+found = {}
+
+def attempt(name, call):
+    try:
+        result = call()
+        if isinstance(result, int) and result >= 0 and name.startswith(('open', 'tmpfile')):
+            os.close(result)
+        found[name] = 0 if not isinstance(result, int) or result >= 0 else ctypes.get_errno()
+    except OSError as exc:
+        found[name] = exc.errno
+
+def raw(number, *args):
+    ctypes.set_errno(0)
+    return libc.syscall(number, *args)
+
+fd = os.open('idcopy', os.O_RDONLY)
+AT_FDCWD = -100
+how = ctypes.create_string_buffer(24)  # struct open_how: flags, mode, resolve
+ctypes.memmove(how, (ctypes.c_uint64 * 3)(os.O_CREAT | os.O_WRONLY, 0o4755, 0), 24)
+for mode in (0o6755, 0o4755, 0o2755, 0o4000):
+    attempt(f'chmod {mode:o}', lambda: os.chmod('idcopy', mode))
+attempt('fchmod 4755', lambda: os.fchmod(fd, 0o4755))
+attempt('fchmodat nofollow 2755', lambda: os.chmod('idcopy', 0o2755, follow_symlinks=False))
+attempt('fchmodat2 4755', lambda: raw(452, AT_FDCWD, b'idcopy', 0o4755, 0))
+attempt('open creat 4755', lambda: os.open('made-open', os.O_CREAT | os.O_WRONLY, 0o4755))
+attempt('openat creat 2755', lambda: os.open('made-openat', os.O_CREAT | os.O_WRONLY, 0o2755,
+                                             dir_fd=os.open('.', os.O_RDONLY)))
+attempt('tmpfile 6755', lambda: os.open('.', os.O_TMPFILE | os.O_WRONLY, 0o6755))
+attempt('creat 4755', lambda: libc.creat(b'made-creat', 0o4755))
+attempt('mknod regular 4755', lambda: os.mknod('made-mknod', stat.S_IFREG | 0o4755))
+attempt('mknod fifo 2755', lambda: os.mknod('made-fifo', stat.S_IFIFO | 0o2755))
+attempt('openat2 4755', lambda: raw(437, AT_FDCWD, b'made-openat2', how, 24))
+# what tools do keeps working: +x, a plain new file, a sticky folder, a fifo
+attempt('chmod 755', lambda: os.chmod('idcopy', 0o755))
+attempt('open creat 644', lambda: os.open('plain', os.O_CREAT | os.O_WRONLY, 0o644))
+os.mkdir('shared')
+attempt('chmod 1777', lambda: os.chmod('shared', 0o1777))
+attempt('mknod fifo 644', lambda: os.mknod('fifo', stat.S_IFIFO | 0o644))
+print('SETUID', json.dumps(found))
+'''
+SETUID_DENIED = ("chmod 6755", "chmod 4755", "chmod 2755", "chmod 4000", "fchmod 4755",
+                 "fchmodat nofollow 2755", "fchmodat2 4755", "open creat 4755",
+                 "openat creat 2755", "tmpfile 6755", "creat 4755", "mknod regular 4755",
+                 "mknod fifo 2755")
+SETUID_ALLOWED = ("chmod 755", "open creat 644", "chmod 1777", "mknod fifo 644")
+
+
+def test_z01_model_code_makes_no_setuid_or_setgid_file_in_the_working_folder():
+    """Case z01_setuid_root_in_workdir: model code copies ``/usr/bin/id`` into the
+    working folder and sets its setuid and setgid bits (``chmod 6755``), and tries every
+    other call that makes or creates a file with either bit: ``fchmod``, ``fchmodat``,
+    ``fchmodat2``, ``open``/``openat`` with ``O_CREAT`` or ``O_TMPFILE``, ``creat``,
+    ``mknod``, ``openat2``.  As root the folder is written as its owner, root, so a
+    setuid copy would be a setuid-root program on the host's disk (run by uid 1000
+    there it printed ``euid=0``); as a user, a program that runs as that user for
+    whoever may reach the folder.  Claim: each call is refused (``EPERM``; ``openat2``
+    ``ENOSYS``), no file of the folder has either bit, and what tools do (``chmod +x``,
+    new files, a sticky folder, a fifo) still works; on the host, outside the wall, the
+    kernel lets the file's owner set the bits (a control: the filter is what denies)."""
+    work = Path(tempfile.mkdtemp(prefix="rlm-t5-z01-", dir="/var/tmp"))
+    try:
+        work.chmod(0o755)
+        res, _, _ = run_isolated(SETUID, "FINAL('done')", step_timeout=20, workdir=str(work))
+        found = _json_line(_outputs(res), "SETUID")
+        wanted = {**dict.fromkeys(SETUID_DENIED, errno.EPERM), "openat2 4755": errno.ENOSYS,
+                  **dict.fromkeys(SETUID_ALLOWED, 0)}
+        assert found == wanted, {k: (found.get(k), v) for k, v in wanted.items()
+                                 if found.get(k) != v}
+        marked = {str(p.relative_to(work)): oct(p.lstat().st_mode) for p in work.rglob("*")
+                  if p.lstat().st_mode & (stat.S_ISUID | stat.S_ISGID)}
+        assert marked == {}, marked
+        assert stat.S_IMODE((work / "idcopy").stat().st_mode) == 0o755
+        assert res.answer == "done"
+        control = work / "control"
+        shutil.copy("/usr/bin/id", control)  # the same call on the host, as the owner
+        control.chmod(0o6755)
+        assert control.stat().st_mode & (stat.S_ISUID | stat.S_ISGID)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
