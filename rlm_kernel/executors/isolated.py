@@ -68,6 +68,10 @@ Limits held by the operating system:
   (``print`` or ``os.write(1, ...)``) streams to ``on_output`` through the same capped,
   coalesced, redacted :class:`~rlm_kernel.executors.streams.StreamTee` as in-process.
 
+* while an executor with a ``workdir`` lives, the host process imports no module from
+  that folder (:mod:`.import_guard`: the installed one is taken, one found only there
+  refused), and the modules the channel decodes with are imported when it starts.
+
 :meth:`IsolatedExecutor.close` (or leaving its ``with`` block, or garbage collection)
 kills the sandbox and every process of its cgroups.
 
@@ -110,6 +114,7 @@ from ..repl_types import REPLResult
 from ..termination import FinalOutput
 from .environment import model_code_environ, passed_names
 from .guarded import REPR_SECONDS
+from .import_guard import guard_folder, warm_channel_modules
 from .launcher import MARK as LAUNCHER_MARK
 from .memory_watch import MAX_INTERVAL, MemoryUsage, MemoryWatch, SandboxMeter
 from .redaction import Redactor
@@ -771,7 +776,18 @@ class IsolatedExecutor:
         self._watch: MemoryWatch | None = None
         self._oom_kills = 0  # the memory cgroup's count of processes it killed, as seen
         self.namespace: IsolatedNamespace = IsolatedNamespace(self)
-        self._start()
+        # the host imports nothing model code may write in the working folder
+        # (.import_guard), from now until close
+        self._unguard = weakref.finalize(self, guard_folder(self.workdir)) \
+            if self.workdir is not None else None
+        if self._unguard is not None:
+            warm_channel_modules()
+        try:
+            self._start()
+        except BaseException:
+            if self._unguard is not None:
+                self._unguard()
+            raise
         self._finalizer = weakref.finalize(self, _cleanup, self._child, self._cgroups)
         unheld_memory = memory_limit if self._cgroups.memory is None else None
         unheld_processes = max_processes if self._cgroups.pids is None else None
@@ -911,6 +927,8 @@ class IsolatedExecutor:
         if self._watch is not None:
             self._watch.stop()
         self._finalizer()
+        if self._unguard is not None:
+            self._unguard()
 
     def __enter__(self) -> IsolatedExecutor:
         return self

@@ -17,6 +17,7 @@ from __future__ import annotations
 import decimal
 import fractions
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -331,3 +332,133 @@ def _decode_in_child(data: bytes) -> dict:
                           capture_output=True, timeout=100)
     assert done.returncode == 0, f"rc {done.returncode}: {done.stderr[-1000:]!r}"
     return json.loads(done.stdout.decode().strip().splitlines()[-1])
+
+
+# -- z15: the host imports no module model code wrote in the working folder -----------------------
+Z15_PLANT = r'''
+import os, numpy, pandas, pyarrow  # the worker's own, before the plants
+for name in ("pyarrow", "numpy", "pandas", "z15_only_here"):
+    with open(name + ".py", "w") as f:
+        f.write("import os\n"
+                "open(%r, 'a').write(f'{__name__} {os.getpid()}\\n')\n" % MARKER)
+print("planted", sorted(n for n in os.listdir(".") if n.endswith(".py")))
+'''
+Z15_APP = r'''
+import json, os, sys
+from tests.faults.t4_support import run_isolated, summary
+FOLDER = os.path.dirname(os.path.abspath(__file__))
+plant = os.environ["Z15_PLANT"].replace("MARKER", repr(os.environ["Z15_MARKER"]))
+final = ("import pandas as pd, numpy as np\n"
+         "FINAL({'frame': pd.DataFrame({'a': [1, 2]}), 'array': np.arange(3)})")
+res, lm, took = run_isolated(plant, final, workdir=FOLDER, step_timeout=30, max_seconds=120)
+value = res.answer_value
+try:
+    kinds = {k: type(v).__module__.split(".")[0] + "." + type(v).__name__
+             for k, v in value.items()}
+    total = int(value["frame"]["a"].sum() + value["array"].sum())
+except Exception as exc:  # a value the host could not decode
+    kinds, total = repr(exc), None
+try:
+    import z15_only_here  # the run is over: the working folder is yours again
+    after = "imported"
+except ImportError as exc:
+    after = repr(exc)
+print("Z15 " + json.dumps({**summary(res, lm, took), "pid": os.getpid(), "kinds": kinds,
+                           "sum": total, "after": after,
+                           "guard_left": [type(f).__name__ for f in sys.meta_path]}))
+'''
+
+
+def test_z15_the_host_imports_no_module_model_code_wrote_in_the_working_folder(tmp_path):
+    """Case z15_host_imports_from_workdir: the user's program lives in the folder it gives
+    as the working folder (``python app.py`` puts that folder first on the host's
+    ``sys.path``); model code writes ``pyarrow.py``, ``numpy.py`` and ``pandas.py`` there,
+    then ``FINAL``s a pandas frame and a numpy array, which the host decodes with its
+    first ``import pyarrow`` / ``numpy`` after model code could write the folder.  None
+    of model code's modules runs in the host: the marker they write is never written by
+    the host's pid, and the answer is a real frame and array (decoded by the installed
+    modules).  Once the run is over (its executor closed) the guard is gone from
+    ``sys.meta_path`` and the folder's modules are the user's to import again."""
+    project = tmp_path / "project"
+    project.mkdir()
+    marker = tmp_path / "marker"
+    app = project / "app.py"
+    app.write_text(Z15_APP)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           "Z15_PLANT": Z15_PLANT, "Z15_MARKER": str(marker)}
+    done = subprocess.run([sys.executable, str(app)], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=150)
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("Z15 ")]
+    assert done.returncode == 0 and lines, (done.stdout[-2000:], done.stderr[-3000:])
+    res = json.loads(lines[-1][4:])
+    assert "planted" in res["outputs"][0], res
+    ran = marker.read_text().split() if marker.exists() else []
+    host_ran = {ran[i] for i in range(0, len(ran), 2) if ran[i + 1] == str(res["pid"])}
+    assert host_ran <= {"z15_only_here"}, f"the host ran model code's {host_ran}"
+    assert res["stopped_by"] == "final", res
+    assert res["kinds"] == {"frame": "pandas.DataFrame", "array": "numpy.ndarray"}, res
+    assert res["sum"] == 3 + 3, res
+    assert "FolderImportGuard" not in res["guard_left"], res
+    assert res["after"] == "imported", res  # after close: the user's own folder again
+
+
+Z15_GUARD = r'''
+import importlib, json, os, sys
+from rlm_kernel.executors.import_guard import FolderImportRefused, guard_folder
+folder, outside = sys.argv[1], sys.argv[2]
+found = {}
+sys.path.insert(0, os.path.join(folder, "link"))  # a link in the folder, leading out
+sys.path.insert(0, "")                             # the current folder, as in Jupyter
+os.chdir(folder)
+release = guard_folder(folder)
+for name in ("csv", "z15_only_here", "z15_out", "z15ns.inner", "z15pkg.sub"):
+    try:
+        module = importlib.import_module(name)
+        found[name] = os.path.realpath(module.__file__) if getattr(module, "__file__", None) \
+            else "namespace"
+    except FolderImportRefused as exc:
+        found[name] = "refused: " + str(exc)
+release()
+release()  # idempotent
+found["meta_path"] = [type(f).__name__ for f in sys.meta_path]
+import z15_only_here
+found["after"] = os.path.realpath(z15_only_here.__file__)
+print(json.dumps(found))
+'''
+
+
+def test_z15_a_guarded_folder_is_passed_over_and_what_is_only_there_refused(tmp_path):
+    """The guard itself (:mod:`rlm_kernel.executors.import_guard`), in a child process
+    whose ``sys.path`` starts with ``''`` (the working folder is its current folder) and a
+    symbolic link in the folder that leads out of it: a module that shadows the
+    installed one (``csv.py``) is passed over for the installed one; a module found only
+    in the folder, or only through the link, and a package's submodule found only there
+    (``z15pkg.sub``, with ``z15pkg`` imported before the folder was guarded) are refused
+    with an ImportError that names the folder and what to do; a namespace package's
+    portion in the folder is not joined.  Released (twice: once counts), the guard
+    leaves ``sys.meta_path`` and the folder's module imports."""
+    folder, out = tmp_path / "work", tmp_path / "out"
+    folder.mkdir()
+    out.mkdir()
+    for name in ("csv", "z15_only_here"):
+        (folder / f"{name}.py").write_text("RAN = True\n")
+    (out / "z15_out.py").write_text("RAN = True\n")
+    (folder / "link").symlink_to(out)
+    (folder / "z15ns").mkdir()
+    (folder / "z15ns" / "inner.py").write_text("RAN = True\n")
+    (folder / "z15pkg").mkdir()
+    (folder / "z15pkg" / "__init__.py").write_text("")
+    (folder / "z15pkg" / "sub.py").write_text("RAN = True\n")
+    script = "import sys, os; sys.path.insert(0, sys.argv[1]); import z15pkg; del sys.path[0]\n" \
+        + Z15_GUARD
+    done = subprocess.run([sys.executable, "-c", script, str(folder), str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["csv"] == os.path.join(os.path.dirname(os.path.realpath(os.__file__)), "csv.py"), found
+    for name in ("z15_only_here", "z15_out", "z15ns.inner", "z15pkg.sub"):
+        assert found[name].startswith("refused: "), (name, found)
+        assert str(folder) in found[name] and "model code" in found[name], found[name]
+    assert "FolderImportGuard" not in found["meta_path"], found
+    assert found["after"] == str(folder / "z15_only_here.py"), found
