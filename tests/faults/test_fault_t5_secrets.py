@@ -456,3 +456,38 @@ def test_a_variable_with_an_innocent_name_is_not_in_the_worker(tmp_path, monkeyp
     assert "DB_HOST=db.internal.example" in output and "HOME=/tmp" in output  # bash's env
     assert password not in output and url not in output
     assert "DB_PASS" not in output.split("names", 1)[1]
+
+
+# -- z17: a folder model code wrote, read back as context -----------------------------------------
+def test_z17_a_link_model_code_left_in_a_folder_is_not_followed_out_of_it(tmp_path, caplog):
+    """Case z17_context_folder_symlink_out: in a first run with a working folder, model
+    code leaves symbolic links there: ``notes.txt`` to a key outside the folder (as root
+    it was ``/etc/shadow``, as a user ``~/.ssh/id_ed25519``) and ``keys`` to the key's
+    folder; the user then gives the same folder as ``--context`` (``load_contexts``,
+    which runs in the host's process, outside the wall).  The links out are skipped,
+    with a warning naming each, and the key reaches no run; a link that stays in the
+    folder (``same.md`` to ``README.md``) is still followed."""
+    from rlm_kernel.context import load_contexts
+
+    outside, work = tmp_path / "home", tmp_path / "work"
+    outside.mkdir()
+    work.mkdir()
+    key = fresh_key("z17")
+    (outside / "id_ed25519").write_text(f"-----BEGIN OPENSSH PRIVATE KEY----- {key}\n")
+    (work / "README.md").write_text("project readme\n")
+    plant = (f"import os\nos.symlink({str(outside / 'id_ed25519')!r}, 'notes.txt')\n"
+             f"os.symlink({str(outside)!r}, 'keys')\nos.symlink('README.md', 'same.md')\n"
+             "print(sorted(os.listdir('.')))")
+    rlm, _ = scripted_rlm([block(plant, THOUGHT), block("FINAL('planted')")],
+                          executor="isolated", workdir=str(work))
+    assert rlm.run("Set up.").answer == "planted"
+    assert (work / "notes.txt").is_symlink() and (work / "keys").is_symlink()
+    with caplog.at_level("WARNING", logger="rlm_kernel.context.files"):
+        context = load_contexts([str(work)])
+    assert context == {"README.md": "project readme\n", "same.md": "project readme\n"}
+    assert any("notes.txt" in r.getMessage() and "outside the folder" in r.getMessage()
+               for r in caplog.records), caplog.records
+    read = "print(sorted(context))\nprint(repr(context.get('notes.txt')))\nFINAL('read')"
+    rlm, _ = scripted_rlm([block(read, THOUGHT)], executor="isolated", workdir=str(work))
+    res = rlm.run("Summarise the project.", context=context)
+    assert res.answer == "read" and not leaks(key, res.to_dict(), res.history.entries[0].output)
