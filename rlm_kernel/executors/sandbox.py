@@ -218,15 +218,21 @@ def bwrap_command(argv: list[str], *, bwrap: str, python: str, network: bool,
     homes = _homes()
     for home in homes:
         cmd += ["--tmpfs", home]
-    for folder in _read_only_folders(python, cwd):
+    read_only = _read_only_folders(python, cwd)
+    for folder in read_only:
         cmd += ["--ro-bind", folder, folder]
-    if workdir is not None:
-        cmd += ["--bind", workdir, workdir]
-    bound = _read_only_folders(python, cwd) + ([workdir] if workdir else [])
-    rehidden = [h for h in homes  # a home inside a folder bound back (a test's $HOME)
-                if any(_inside(h, b) and h != b for b in bound)]
+    # a home inside a folder bound back (a test's $HOME in a venv's folder) is hidden
+    # again before the working folder is bound, so that one inside that home is reached
+    rehidden = [h for h in homes if any(_inside(h, b) and h != b for b in read_only)]
     for home in rehidden:
         cmd += ["--tmpfs", home]
+    if workdir is not None:
+        cmd += ["--bind", workdir, workdir]
+        inner = [h for h in homes if _inside(h, workdir) and h != workdir]
+        for home in inner:  # a home inside the working folder stays hidden
+            cmd += ["--tmpfs", home]
+        rehidden += [h for h in inner if h not in rehidden]
+    bound = read_only + ([workdir] if workdir else [])
     for home in homes:  # credentials stay hidden where a bound folder holds them
         for name in HIDDEN_IN_HOME:
             path = os.path.join(home, name)

@@ -792,3 +792,38 @@ def test_z01_model_code_makes_no_setuid_or_setgid_file_in_the_working_folder():
         assert control.stat().st_mode & (stat.S_ISUID | stat.S_ISGID)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+# -- z27: a working folder inside a home that lies inside a folder bound back ---------------------
+def _venv_with_this_projects_packages(folder: Path) -> Path:
+    """A venv at ``folder`` whose ``site-packages`` holds a ``.pth`` to this Python's
+    (what the worker imports from); its interpreter."""
+    import sysconfig
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True,
+                   timeout=120)
+    purelib = Path(sysconfig.get_path("purelib", vars={"base": str(folder)}))
+    (purelib / "project.pth").write_text(
+        "".join(f"{p}\n" for p in sys.path if p.endswith("site-packages")))
+    return folder / "bin" / "python"
+
+
+def test_z27_a_working_folder_in_a_home_inside_a_bound_folder_is_the_workers_folder(
+        tmp_path, monkeypatch):
+    """Case z27_workdir_in_home_under_tmp: ``HOME`` lies inside a folder the sandbox binds
+    back (here the worker's venv; in the case, the program's folder under ``/tmp``, as
+    CI runners and ``HOME=$(mktemp -d)`` make it), and the working folder inside that
+    home.  The home was hidden again over the working folder, so bubblewrap could not
+    enter it.  Claim: the worker starts in the working folder and writes there; the
+    rest of that home stays hidden."""
+    python = _venv_with_this_projects_packages(tmp_path / "venv")
+    home = tmp_path / "venv" / "home"
+    work = home / "proj"
+    work.mkdir(parents=True)
+    (home / "secret.txt").write_text("the home's own file")
+    monkeypatch.setenv("HOME", str(home))
+    with IsolatedExecutor(python=str(python), workdir=work, max_processes=8) as ex:
+        res = ex.execute("import os\nprint(os.getcwd())\nopen('made.txt', 'w').write('x')\n"
+                         f"print(os.path.exists({str(home / 'secret.txt')!r}))")
+    assert res.stdout.splitlines() == [str(work), "False"], (res.stdout, res.stderr)
+    assert (work / "made.txt").read_text() == "x"
