@@ -14,6 +14,10 @@ holds:
   ``os.environ/NAME`` whatever ``NAME`` is called, e.g. ``os.environ/LLM_CREDS``), and
   the ``api_key`` (and credential-like ``extra`` arguments) of a model client
   (``rlm_kernel.models.litellm_client``), whichever settings surface they came from;
+* the password of every URL with credentials (``scheme://user:PASSWORD@host``: a
+  server's ``api_base`` or ``base_url``, a proxy, a database URL), in any setting and in
+  any environment variable whatever its name (:func:`url_passwords`), as written and
+  percent-decoded;
 * any value given to :func:`remember_secret`.
 
 Values shorter than :data:`MIN_SECRET_CHARS` are never secret (``1``, ``true`` or
@@ -52,7 +56,7 @@ from typing import Any
 __all__ = ["CREDENTIAL_KEY", "ENV_PREFIX", "LOGGER_NAME", "MIN_SECRET_CHARS",
            "RAW_VALUE_FIELDS", "Redactor", "SECRET_NAME", "known_secrets", "redact_data",
            "redact_log_record", "redact_log_records", "redact_text", "remember_environment",
-           "remember_secret", "remember_settings"]
+           "remember_secret", "remember_settings", "url_passwords"]
 
 SECRET_NAME = re.compile(
     r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)", re.IGNORECASE)
@@ -88,14 +92,49 @@ def _secret_name(name: str) -> bool:
     return SECRET_NAME.search(name) is not None
 
 
+_NETLOC = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^\s/?#]*)")
+
+
+def url_passwords(text: str) -> list[str]:
+    """The passwords of the URLs in ``text`` that carry credentials
+    (``scheme://user:PASSWORD@host/...``, RFC 3986's userinfo, split as
+    :func:`urllib.parse.urlsplit` does: the user ends at the first ``:``, the userinfo
+    at the last ``@`` of the authority), each as written and, when it differs,
+    percent-decoded; those shorter than :data:`MIN_SECRET_CHARS` left out.
+
+    Args:
+        text: any text (a setting's value, an environment variable's).
+    """
+    if "://" not in text or "@" not in text:
+        return []
+    from urllib.parse import unquote
+
+    found: list[str] = []
+    for match in _NETLOC.finditer(text):
+        userinfo, at, _ = match.group(1).rpartition("@")
+        _, colon, password = userinfo.partition(":")
+        if not at or not colon:
+            continue
+        for form in (password, unquote(password)):
+            if len(form) >= MIN_SECRET_CHARS and form not in found:
+                found.append(form)
+    return found
+
+
 def _secrets(env: Mapping[str, str]) -> dict[str, str]:
-    """``{value: name}`` of the secret variables of ``env``."""
+    """``{value: name}`` of the secret variables of ``env``, and of the passwords of
+    the URLs any variable holds (named ``NAME password``)."""
     found = {}
     for name in list(env):
+        value = env.get(name)
+        if not isinstance(value, str):
+            continue
         if _secret_name(name):
-            value = env.get(name)
-            if isinstance(value, str) and len(value) >= MIN_SECRET_CHARS:
+            if len(value) >= MIN_SECRET_CHARS:
                 found[value] = name
+        elif "://" in value and "@" in value:
+            for password in url_passwords(value):
+                found.setdefault(password, f"{name} password")
     return found
 
 
@@ -119,9 +158,10 @@ def remember_secret(value: Any, name: str) -> bool:
 
 def remember_settings(settings: Any, environ: Mapping[str, str] | None = None) -> int:
     """Remember the secrets a setting holds: every text under a credential-like key
-    (:data:`CREDENTIAL_KEY`), in mappings and lists at any depth.  A value
-    ``os.environ/NAME`` stands for the variable ``NAME``'s value, whatever ``NAME`` is
-    called (``os.environ/LLM_CREDS``).
+    (:data:`CREDENTIAL_KEY`), in mappings and lists at any depth, and the password of
+    every URL with credentials under any key (``api_base``, ``base_url``, a proxy's:
+    :func:`url_passwords`).  A value ``os.environ/NAME`` stands for the variable
+    ``NAME``'s value, whatever ``NAME`` is called (``os.environ/LLM_CREDS``).
 
     Args:
         settings: a mapping or list (a fleet's ``model_list`` and ``router_settings``,
@@ -136,13 +176,17 @@ def remember_settings(settings: Any, environ: Mapping[str, str] | None = None) -
     while stack:
         key, value = stack.pop()
         if type(value) is str:
-            if key is None or not CREDENTIAL_KEY.search(key):
-                continue
             if value.startswith(ENV_PREFIX):
                 name = value[len(ENV_PREFIX):]
-                count += remember_secret(env.get(name), name)
+                value = env.get(name)
+                if not isinstance(value, str):
+                    continue
             else:
-                count += remember_secret(value, key)
+                name = key
+            for password in url_passwords(value):
+                count += remember_secret(password, f"{name or 'url'} password")
+            if key is not None and CREDENTIAL_KEY.search(key):
+                count += remember_secret(value, name or key)
         elif isinstance(value, (Mapping, list, tuple)) and id(value) not in seen:
             seen.add(id(value))
             items = value.items() if isinstance(value, Mapping) else ((key, v) for v in value)

@@ -80,7 +80,9 @@ class LiteLLMClient:
 
     Args:
         model: litellm model string, e.g. ``"openai/gpt-4.1-mini"``.
-        api_base: optional server URL (OpenAI-compatible servers, the local model).
+        api_base: optional server URL (OpenAI-compatible servers, the local model);
+            a password in it (``http://user:PASSWORD@host/v1``) becomes one of the
+            process's secrets.
         api_key: optional key; otherwise litellm reads the provider's variable.  It
             becomes one of the process's secrets (:mod:`rlm_kernel.redaction`), as do
             the credential-like keys of ``extra``: redacted wherever text leaves a run.
@@ -119,7 +121,7 @@ class LiteLLMClient:
         self.max_tokens = max_tokens
         self.priced = priced
         self.extra = dict(extra or {})
-        remember_settings({"api_key": api_key, **self.extra})
+        remember_settings({"api_key": api_key, "api_base": api_base, **self.extra})
         self.depth = 0
         self.ledger: UsageLedger | None = None
         self._context_window: int | None | bool = False  # False: not looked up yet

@@ -491,3 +491,60 @@ def test_z17_a_link_model_code_left_in_a_folder_is_not_followed_out_of_it(tmp_pa
     rlm, _ = scripted_rlm([block(read, THOUGHT)], executor="isolated", workdir=str(work))
     res = rlm.run("Summarise the project.", context=context)
     assert res.answer == "read" and not leaks(key, res.to_dict(), res.history.entries[0].output)
+
+
+# -- z12: a password in a URL ---------------------------------------------------------------------
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("where", ["client", "fleet"])
+def test_z12_a_password_in_api_base_is_in_no_record(where, capfd):
+    """Case z12_api_base_userinfo_key: the model's server is given with its credentials
+    in the URL (``http://user:PASSWORD@host/v1``, a proxy's or a self-hosted server's
+    basic-auth form), to a client built in code or in a fleet's deployment, and nothing
+    listens there (the error names the server's URL).  The password is one of the
+    process's secrets: it is in no field of the result, ``summary()``, ``to_dict()`` or
+    what was printed, and the error still names the server with the password
+    ``[redacted ...]``."""
+    password = fresh_key("z12")
+    base = f"http://rt:{password}@127.0.0.1:{_closed_port()}/v1"
+    if where == "client":
+        client = LiteLLMClient("openai/gpt-4o-mini", api_base=base, num_retries=0,
+                               priced=False, timeout=5, api_key="sk-z12-not-a-real-key-0000")
+        rlm = RLM(root_client=client, max_iterations=1, executor="in-process",
+                  verify_answer=False)
+    else:
+        rlm = RLM(model="m", router=fleet(base, "sk-z12-other-not-real-0000"),
+                  max_iterations=1, executor="in-process", verify_answer=False)
+    res = rlm.run("question", context="data")
+    assert res.stopped_by == "error" and res.error, res.error
+    if where == "client":
+        assert "[redacted api_base password]@127.0.0.1" in res.error, res.error
+    assert not leaks(password, res, res.error, json.dumps(res.summary()),
+                     json.dumps(res.to_dict(), default=str), *capfd.readouterr())
+
+
+def test_z12_a_password_in_any_variable_s_url_is_a_secret(monkeypatch):
+    """Sibling: a URL with credentials in a variable no key filter would name
+    (``SERVICE_URL=postgres://app:PASSWORD@db/x``, ``HTTPS_PROXY``), printed by model
+    code in-process (where it has the host's environment), is redacted in the output,
+    percent-encoded characters and all; the user name and the host stay readable."""
+    from rlm_kernel.redaction import Redactor, url_passwords
+
+    password = fresh_key("z12env") + "%2Fx"
+    monkeypatch.setenv("SERVICE_URL", f"postgres://app:{password}@db.internal:5432/x")
+    assert url_passwords(f"see postgres://app:{password}@db/x") == [
+        password, password.replace("%2F", "/")]
+    assert url_passwords("http://user@host/x and mailto:a@b.c and http://h/?u=a:bcdefghij@x") == []
+    code = "import os\nprint(os.environ['SERVICE_URL'])\nFINAL('done')"
+    rlm, _ = scripted_rlm([block(code, THOUGHT)], executor="in-process")
+    res = rlm.run("question")
+    out = res.history.entries[0].output
+    assert "postgres://app:[redacted SERVICE_URL password]@db.internal:5432/x" in out, out
+    assert not leaks(password, out, res.to_dict())
+    assert Redactor()(password.replace("%2F", "/")) == "[redacted SERVICE_URL password]"
