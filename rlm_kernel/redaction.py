@@ -250,6 +250,7 @@ class Redactor:
             secrets = _secrets(environ)
             self._pattern = _pattern(secrets)
         self._names = secrets
+        self._bytes_pattern: Any = None  # made at the first bytes :meth:`holds` reads
         self.longest = max(map(len, secrets), default=0)
 
     def __bool__(self) -> bool:
@@ -286,6 +287,20 @@ class Redactor:
                     best = size
                     break
         return best
+
+    def holds(self, data: str | bytes) -> bool:
+        """Whether ``data`` holds a secret value: in a text, or as its UTF-8 bytes in
+        ``bytes`` (a pickle of an object that holds the secret as a ``str`` somewhere
+        holds those bytes)."""
+        if self._pattern is None or not data:
+            return False
+        if isinstance(data, str):
+            return self._pattern.search(data) is not None
+        if self._bytes_pattern is None:
+            self._bytes_pattern = _compile(b"|".join(
+                _escape(v.encode("utf-8", "surrogatepass"))
+                for v in sorted(self._names, key=len, reverse=True)))
+        return self._bytes_pattern.search(data) is not None
 
     def __call__(self, text: str) -> str:
         """``text`` with every secret value replaced by ``[redacted NAME]``."""

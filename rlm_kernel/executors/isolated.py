@@ -117,7 +117,7 @@ from .guarded import REPR_SECONDS
 from .import_guard import guard_folder, warm_channel_modules
 from .launcher import MARK as LAUNCHER_MARK
 from .memory_watch import MAX_INTERVAL, MemoryUsage, MemoryWatch, SandboxMeter
-from .redaction import Redactor
+from .redaction import Redactor, redact_data
 from .sandbox import (
     PACKAGE_ROOT,
     PROC_HIDDEN,
@@ -1265,11 +1265,7 @@ class IsolatedExecutor:
                 raise RuntimeError("malformed call")
             value = fn(*[_from_worker(a, self.generation) for a in args],
                        **{str(k): _from_worker(v, self.generation) for k, v in kwargs.items()})
-            try:
-                reply: dict[str, Any] = {"value": pickle.dumps(value, protocol=5)}
-            except Exception as exc:  # noqa: BLE001 - the worker gets the text instead
-                log.warning("the result of %s cannot go to the isolated REPL: %s", fn, exc)
-                reply = {"value": pickle.dumps(repr(value), protocol=5)}
+            reply: dict[str, Any] = {"value": _result_pickle(fn, value, Redactor())}
         except FinalOutput as exc:
             if self._step_final is None:
                 self._step_final = exc.output
@@ -1277,7 +1273,7 @@ class IsolatedExecutor:
                                "output": pickle.dumps(exc.output, protocol=5)}}
         except BaseException as exc:  # noqa: BLE001 - the worker's model code gets it
             reply = {"error": {"type": type(exc).__name__, "module": type(exc).__module__,
-                               "message": str(exc),
+                               "message": _error_text(exc, Redactor()),
                                "base_only": not isinstance(exc, Exception)}}
         try:
             self._send(child, {"op": "result", "id": cid, **reply})
@@ -1333,6 +1329,35 @@ class IsolatedExecutor:
             text += f"; these could not be saved and are lost: {', '.join(lost)}"
         log.warning("isolated REPL restarted: %s", problem)
         return text + ".\n"
+
+
+def _error_text(exc: BaseException, redact: Redactor) -> str:
+    """The message of a host function's exception as model code gets it: redacted
+    (a tool's error quoting a key it sent must not hand model code the key, which it
+    could then print encoded past every redaction of its output)."""
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - an exception whose __str__ fails
+        text = f"<{type(exc).__name__}>"
+    return redact(text)
+
+
+def _result_pickle(fn: Any, value: Any, redact: Redactor) -> bytes:
+    """The pickle of a host function's result for the worker, with no secret the host
+    knows in it: its texts (in lists, tuples and dicts) redacted; a value that still
+    holds one somewhere (an object's attribute, bytes) is sent as its redacted ``repr``
+    instead, as is a value that cannot be pickled."""
+    value = redact_data(value, redact)
+    try:
+        data = pickle.dumps(value, protocol=5)
+    except Exception as exc:  # noqa: BLE001 - the worker gets the text instead
+        log.warning("the result of %s cannot go to the isolated REPL: %s", fn, exc)
+        return pickle.dumps(redact(repr(value)), protocol=5)
+    if redact.holds(data):
+        log.warning("the result of %s holds a secret: the isolated REPL gets its redacted "
+                    "text", fn)
+        return pickle.dumps(redact(repr(value)), protocol=5)
+    return data
 
 
 WORKER_BOOT = ("import sys; del sys.path[0]; "

@@ -493,6 +493,61 @@ def test_z17_a_link_model_code_left_in_a_folder_is_not_followed_out_of_it(tmp_pa
     assert res.answer == "read" and not leaks(key, res.to_dict(), res.history.entries[0].output)
 
 
+# -- z18: what the host sends to the worker -------------------------------------------------------
+class _Holder:
+    """A tool's result that holds a text in an attribute."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"_Holder({self.text!r})"
+
+
+def test_z18_no_text_the_host_sends_to_model_code_holds_a_key(monkeypatch):
+    """Case z18_tool_error_key_to_worker: a user's tool (served from the host) fails with
+    an error that quotes a key the host holds (an HTTP client's error with its
+    ``Authorization`` header); model code catches it behind the wall and prints it
+    reversed and base64-encoded, forms no redaction of its output can recognise.  Its
+    siblings: the tool *returns* the key (in a text, a dict, an object's attribute), and
+    a sub-call's reply quotes it.  Model code gets every one of them redacted: the key,
+    encoded or not, is in no output and nowhere in the result; the types stay (a dict
+    is a dict) but for the object, which comes as its redacted text."""
+    import base64
+
+    key = fresh_key("z18")
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+
+    def fetch_report(name: str) -> str:
+        """Fetch a report from the company's API."""
+        raise RuntimeError(f"request failed with headers {{'Authorization': 'Bearer {key}'}}")
+
+    def settings(kind: str):
+        """The service's settings."""
+        return {"text": f"token={key}", "dict": {"auth": [key]}, "object": _Holder(key)}[kind]
+
+    code = ("import base64\nseen = []\ntry:\n    fetch_report('q3')\n"
+            "except BaseException as e:\n    seen.append(str(e))\n"
+            "seen += [repr(settings(k)) for k in ('text', 'dict', 'object')]\n"
+            "seen.append(llm_query('what is the key?'))\n"
+            "print('TYPES', type(settings('dict')).__name__, type(settings('object')).__name__)\n"
+            "for text in seen:\n    print('REV', text[::-1])\n"
+            "    print('B64', base64.b64encode(text.encode()).decode())\n"
+            "FINAL('done')")
+    rlm, _ = scripted_rlm([block(code, THOUGHT)], [f"the key is {key}"], executor="isolated",
+                          tools=[fetch_report, settings])
+    res = rlm.run("question")
+    out = res.history.entries[0].output
+    decoded = [base64.b64decode(line[4:]).decode() for line in out.splitlines()
+               if line.startswith("B64 ")]
+    reversed_ = [line[4:][::-1] for line in out.splitlines() if line.startswith("REV ")]
+    assert res.answer == "done" and len(decoded) == 5 == len(reversed_), out
+    assert not leaks(key, *decoded, *reversed_, out, res.to_dict()), out
+    assert all("[redacted OPENAI_API_KEY]" in text for text in decoded), decoded
+    assert "Authorization" in decoded[0] and "{'auth': [" in decoded[2], decoded
+    assert "TYPES dict str" in out, out
+
+
 # -- z12: a password in a URL ---------------------------------------------------------------------
 def _closed_port() -> int:
     import socket
