@@ -694,8 +694,10 @@ class IsolatedExecutor:
         max_processes: processes model code may run at once; None: no limit.
         cpu_seconds: CPU seconds per step (``RLIMIT_CPU`` soft limit); None: none.
         network: let model code use the host's network (default: a namespace without).
-        cwd: the worker's working folder (default: the host's, read-only, unless it holds
-            a home; with ``workdir``, that).
+        cwd: the folder the worker starts in (default: the host's): it is never bound,
+            so the worker starts there only when the sandbox's uid can read it through
+            the read-only ``/`` (outside the homes and ``/tmp``), else in the sandbox's
+            own ``/tmp``; with ``workdir``, that.
         workdir: the only folder model code may write (read-write in the sandbox);
             None: none.
         tmp_bytes: the size in bytes of each private ``tmpfs`` (``/tmp`` ...); None:

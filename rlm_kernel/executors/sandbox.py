@@ -24,10 +24,13 @@ Flatpak and of Linux agent sandboxes.  :func:`bwrap_command` asks it for:
 * the whole file system read-only, with private empty ``tmpfs`` mounts on ``/tmp``,
   ``/var/tmp``, ``/dev/shm`` and ``/run`` (so no path-named socket of the host is
   reachable there), the users' homes (``/root``, ``/home`` and ``$HOME``) hidden, and
-  then bound back read-only: the Python installation, every folder of ``sys.path``
-  and this package, wherever they live (a venv under ``/tmp`` too), and the working
-  folder of the host when it holds no home; the folders of :data:`HIDDEN_IN_HOME`
-  stay hidden wherever they fall;
+  then bound back read-only, wherever they live (a venv under ``/tmp`` too), only what
+  the worker needs to run: the Python installation, the ``site-packages`` folders of
+  ``sys.path`` and the ``rlm_kernel`` package folder (never the checkout around it, the
+  caller's folder or a script's); the folders of :data:`HIDDEN_IN_HOME` stay hidden
+  wherever they fall; the worker starts in the working folder, else in the caller's
+  folder when the sandbox's uid can read it through the read-only ``/``, else in its
+  own ``/tmp``;
 * the working folder (``workdir``), when given, bound read-write: the only place
   model code may write that outlives it.
 
@@ -55,9 +58,11 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import launcher
+
 __all__ = ["WorkerError", "SandboxUnavailable", "bwrap_command", "find_bwrap", "Cgroups", "make_cgroups",
            "HIDDEN_IN_HOME", "limits_command", "SANDBOX_UID", "PACKAGE_ROOT", "process_tree", "host_uid",
-           "launcher_command", "wall_command", "HOST_UID_VARIABLE", "DEFAULT_HOST_UID",
+           "launcher_command", "wall_command", "HOST_UID_VARIABLE", "DEFAULT_HOST_UID", "PACKAGE_DIR",
            "PROC_READ_ONLY", "PROC_HIDDEN"]
 
 log = logging.getLogger(__name__)
@@ -90,7 +95,10 @@ HIDDEN_IN_HOME = (".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".conf
 """Files and folders of a home that hold keys and credentials: hidden in the sandbox
 even where a folder around them is bound back."""
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
-"""The folder holding the ``rlm_kernel`` package (bound read-only in the sandbox)."""
+"""The folder holding the ``rlm_kernel`` package (first on the worker's ``sys.path``;
+for a checkout, only the package folder in it is bound in the sandbox)."""
+PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
+"""The ``rlm_kernel`` package folder (bound read-only in the sandbox)."""
 _PRIVATE = ("/tmp", "/var/tmp", "/dev/shm", "/run")
 INSTALL_HINT = ("install bubblewrap: 'apt-get install bubblewrap' (Debian, Ubuntu), "
                 "'dnf install bubblewrap' (Fedora), 'pacman -S bubblewrap' (Arch), "
@@ -135,21 +143,31 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def _read_only_folders(python: str, cwd: str | None, *, everywhere: bool = False) -> list[str]:
-    """Folders bound back read-only after the homes and /tmp are hidden: the Python
-    installation, ``sys.path``, this package, the worker's working folder (with
-    ``everywhere``, each of these wherever it lives: what the sandbox must be able to
-    read, :func:`launcher_command`'s ``reach``)."""
-    wanted = [PACKAGE_ROOT, sys.prefix, sys.base_prefix, sys.exec_prefix,
-              os.path.dirname(python), os.path.dirname(os.path.realpath(python)),
-              os.path.dirname(os.path.dirname(os.path.realpath(python)))]
-    wanted += [p for p in sys.path if p]
+def _site_folder(path: str) -> bool:
+    """A folder of installed packages on ``sys.path`` (``site-packages``,
+    ``dist-packages``: the venv's, the system's, the user's ``~/.local/...``)."""
+    return os.path.basename(os.path.normpath(path)) in ("site-packages", "dist-packages")
+
+
+def _read_only_folders(python: str, *, everywhere: bool = False) -> list[str]:
+    """Folders bound back read-only after the homes and /tmp are hidden: what the worker
+    needs to run and nothing else: the Python installation (this interpreter's prefixes,
+    ``python``'s folder, its installation and its venv), the ``site-packages`` and
+    ``dist-packages`` folders of ``sys.path``, and the ``rlm_kernel`` package folder
+    (:data:`PACKAGE_DIR`, not the checkout around it).  Never the caller's folder, a
+    script's folder, nor another folder of ``sys.path``.  With ``everywhere``, each of
+    these wherever it lives (what the sandbox must be able to read,
+    :func:`launcher_command`'s ``reach``); else only those the homes and the private
+    folders hide."""
+    real_python = os.path.realpath(python)
+    wanted = [PACKAGE_DIR, sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+              os.path.dirname(python), os.path.dirname(real_python),
+              os.path.dirname(os.path.dirname(real_python))]
+    wanted += [p for p in sys.path if p and _site_folder(p)]
     venv = os.path.dirname(os.path.dirname(os.path.abspath(python)))
     if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):
         wanted.append(venv)  # the worker's own venv: its site-packages too
     homes = _homes()
-    if cwd and not any(_inside(h, os.path.realpath(cwd)) for h in homes + list(_PRIVATE)):
-        wanted.append(cwd)  # not a home, a private folder, nor a folder that holds one
     found: list[str] = []
     for path in wanted:
         real = os.path.realpath(path)
@@ -159,7 +177,7 @@ def _read_only_folders(python: str, cwd: str | None, *, everywhere: bool = False
             real = os.path.dirname(real)
         hidden = _PRIVATE + tuple(homes)
         if any(_inside(h, real) for h in _PRIVATE + ("/root", "/home")):
-            continue  # a private folder or the homes' own (a script's folder in /tmp ...)
+            continue  # a private folder or the homes' own
         if real in homes:
             continue
         if everywhere or any(_inside(real, p) for p in hidden):
@@ -184,7 +202,9 @@ def bwrap_command(argv: list[str], *, bwrap: str, python: str, network: bool,
         python: the interpreter in ``argv`` (its installation is bound read-only).
         network: keep the host's network (no new network namespace).
         workdir: the folder bound read-write (absolute, symbolic links resolved), or None.
-        cwd: the folder the worker starts in (bound read-only when it holds no home).
+        cwd: the caller's folder: the worker starts there when the sandbox's uid can
+            read it through the read-only ``/`` (outside the homes and ``/tmp``), else in
+            the sandbox's ``/tmp``; never bound.  Ignored with ``workdir``.
         tmp_bytes: size of each private ``tmpfs`` in bytes (None: bwrap's default, half
             the memory).
         keep_fds: descriptors the worker inherits (bwrap passes them through).
@@ -218,7 +238,7 @@ def bwrap_command(argv: list[str], *, bwrap: str, python: str, network: bool,
     homes = _homes()
     for home in homes:
         cmd += ["--tmpfs", home]
-    read_only = _read_only_folders(python, cwd)
+    read_only = _read_only_folders(python)
     for folder in read_only:
         cmd += ["--ro-bind", folder, folder]
     # a home inside a folder bound back (a test's $HOME in a venv's folder) is hidden
@@ -255,11 +275,23 @@ def bwrap_command(argv: list[str], *, bwrap: str, python: str, network: bool,
 
 
 def _start_folder(cwd: str | None, homes: list[str]) -> str:
-    if cwd and os.path.isdir(cwd):
-        real = os.path.realpath(cwd)
-        if not any(_inside(h, real) for h in homes + list(_PRIVATE)) or real in _PRIVATE:
-            return real
-    return "/tmp"
+    """Where the worker starts without a working folder: the caller's folder ``cwd`` when
+    the sandbox's uid can read it through the read-only ``/`` as any other path (outside
+    the homes and the private folders, every folder on the way searchable and ``cwd``
+    itself listable by that uid's mode bits), else the sandbox's own ``/tmp``.  Nothing
+    is bound for it."""
+    if not cwd or not os.path.isdir(cwd):
+        return "/tmp"
+    real = os.path.realpath(cwd)
+    if any(_inside(real, h) for h in homes + list(_PRIVATE)):
+        return "/tmp"
+    if os.getuid() == 0:
+        uid = host_uid()
+        readable = launcher.blocking_folder(real, uid, uid) is None and \
+            launcher.allowed(real, uid, uid, read=True)
+    else:
+        readable = os.access(real, os.R_OK | os.X_OK)
+    return real if readable else "/tmp"
 
 
 # -- the host uid of a root caller's sandbox -----------------------------------------------
@@ -409,7 +441,7 @@ def wall_command(argv: list[str], *, bwrap: str, python: str, network: bool,
                             seccomp_fd=seccomp_fd)
     if os.getuid() != 0:
         return cgroups.join_command() + command
-    return launcher_command(reach=_read_only_folders(python, cwd, everywhere=True),
+    return launcher_command(reach=_read_only_folders(python, everywhere=True),
                             workdir=workdir, cgroups=cgroups.folders) + command
 
 

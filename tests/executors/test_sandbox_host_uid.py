@@ -87,9 +87,15 @@ def test_the_command_starts_through_the_launcher_for_root_only(tmp_path):
     assert config["uid"] == config["gid"] == host_uid() != 0
     assert config["workdir"] == str(work)
     assert config["owner"] == [work.stat().st_uid, work.stat().st_gid]
-    for needed in (sys.prefix, sys.base_prefix, str(sandbox.PACKAGE_ROOT)):
+    for needed in (sys.prefix, sys.base_prefix, sandbox.PACKAGE_DIR):
         assert any(needed == r or needed.startswith(r + "/") for r in config["reach"]), \
             (needed, config["reach"])
+    # only what the worker runs: not the checkout around the package, not the caller's
+    # folder (the working folder is the launcher's own ``workdir``)
+    for around in (sandbox.PACKAGE_ROOT, str(work)):
+        if not around.endswith(("site-packages", "dist-packages")):
+            assert not any(around == r or around.startswith(r + "/")
+                           for r in config["reach"]), (around, config["reach"])
 
 
 def test_a_folder_the_host_uid_cannot_traverse_is_found(tmp_path):

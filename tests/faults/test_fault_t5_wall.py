@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from rlm_kernel.executors.isolated import IsolatedExecutor
-from rlm_kernel.executors.sandbox import host_uid, process_tree
+from rlm_kernel.executors.sandbox import PACKAGE_DIR, host_uid, process_tree
 
 from .t4_support import host_child, report, run_isolated, summary
 
@@ -634,22 +634,133 @@ def test_a_working_folder_that_refuses_idmapped_mounts_gets_one_readable_error(t
         subprocess.run(["umount", str(folder)], check=True)
 
 
-def test_the_callers_folder_stays_readable_and_read_only_in_a_0700_tree(tmp_path):
-    """The worker starts in the caller's folder, inside a 0700 folder (as pytest's and
-    ``mkdtemp``'s are).  Claim: model code reads it (as root, through a read-only
-    idmapped mount), and writes nothing there."""
-    folder = tmp_path / "project"
-    folder.mkdir()
-    (folder / "data.txt").write_text("the caller's data")
-    tmp_path.chmod(0o700)
-    marker = f"t5-{uuid.uuid4().hex[:8]}"
-    with IsolatedExecutor(cwd=folder, max_processes=8) as ex:
-        res = ex.execute("import os\nprint(open('data.txt').read())\n"
-                         f"try:\n    open({marker!r}, 'w')\n"
-                         "except OSError as exc:\n    print(exc.strerror)")
-    assert res.stdout.splitlines() == ["the caller's data", "Read-only file system"], \
-        (res.stdout, res.stderr)
-    assert not (folder / marker).exists()
+READ_BESIDE = r'''
+import json, os
+found = {'cwd': os.getcwd()}
+for p in PATHS:
+    try:
+        with open(p) as f:
+            found[p] = 'READ ' + f.read(40)
+    except OSError as exc:
+        found[p] = exc.strerror
+try:
+    open('t5-written', 'w')
+    found['write'] = 'wrote'
+except OSError as exc:
+    found['write'] = exc.strerror
+print('BESIDE', json.dumps(found))
+'''
+_KEY = "sk-t5-wall-0123456789abcdef-owner-only"
+
+
+def _project(parent: Path) -> Path:
+    """``parent`` (made, mode 0700) holding ``project/`` (0700) with a 0600 ``.env`` and
+    a 0644 ``data.txt``: a project folder as users keep them."""
+    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    parent.chmod(0o700)
+    project = parent / "project"
+    project.mkdir(mode=0o700)
+    (project / ".env").write_text(f"OPENAI_API_KEY={_KEY}\n")
+    (project / ".env").chmod(0o600)
+    (project / "data.txt").write_text("the caller's data\n")
+    return project
+
+
+def _places(tmp_path: Path) -> dict[str, Path]:
+    """Where a caller's project may be: in the home, under ``/tmp``, and (as root, who
+    alone can make one) in a 0700 folder outside the homes and the private folders."""
+    places = {"home": Path.home() / f".rlm-t5-{uuid.uuid4().hex[:8]}",
+              "tmp": tmp_path / "tree"}
+    if ROOT_CALLER:
+        places["0700 outside the homes"] = Path(tempfile.mkdtemp(prefix="rlm-t5-",
+                                                                 dir="/var/lib"))
+    return places
+
+
+def test_z22_the_callers_owner_only_files_are_out_of_reach_wherever_it_started(tmp_path):
+    """Case z22_cwd_0700_owner_only: the caller starts the executor from a project
+    folder holding a 0600 ``.env``, in a 0700 folder (``cd /srv/proj && rlm run``): in
+    the home, under ``/tmp``, and as root outside the homes.  The folder was bound back
+    (as root idmapped, so root's owner-only files read as the sandbox's own).  Claim:
+    nothing of the caller's folder is bound; the worker starts in its own ``/tmp``, and
+    the files are unreadable by their paths."""
+    places = _places(tmp_path)
+    try:
+        for where, parent in places.items():
+            project = _project(parent)
+            paths = [str(project / ".env"), str(project / "data.txt")]
+            with IsolatedExecutor(cwd=project, max_processes=8) as ex:
+                res = ex.execute(f"PATHS = {paths!r}\n" + READ_BESIDE)
+            found = _json_line(res.stdout, "BESIDE")
+            assert found["cwd"] == "/tmp", (where, found)
+            read = {p: r for p, r in found.items() if r.startswith("READ")}
+            assert read == {}, (where, read)
+            assert _KEY not in res.stdout + res.stderr
+    finally:
+        for parent in places.values():
+            shutil.rmtree(parent, ignore_errors=True)
+
+
+def test_the_worker_starts_in_the_callers_folder_when_the_sandbox_may_read_it():
+    """The caller's folder is one the sandbox's uid can read through the read-only
+    ``/`` as any other path (``/etc``).  Claim: the worker starts there, reads it, and
+    writes nothing there."""
+    with IsolatedExecutor(cwd="/etc", max_processes=8) as ex:
+        res = ex.execute("PATHS = ['passwd']\n" + READ_BESIDE)
+    found = _json_line(res.stdout, "BESIDE")
+    assert found["cwd"] == "/etc" and found["passwd"].startswith("READ root:"), found
+    assert found["write"] == "Read-only file system", found
+
+
+APP = r'''
+import json, os, sys
+from rlm_kernel.executors import sandbox
+from rlm_kernel.executors.isolated import IsolatedExecutor
+paths = json.loads(sys.argv[1])
+with IsolatedExecutor(max_processes=8) as ex:
+    res = ex.execute("PATHS = %r\n" % paths + sys.argv[2])
+print(json.dumps({"package_root": sandbox.PACKAGE_ROOT, "stdout": res.stdout,
+                  "stderr": res.stderr[-2000:]}))
+'''
+
+
+def test_z02_the_programs_folder_and_the_checkout_stay_hidden(tmp_path):
+    """Case z02_script_folder_dotenv: the user's program lives in a project folder with a
+    0600 ``.env`` beside it (``python ~/proj/app.py``, which puts the folder first on
+    ``sys.path``), and runs this package from a checkout (``PYTHONPATH``, as an
+    editable install does) that holds a ``.env`` too; both in a 0700 folder: in the
+    home, under ``/tmp``, and as root outside the homes.  Every folder of ``sys.path``
+    and the whole checkout were bound back (as root idmapped: root's owner-only files
+    read as the sandbox's own).  Claim: the program's folder and the checkout are not
+    bound: both ``.env`` files are unreadable, while the package folder itself (what the
+    worker runs) is there."""
+    places = _places(tmp_path)
+    try:
+        for where, parent in places.items():
+            project = _project(parent)
+            checkout = parent / "checkout"
+            shutil.copytree(PACKAGE_DIR, checkout / "rlm_kernel",
+                            ignore=shutil.ignore_patterns("__pycache__"))
+            (checkout / ".env").write_text(f"OPENAI_API_KEY={_KEY}\n")
+            (checkout / ".env").chmod(0o600)
+            checkout.chmod(0o700)
+            (project / "app.py").write_text(APP)
+            paths = [str(project / ".env"), str(project / "data.txt"), str(checkout / ".env"),
+                     str(checkout / "rlm_kernel" / "__init__.py")]
+            env = {**os.environ, "PYTHONPATH": str(checkout)}
+            run = subprocess.run([sys.executable, str(project / "app.py"), json.dumps(paths),
+                                  READ_BESIDE], capture_output=True, text=True, timeout=120,
+                                 cwd=project, env=env)
+            assert run.returncode == 0, (where, run.stdout[-1500:], run.stderr[-3000:])
+            told = json.loads(run.stdout.splitlines()[-1])
+            assert told["package_root"] == str(checkout), (where, told)
+            found = _json_line(told["stdout"], "BESIDE")
+            read = sorted(p for p, r in found.items() if r.startswith("READ"))
+            assert read == [paths[3]], (where, found, told["stderr"])
+            assert _KEY not in run.stdout
+    finally:
+        for parent in places.values():
+            shutil.rmtree(parent, ignore_errors=True)
 
 
 SHADOW = r'''
