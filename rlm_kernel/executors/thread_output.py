@@ -14,13 +14,17 @@ their identifier (the system reuses an ended thread's identifier for the next on
 by their name (model code can name a thread ``rlm-...``): the host's own threads are
 registered with :func:`host_thread`.  Threads started below :mod:`threading`
 (``_thread.start_new_thread``, a C extension) have no ``Thread`` object; they are seen
-by identifier in ``sys._current_frames()`` (:func:`running_idents`) and quarantined as
-*foreign* threads: an identifier counts as foreign only while no real
-``threading.Thread`` owns it, so a later thread that reuses it is not silenced.
+by their kernel thread id (``/proc/self/task``, :func:`running_idents`; Python's
+``threading.get_ident()`` is the thread's address, which the next thread reuses at once,
+while the kernel hands out ids in turn) and quarantined as *foreign* threads: an id
+counts as foreign only while no real ``threading.Thread`` owns it, so a later thread
+that reuses it is not silenced.  Where there is no ``/proc/self/task`` (not Linux),
+``sys._current_frames()``'s identifiers stand in.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import weakref
@@ -31,7 +35,18 @@ __all__ = ["ThreadFilter", "live_threads", "running_idents", "quarantine_step_th
            "filter_streams", "host_thread", "host_thread_type"]
 
 _blocked: set[threading.Thread] = set()
-_foreign: set[int] = set()  # identifiers of threads started below `threading`
+_foreign: set[int] = set()  # ids (_own_id) of threads started below `threading`
+_TASKS = "/proc/self/task"
+_NATIVE = os.path.isdir(_TASKS)
+
+
+def _own_id() -> int:
+    """The calling thread's id as :func:`running_idents` gives it."""
+    return threading.get_native_id() if _NATIVE else threading.get_ident()
+
+
+def _thread_id(thread: threading.Thread) -> int | None:
+    return thread.native_id if _NATIVE else thread.ident
 _host: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 _host_types: set[type] = set()  # exact classes of threads only the host makes
 _lock = threading.Lock()
@@ -47,8 +62,8 @@ def host_thread(thread: threading.Thread | None = None) -> None:
     _host.add(thread)
     with _lock:
         _blocked.discard(thread)
-        if thread.ident is not None:
-            _foreign.discard(thread.ident)
+        if _thread_id(thread) is not None:
+            _foreign.discard(_thread_id(thread))
 
 
 def host_thread_type(cls: type) -> None:
@@ -83,8 +98,8 @@ class ThreadFilter:
 
 def _owned_by_threading(ident: int) -> bool:
     """True when a real (not a stand-in ``_DummyThread``) ``threading.Thread`` that is
-    alive has identifier ``ident``."""
-    return any(t.ident == ident and not isinstance(t, threading._DummyThread)
+    alive has id ``ident`` (as :func:`running_idents` gives it)."""
+    return any(_thread_id(t) == ident and not isinstance(t, threading._DummyThread)
                and t.is_alive() for t in threading.enumerate())
 
 
@@ -94,7 +109,8 @@ def is_quarantined() -> bool:
         return False
     if threading.current_thread() in _blocked:
         return True
-    return threading.get_ident() in _foreign and not _owned_by_threading(threading.get_ident())
+    own = _own_id()
+    return own in _foreign and not _owned_by_threading(own)
 
 
 def live_threads() -> set[threading.Thread]:
@@ -103,8 +119,14 @@ def live_threads() -> set[threading.Thread]:
 
 
 def running_idents() -> frozenset[int]:
-    """Identifiers of every thread of the process running now, those started below
-    :mod:`threading` included (``sys._current_frames``)."""
+    """Ids of every thread of the process running now, those started below
+    :mod:`threading` included: kernel thread ids (``/proc/self/task``), else the
+    identifiers of ``sys._current_frames()``."""
+    if _NATIVE:
+        try:
+            return frozenset(int(t) for t in os.listdir(_TASKS))
+        except OSError:
+            pass
     return frozenset(sys._current_frames())
 
 

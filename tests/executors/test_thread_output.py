@@ -238,3 +238,32 @@ def test_a_new_thread_with_an_ended_ones_identifier_is_not_muted(streams):
         t.start()
         t.join()
     assert not any(q for _, q in seen)
+
+
+def test_a_low_level_thread_that_reuses_an_ended_threads_ident_is_still_the_steps():
+    """A thread alive when the step started ends during it, and the step then starts a
+    thread below :mod:`threading` (``_thread.start_new_thread``), which gets the ended
+    thread's identifier (``threading.get_ident()`` is the thread's address, reused at
+    once).  Claim: the new thread is the step's all the same (counted, its later writes
+    dropped): threads are told apart by their kernel id, which is not reused so."""
+    import _thread
+
+    from rlm_kernel.executors import PlainExecutor
+
+    ev = threading.Event()
+    older = threading.Thread(target=ev.wait, daemon=True)
+    older.start()
+    stop = threading.Event()
+    code = ("import _thread, time\nev.set(); older.join()\n"
+            "def chatter():\n    while not stop.is_set():\n        print('bg')\n"
+            "        time.sleep(0.01)\n"
+            "_thread.start_new_thread(chatter, ())\ntime.sleep(0.05)")
+    ex = PlainExecutor({"ev": ev, "older": older, "stop": stop, "_thread": _thread})
+    try:
+        res = ex.execute(code)
+        assert "left 1 thread" in res.stderr, (res.stdout, res.stderr)
+        later = ex.execute("import time\ntime.sleep(0.2)\nprint('quiet')")
+        assert later.stdout == "quiet\n", later.stdout
+    finally:
+        stop.set()
+        time.sleep(0.1)
