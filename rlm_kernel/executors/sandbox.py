@@ -32,7 +32,8 @@ Flatpak and of Linux agent sandboxes.  :func:`bwrap_command` asks it for:
   folder when the sandbox's uid can read it through the read-only ``/``, else in its
   own ``/tmp``;
 * the working folder (``workdir``), when given, bound read-write: the only place
-  model code may write that outlives it.
+  model code may write that outlives it; its git repository's ``.git`` read-only
+  (:func:`git_metadata`).
 
 Processes and memory: where the host may make cgroups (root with a writable cgroup
 file system), :func:`make_cgroups` makes a ``pids`` and a ``memory`` cgroup and the
@@ -63,7 +64,7 @@ from . import launcher
 __all__ = ["WorkerError", "SandboxUnavailable", "bwrap_command", "find_bwrap", "Cgroups", "make_cgroups",
            "HIDDEN_IN_HOME", "limits_command", "SANDBOX_UID", "PACKAGE_ROOT", "process_tree", "host_uid",
            "launcher_command", "wall_command", "HOST_UID_VARIABLE", "DEFAULT_HOST_UID", "PACKAGE_DIR",
-           "PROC_READ_ONLY", "PROC_HIDDEN"]
+           "PROC_READ_ONLY", "PROC_HIDDEN", "git_metadata"]
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +191,51 @@ def _read_only_folders(python: str, *, everywhere: bool = False) -> list[str]:
     return kept
 
 
+def git_metadata(workdir: str) -> list[str]:
+    """The paths inside ``workdir`` that hold its git repository's settings and hooks,
+    bound read-only over the writable folder (as the Linux sandbox of OpenAI's Codex CLI
+    does for ``.git`` of its writable roots): a ``.git`` folder; or a ``.git`` file (a
+    worktree's, a submodule's) with the ``gitdir`` it names and that one's
+    ``commondir``, when they lie inside ``workdir``; or the folder a ``.git`` symbolic
+    link leads to inside ``workdir``.  Model code could otherwise write
+    ``core.fsmonitor`` or a hook that your next ``git status`` or ``git commit`` runs
+    outside the wall.  Empty when ``workdir`` holds no ``.git``.
+
+    Args:
+        workdir: the working folder (absolute, symbolic links resolved).
+    """
+    found: list[str] = []
+    dot_git = os.path.join(workdir, ".git")
+    if os.path.islink(dot_git):
+        target = os.path.realpath(dot_git)
+        if _inside(target, workdir) and os.path.exists(target):
+            found.append(target)
+        return found
+    if os.path.isdir(dot_git):
+        return [dot_git]
+    if not os.path.isfile(dot_git):
+        return found
+    found.append(dot_git)
+    try:
+        with open(dot_git, encoding="utf-8", errors="replace") as f:
+            line = (f.read(4096).splitlines() or [""])[0]
+    except OSError:
+        return found
+    if not line.startswith("gitdir:"):
+        return found
+    gitdir = os.path.realpath(os.path.join(workdir, line[len("gitdir:"):].strip()))
+    places = [gitdir]
+    try:
+        with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as f:
+            places.append(os.path.realpath(os.path.join(gitdir, f.read().strip())))
+    except OSError:
+        pass
+    for place in places:
+        if _inside(place, workdir) and os.path.isdir(place) and place not in found:
+            found.append(place)
+    return found
+
+
 def bwrap_command(argv: list[str], *, bwrap: str, python: str, network: bool,
                   workdir: str | None, cwd: str | None, tmp_bytes: int | None,
                   keep_fds: tuple[int, ...] = (), seccomp_fd: int | None = None) -> list[str]:
@@ -252,6 +298,8 @@ def bwrap_command(argv: list[str], *, bwrap: str, python: str, network: bool,
         for home in inner:  # a home inside the working folder stays hidden
             cmd += ["--tmpfs", home]
         rehidden += [h for h in inner if h not in rehidden]
+        for path in git_metadata(workdir):  # what git runs outside the wall
+            cmd += ["--ro-bind", path, path]
     bound = read_only + ([workdir] if workdir else [])
     for home in homes:  # credentials stay hidden where a bound folder holds them
         for name in HIDDEN_IN_HOME:

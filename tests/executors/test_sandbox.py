@@ -49,3 +49,30 @@ def test_the_sandbox_runs_without_capabilities_as_an_unprivileged_uid():
     uid, caps, pids = res.stdout.splitlines()
     assert uid != "0" and caps == str(["0000000000000000"] * 3)
     assert pids == "['1', '2']"  # bubblewrap's init and the worker: nothing of the host's
+
+
+def test_the_working_folders_git_metadata_is_found_for_every_layout(tmp_path):
+    """What ``git_metadata`` binds read-only: a ``.git`` folder; a ``.git`` file with the
+    git folder it names and that one's ``commondir`` (a worktree's) when inside the
+    working folder; nothing outside it (already read-only) and nothing without ``.git``."""
+    from rlm_kernel.executors.sandbox import git_metadata
+
+    work = tmp_path / "work"
+    work.mkdir()
+    assert git_metadata(str(work)) == []
+    (work / ".git").mkdir()
+    assert git_metadata(str(work)) == [str(work / ".git")]
+    (work / ".git").rmdir()
+    main = work / "main-git"
+    (main / "worktrees" / "wt").mkdir(parents=True)
+    (main / "worktrees" / "wt" / "commondir").write_text("../..\n")
+    (work / ".git").write_text("gitdir: main-git/worktrees/wt\n")
+    assert git_metadata(str(work)) == [str(work / ".git"), str(main / "worktrees" / "wt"),
+                                       str(main)]
+    outside = tmp_path / "elsewhere.git"
+    outside.mkdir()
+    (work / ".git").write_text(f"gitdir: {outside}\n")
+    assert git_metadata(str(work)) == [str(work / ".git")]
+    (work / ".git").unlink()
+    (work / ".git").symlink_to(main)
+    assert git_metadata(str(work)) == [str(main)]

@@ -938,3 +938,70 @@ def test_z27_a_working_folder_in_a_home_inside_a_bound_folder_is_the_workers_fol
                          f"print(os.path.exists({str(home / 'secret.txt')!r}))")
     assert res.stdout.splitlines() == [str(work), "False"], (res.stdout, res.stderr)
     assert (work / "made.txt").read_text() == "x"
+
+
+# -- z16: what git runs from the working folder's repository ------------------------------------
+GIT_WRITES = r'''
+import json, os, subprocess
+found = {}
+def attempt(name, path, text, mode='a'):
+    try:
+        with open(path, mode) as f:
+            f.write(text)
+        found[name] = 'wrote'
+    except OSError as exc:
+        found[name] = exc.strerror
+attempt('config', CONFIG, '[core]\n\tfsmonitor = "sh -c \'id > %s\'; false"\n' % MARK)
+attempt('hook', os.path.join(GITDIR, 'hooks', 'pre-commit'), '#!/bin/sh\nid > %s\n' % MARK, 'w')
+attempt('dot git file', '.git', 'gitdir: elsewhere\n') if os.path.isfile('.git') else None
+attempt('work file', 'notes.txt', 'model code was here\n')
+found['log'] = subprocess.run(['git', 'log', '--format=%s'], capture_output=True,
+                              text=True).stdout.strip()
+print('GIT', json.dumps(found))
+'''
+
+
+@pytest.mark.parametrize("layout", ["git folder", "gitdir file"])
+def test_z16_model_code_cannot_write_what_git_runs_from_the_working_folder(tmp_path, layout):
+    """Case z16_git_config_in_workdir: the working folder is a git checkout (a ``.git``
+    folder, or a ``.git`` file naming its git folder inside the working folder, as
+    ``git init --separate-git-dir`` and worktrees make); model code adds
+    ``core.fsmonitor`` (a command git runs on ``git status``) to its config and a
+    ``pre-commit`` hook, and rewrites the ``.git`` file; the user then runs
+    ``git status`` there.  Claim: as Codex's Linux sandbox does, the repository's git
+    folder (and a ``.git`` file) are read-only in the sandbox: every write fails with
+    ``EROFS``, model code still reads the history and writes the rest of the folder,
+    and the user's ``git status`` runs nothing of model code's."""
+    git = shutil.which("git")
+    assert git, "git is needed to try this case (Debian's git)"
+    work = tmp_path / "work"
+    work.mkdir()
+    if layout == "git folder":
+        subprocess.run([git, "init", "-q", str(work)], check=True)
+        gitdir = work / ".git"
+    else:
+        gitdir = work / "store"
+        subprocess.run([git, "init", "-q", f"--separate-git-dir={gitdir}", str(work)],
+                       check=True)
+        assert (work / ".git").is_file()
+    (work / "data.txt").write_text("data\n")
+    ident = ["-c", "user.name=t5", "-c", "user.email=t5@example.invalid"]
+    subprocess.run([git, "-C", str(work), *ident, "add", "data.txt"], check=True)
+    subprocess.run([git, "-C", str(work), *ident, "commit", "-qm", "first commit"], check=True)
+    config_before = (gitdir / "config").read_text()
+    mark = tmp_path / "ran-on-the-host"
+    code = (f"CONFIG, GITDIR, MARK = {str(gitdir / 'config')!r}, {str(gitdir)!r}, "
+            f"{str(mark)!r}\n" + GIT_WRITES)
+    res, _, _ = run_isolated(code, "FINAL('done')", step_timeout=20, workdir=str(work))
+    found = _json_line(_outputs(res), "GIT")
+    wanted = {"config": "Read-only file system", "hook": "Read-only file system",
+              "work file": "wrote", "log": "first commit"}
+    if layout == "gitdir file":
+        wanted["dot git file"] = "Read-only file system"
+    assert found == wanted, found
+    assert (gitdir / "config").read_text() == config_before
+    assert not (gitdir / "hooks" / "pre-commit").exists()
+    subprocess.run([git, "-C", str(work), "status", "--short"], capture_output=True,
+                   timeout=30, check=True)
+    assert not mark.exists(), mark.read_text()
+    assert (work / "notes.txt").read_text() == "model code was here\n"
