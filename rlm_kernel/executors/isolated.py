@@ -50,9 +50,10 @@ Limits held by the operating system:
   ``RLIMIT_AS`` of ``memory_limit`` per process; core dumps off; **CPU** per step
   (``RLIMIT_CPU``, ``cpu_seconds``);
 * **time outside steps**: a request between steps waits ``request_timeout`` seconds at
-  most, and no longer than the run's deadline (:meth:`IsolatedExecutor.set_deadline`,
-  given by the engine): a worker that goes silent (after ``FINAL`` too) is killed and
-  restarted, and ``max_seconds`` holds;
+  most, and every wait ends by the run's deadline (:meth:`IsolatedExecutor.set_deadline`,
+  given by the engine) plus :data:`LATE_SECONDS`, all requests together: a worker that
+  goes silent or answers slowly (after ``FINAL`` too) is killed then, a name not read
+  in time reads as a :class:`RemoteValue` that says so, and ``max_seconds`` holds;
 * **processes**: a ``pids`` cgroup of ``max_processes`` where the host may make one,
   else the host's watch, which kills a step past ``max_processes``, with
   ``RLIMIT_NPROC`` (every thread of the uid) against a fork bomb;
@@ -142,7 +143,7 @@ from .workfolder import PORTABLE, signal_name
 
 __all__ = ["IsolatedExecutor", "IsolatedNamespace", "RemoteValue", "RemoteFunction",
            "WorkerError", "SandboxUnavailable", "DEFAULT_MEMORY", "DEFAULT_PROCESSES",
-           "DEFAULT_TMP_BYTES", "REQUEST_SECONDS", "LATE_SECONDS"]
+           "DEFAULT_TMP_BYTES", "REQUEST_SECONDS", "LATE_SECONDS", "LateRead"]
 
 log = logging.getLogger(__name__)
 
@@ -158,9 +159,10 @@ REQUEST_SECONDS = 30.0
 """Seconds the worker has to answer a request outside a step (a value's data form, a
 snapshot's load) before it is killed and restarted."""
 LATE_SECONDS = 3.0
-"""Seconds the worker has to answer a request once the run's deadline is near or past
-(:meth:`IsolatedExecutor.set_deadline`); it is told to answer within them
-(:meth:`IsolatedExecutor.work_seconds`)."""
+"""Seconds past the run's deadline (:meth:`IsolatedExecutor.set_deadline`) by which every
+wait on the worker outside a step ends, all requests together (those that follow get no
+answer from the worker: :class:`LateRead`); the worker is told to answer within what is
+left (:meth:`IsolatedExecutor.work_seconds`)."""
 _OWN_PROCESSES = 3  # outer bwrap, its init and the worker
 NPROC_SLACK = 64
 """Tasks above the uid's count and ``max_processes`` that ``RLIMIT_NPROC`` leaves where
@@ -171,6 +173,13 @@ uid has only the sandbox's, and 16 are left for the worker's threads).  Where no
 holds ``max_processes``."""
 _PRIVATE_MOUNTS = ("/tmp", "/var/tmp", "/dev/shm", "/run")  # the sandbox's own tmpfs
 _MISSING = object()
+
+
+class LateRead(WorkerError):
+    """A request outside a step that the worker was not asked, or did not answer, by the
+    run's deadline plus :data:`LATE_SECONDS` (a worker slow or silent then is killed,
+    and restarted at the next step).  Reading a name then gives a :class:`RemoteValue`
+    that says so, not this error."""
 
 
 class RemoteValue:
@@ -488,8 +497,13 @@ class IsolatedNamespace(MutableMapping[str, Any]):
             local = self._local(name, token)
             if local is not _MISSING:
                 return local
-        reply = self._ex.request("get", name=name, known=self._copies.get(name, (None, None))[1],
-                                 seconds=self._ex.work_seconds())
+        try:
+            reply = self._ex.request("get", name=name,
+                                     known=self._copies.get(name, (None, None))[1],
+                                     seconds=self._ex.work_seconds())
+        except LateRead as exc:  # the run's time is up: told as such, not a failure
+            return RemoteValue("object", f"<{name}: not read, {exc}>", str(exc), None,
+                               self._ex.generation, name)
         if reply.get("missing"):
             raise KeyError(name)
         return self._value(name, reply)
@@ -988,7 +1002,8 @@ class IsolatedExecutor:
         try:
             self._send(child, {"op": op, "id": rid, **fields}, tail)
             try:
-                reply = box.get(timeout=self._by(self.request_timeout) - time.monotonic())
+                reply = box.get(timeout=max(self._by(self.request_timeout) - time.monotonic(),
+                                            0.0))
             except queue.Empty:
                 reply = None
         finally:
@@ -1002,17 +1017,38 @@ class IsolatedExecutor:
         for attempt in (0, 1):
             child, rid = self._child, next(self._rids)
             assert child is not None
+            if self._time_up():
+                raise LateRead(self._late_words())
             try:
                 deadline = self._by(self.request_timeout)
                 self._send(child, {"op": op, "id": rid, **fields}, tail, deadline)
                 return self._await(child, rid, deadline)
             except (TimeoutError, ChannelClosed, ProtocolError) as exc:
                 problem = _channel_problem(exc, child)
+            if self._time_up():  # killed; the next step starts a new worker
+                child.kill()
+                if child.killed_for is None:
+                    child.killed_for = f"{problem} after the run's deadline"
+                raise LateRead(self._late_words())
             if attempt or self._recovering:
                 raise WorkerError(f"the isolated REPL {problem}")
             where = "" if child.killed_for is not None else " between steps"  # it says
-            self._notes.append(self._recover(f"The REPL process {problem}{where}"))
+            try:
+                self._notes.append(self._recover(f"The REPL process {problem}{where}"))
+            except WorkerError:
+                if self._time_up():
+                    raise LateRead(self._late_words()) from None
+                raise
         raise AssertionError("unreachable")
+
+    def _time_up(self) -> bool:
+        """Past the run's deadline plus :data:`LATE_SECONDS` (:meth:`set_deadline`)."""
+        return self._deadline is not None and \
+            time.monotonic() >= self._deadline + LATE_SECONDS
+
+    def _late_words(self) -> str:
+        return (f"the run's time was up ({LATE_SECONDS:g} s past its deadline, every wait "
+                f"on the isolated REPL after it together)")
 
     def _send(self, child: _Child, message: dict[str, Any], tail: bytes | None = None,
               deadline: float | None = None) -> None:
@@ -1025,9 +1061,12 @@ class IsolatedExecutor:
 
         Args:
             deadline: ``time.monotonic()`` by which the run must end, or None (no
-                bound but :attr:`request_timeout`).  Until then a request waits at most
-                :attr:`request_timeout`; past it, :data:`LATE_SECONDS` (a worker that
-                does not answer is then killed and restarted as at any time-out).
+                bound but :attr:`request_timeout`).  A request waits at most
+                :attr:`request_timeout`, and never past ``deadline`` plus
+                :data:`LATE_SECONDS`, whatever the number of requests: by then one still
+                unanswered has its worker killed (restarted at the next step), and
+                every later request is a :class:`LateRead` without asking the worker
+                (a name read then is a :class:`RemoteValue` saying it was not read).
 
         Returns:
             The deadline it replaces (see :func:`rlm_kernel.executors.run_deadline`).
@@ -1037,11 +1076,12 @@ class IsolatedExecutor:
 
     def _by(self, seconds: float) -> float:
         """``time.monotonic()`` at which a wait of ``seconds`` on the worker ends: cut to
-        the run's deadline (:meth:`set_deadline`), never below :data:`LATE_SECONDS`."""
+        the run's deadline (:meth:`set_deadline`) plus :data:`LATE_SECONDS`, one bound
+        for every wait after the deadline together."""
         now = time.monotonic()
         if self._deadline is None:
             return now + seconds
-        return now + min(seconds, max(self._deadline - now, LATE_SECONDS))
+        return min(now + seconds, self._deadline + LATE_SECONDS)
 
     def work_seconds(self) -> float:
         """Seconds the worker may spend on a request's work (a value's data form, a

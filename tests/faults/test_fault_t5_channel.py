@@ -21,10 +21,12 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import msgpack
 import pytest
 
+from rlm_kernel.executors.isolated import LATE_SECONDS
 from rlm_kernel.executors.wire import (
     MAX_DEPTH,
     MAX_ITEMS,
@@ -33,6 +35,8 @@ from rlm_kernel.executors.wire import (
     decode_value,
     encode_value,
 )
+from tests.replies import block
+from tests.scripted import scripted_rlm
 
 from .t4_support import ROOT, host_child, report, report_base, run_isolated, summary
 
@@ -462,3 +466,38 @@ def test_z15_a_guarded_folder_is_passed_over_and_what_is_only_there_refused(tmp_
         assert str(folder) in found[name] and "model code" in found[name], found[name]
     assert "FolderImportGuard" not in found["meta_path"], found
     assert found["after"] == str(folder / "z15_only_here.py"), found
+
+
+# -- z10: a worker slow (never silent) after the last step -----------------------------------------
+Z10_CODE = r'''
+import time, rlm_kernel.executors.worker as w
+for i in range(12):
+    globals()[f'v{i}'] = list(range(i))
+orig = w.Worker.handle
+def slow(self, message):
+    time.sleep(2.8)
+    return orig(self, message)
+w.Worker.handle = slow
+FINAL('done')
+'''
+
+
+def test_z10_a_worker_slow_to_answer_every_request_does_not_hold_the_run(monkeypatch):
+    """Case z10_slow_but_never_silent_worker: model code makes the worker answer every
+    request of the host 2.8 s late (under the 3 s a late request was given each), binds
+    12 names and calls ``FINAL`` with a literal, so that the host reads the namespace
+    after the step (the grounding check, the variables the run made).  Every wait on the
+    worker after the run's deadline ends ``LATE_SECONDS`` past it, all requests
+    together: the run (``max_seconds=6``) ends within 6 + 3 s and a little, keeps its
+    answer and ``stopped_by`` final, and the variables not read in time say so."""
+    rlm, _ = scripted_rlm([block(Z10_CODE), block("FINAL('again')")],
+                          executor="isolated", max_seconds=6, step_timeout=3)
+    started = time.monotonic()
+    res = rlm.run("question", context="some data")
+    took = time.monotonic() - started
+    assert res.answer == "done" and res.stopped_by == "final", (res.answer, res.error)
+    assert took < 6 + LATE_SECONDS + 2, took
+    listed = {v.name: v.preview for v in res.new_variables}
+    assert all(f"v{i}" in listed for i in range(12)), listed
+    late = [n for n, preview in listed.items() if "not read, the run's time was up" in preview]
+    assert late, listed  # 2.8 s a request: the last ones were not read in time
