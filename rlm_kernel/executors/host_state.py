@@ -54,7 +54,7 @@ from .thread_output import (
     live_threads,
     quarantine_step_threads,
     release_finished_threads,
-    running_idents,
+    running_threads,
 )
 
 __all__ = ["step_scope", "StepScope", "SETTINGS", "exit_hooks_added", "user_interrupts_kept"]
@@ -177,7 +177,7 @@ def step_scope(stdout: TextIO | None = None, stderr: TextIO | None = None,
     scope = StepScope()
     release_finished_threads()
     threads_before = live_threads()
-    idents_before = running_idents()
+    idents_before = running_threads()
     saved_builtins = dict(builtins.__dict__)
     saved_streams = {name: getattr(sys, name, None) for name in _STREAMS}
     saved_trace, saved_profile = sys.gettrace(), sys.getprofile()

@@ -14,39 +14,31 @@ their identifier (the system reuses an ended thread's identifier for the next on
 by their name (model code can name a thread ``rlm-...``): the host's own threads are
 registered with :func:`host_thread`.  Threads started below :mod:`threading`
 (``_thread.start_new_thread``, a C extension) have no ``Thread`` object; they are seen
-by their kernel thread id (``/proc/self/task``, :func:`running_idents`; Python's
-``threading.get_ident()`` is the thread's address, which the next thread reuses at once,
-while the kernel hands out ids in turn) and quarantined as *foreign* threads: an id
-counts as foreign only while no real ``threading.Thread`` owns it, so a later thread
-that reuses it is not silenced.  Where there is no ``/proc/self/task`` (not Linux),
-``sys._current_frames()``'s identifiers stand in.
+in ``sys._current_frames()`` (:func:`running_threads`) and quarantined as *foreign*
+threads by identifier.  Python reuses an ended thread's identifier (its address) for the
+next thread at once, so a thread running at the step's start is told from a new one with
+its identifier by its bottom frame (the first frame it ran, which lives as long as the
+thread and is held here while the step runs).  An identifier counts as foreign only
+while no real ``threading.Thread`` owns it, so a later thread that reuses it is not
+silenced.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import weakref
+from collections.abc import Mapping
+from types import FrameType
 from typing import Any, TextIO
 
-__all__ = ["ThreadFilter", "live_threads", "running_idents", "quarantine_step_threads",
+__all__ = ["ThreadFilter", "live_threads", "running_idents", "running_threads",
+           "quarantine_step_threads",
            "release_finished_threads", "quarantined_running", "is_quarantined",
            "filter_streams", "host_thread", "host_thread_type"]
 
 _blocked: set[threading.Thread] = set()
-_foreign: set[int] = set()  # ids (_own_id) of threads started below `threading`
-_TASKS = "/proc/self/task"
-_NATIVE = os.path.isdir(_TASKS)
-
-
-def _own_id() -> int:
-    """The calling thread's id as :func:`running_idents` gives it."""
-    return threading.get_native_id() if _NATIVE else threading.get_ident()
-
-
-def _thread_id(thread: threading.Thread) -> int | None:
-    return thread.native_id if _NATIVE else thread.ident
+_foreign: set[int] = set()  # identifiers of threads started below `threading`
 _host: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 _host_types: set[type] = set()  # exact classes of threads only the host makes
 _lock = threading.Lock()
@@ -62,8 +54,8 @@ def host_thread(thread: threading.Thread | None = None) -> None:
     _host.add(thread)
     with _lock:
         _blocked.discard(thread)
-        if _thread_id(thread) is not None:
-            _foreign.discard(_thread_id(thread))
+        if thread.ident is not None:
+            _foreign.discard(thread.ident)
 
 
 def host_thread_type(cls: type) -> None:
@@ -98,8 +90,8 @@ class ThreadFilter:
 
 def _owned_by_threading(ident: int) -> bool:
     """True when a real (not a stand-in ``_DummyThread``) ``threading.Thread`` that is
-    alive has id ``ident`` (as :func:`running_idents` gives it)."""
-    return any(_thread_id(t) == ident and not isinstance(t, threading._DummyThread)
+    alive has identifier ``ident``."""
+    return any(t.ident == ident and not isinstance(t, threading._DummyThread)
                and t.is_alive() for t in threading.enumerate())
 
 
@@ -109,8 +101,7 @@ def is_quarantined() -> bool:
         return False
     if threading.current_thread() in _blocked:
         return True
-    own = _own_id()
-    return own in _foreign and not _owned_by_threading(own)
+    return threading.get_ident() in _foreign and not _owned_by_threading(threading.get_ident())
 
 
 def live_threads() -> set[threading.Thread]:
@@ -119,27 +110,34 @@ def live_threads() -> set[threading.Thread]:
 
 
 def running_idents() -> frozenset[int]:
-    """Ids of every thread of the process running now, those started below
-    :mod:`threading` included: kernel thread ids (``/proc/self/task``), else the
-    identifiers of ``sys._current_frames()``."""
-    if _NATIVE:
-        try:
-            return frozenset(int(t) for t in os.listdir(_TASKS))
-        except OSError:
-            pass
+    """Identifiers of every thread of the process running Python code now, those
+    started below :mod:`threading` included (``sys._current_frames``)."""
     return frozenset(sys._current_frames())
 
 
+def running_threads() -> dict[int, FrameType]:
+    """``{identifier: bottom frame}`` of every thread of the process running Python code
+    now (``sys._current_frames``): the bottom frame tells a thread from a later one that
+    reuses its identifier."""
+    found: dict[int, FrameType] = {}
+    for ident, frame in sys._current_frames().items():
+        while frame.f_back is not None:
+            frame = frame.f_back
+        found[ident] = frame
+    return found
+
+
 def quarantine_step_threads(before: set[threading.Thread],
-                            idents_before: frozenset[int] = frozenset()) -> int:
+                            idents_before: Mapping[int, FrameType] | None = None) -> int:
     """Mark the threads alive now that were not alive at the step's start (started by
     the step); their later writes to ``sys.stdout``/``sys.stderr`` are dropped.
 
     Args:
         before: :func:`live_threads` taken when the step started.
-        idents_before: :func:`running_idents` taken when the step started; threads
-            running now whose identifier is not in it and that no ``threading.Thread``
-            owns are quarantined by identifier (an empty set: none are).
+        idents_before: :func:`running_threads` taken when the step started; threads
+            running now that were not running then (an identifier not in it, or one
+            whose bottom frame differs) and that no ``threading.Thread`` owns are
+            quarantined by identifier (None or empty: none are).
 
     Returns:
         How many of the step's threads are still running (the host's own, see
@@ -150,7 +148,8 @@ def quarantine_step_threads(before: set[threading.Thread],
             and type(t) not in _host_types and not isinstance(t, threading._DummyThread)}
     foreign: set[int] = set()
     if idents_before:
-        foreign = {i for i in running_idents() - idents_before if not _owned_by_threading(i)}
+        foreign = {i for i, bottom in running_threads().items()
+                   if idents_before.get(i) is not bottom and not _owned_by_threading(i)}
     if not left and not foreign:
         return 0
     with _lock:

@@ -245,7 +245,8 @@ def test_a_low_level_thread_that_reuses_an_ended_threads_ident_is_still_the_step
     thread below :mod:`threading` (``_thread.start_new_thread``), which gets the ended
     thread's identifier (``threading.get_ident()`` is the thread's address, reused at
     once).  Claim: the new thread is the step's all the same (counted, its later writes
-    dropped): threads are told apart by their kernel id, which is not reused so."""
+    dropped): a thread is told from an earlier one with its identifier by its bottom
+    frame."""
     import _thread
 
     from rlm_kernel.executors import PlainExecutor
