@@ -57,10 +57,12 @@ from typing import Any
 from ..executors import (
     MIN_SECONDS,
     Executor,
+    SupportsDescribe,
     WorkerError,
     combined_output,
     executor_kind,
     run_deadline,
+    variable_ids,
 )
 from ..models import LanguageModel, LLMError, tracing
 from ..policies import ActionResult, PolicyContext, PolicyRegistry
@@ -98,7 +100,7 @@ from .prompts import (
     task_message,
 )
 from .repetition import Repetition, RepetitionDetector, signature
-from .repl_functions import RESERVED_NAMES, REPLFunctions, user_variables
+from .repl_functions import RESERVED_NAMES, SESSION_NAMES, REPLFunctions, user_variables
 from .replay.resume import Continuation, recorded_reply
 from .result import RLMResult
 from .services import RunServices
@@ -290,7 +292,7 @@ class Run:
         self.forced_reply: str | None = None  # the next step's reply given, not asked for
         self.executor_error: Exception | None = None  # the error of the REPL that ended it
         self.ns.update(self.reserved)
-        self.start_ids = {n: id(v) for n, v in self.ns.items()}  # what the steps found
+        self.start_ids = variable_ids(executor)  # what the steps found
         if task.output_type is not None:
             self.result.answer_type = task.output_type.name
         if task.history:
@@ -641,6 +643,13 @@ class Run:
         """Metadata of the data variables the run's steps created or rebound (the
         conversation's working state; :mod:`~rlm_kernel.engine.session.conversation`)."""
         before, cfg = self.start_ids, self.config
+        if isinstance(self.executor, SupportsDescribe):  # made where the values live
+            now = self.executor.variable_ids()
+            return [v for v in self.executor.describe_variables(
+                        skip=(*RESERVED_NAMES, *SESSION_NAMES),
+                        preview_length=cfg.preview_chars)
+                    if (v.name not in now or before.get(v.name) != now[v.name])
+                    and v.name not in self.inputs]
         return [describe_variable(n, v, preview_length=cfg.preview_chars)
                 for n, v in user_variables(self.ns).items()
                 if before.get(n) != id(v) and n not in self.inputs]

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Hashable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ..repl_types import REPLVariable
 from .environment import PASS_ENV_VARIABLE, passed_names
 from .guarded import REPR_SECONDS, guarded_render, guarded_repr, type_name
 from .host_state import exit_hooks_added, step_scope, user_interrupts_kept
@@ -44,7 +45,7 @@ __all__ = ["Executor", "PlainExecutor", "OutputCallback", "StreamTee", "combined
            "host_thread_type", "is_quarantined", "quarantined_running", "trim_exception",
            "trim_traceback", "user_interrupts_kept", "RemoteValue", "MAX_KEPT_CHARS",
            "DEFAULT_MEMORY", "SupportsDeadline", "run_deadline", "PASS_ENV_VARIABLE",
-           "passed_names"]
+           "passed_names", "SupportsDescribe", "variable_ids"]
 
 # Names whose modules load on first use.  The worker process runs as ``python -m
 # rlm_kernel.executors.worker`` and imports this package first: it must not import the
@@ -113,6 +114,35 @@ class SupportsDeadline(Protocol):
         """Bound every wait on the executor's worker by ``deadline`` (a
         ``time.monotonic()`` value; None: no bound); return the deadline it replaces."""
         ...
+
+
+@runtime_checkable
+class SupportsDescribe(Protocol):
+    """What an :class:`Executor` whose namespace lives in another process also offers
+    (the isolated executor): the variables' metadata made where the values live, and
+    which object each name is bound to, so that the engine neither copies every value
+    to describe it nor compares object identity across a process.  Optional: the
+    engine calls it through :func:`variable_ids` and where an executor has it."""
+
+    def describe_variables(self, *, skip: Collection[str] = (),
+                           preview_length: int = REPLVariable.PREVIEW_LENGTH
+                           ) -> list[REPLVariable]:
+        """The metadata of the data variables (names not private, not in ``skip``, not
+        modules, not callable), previews of ``preview_length`` characters, redacted."""
+        ...
+
+    def variable_ids(self) -> dict[str, Hashable]:
+        """``{name: a token of the object it is bound to}``: equal tokens, same object."""
+        ...
+
+
+def variable_ids(executor: Executor) -> dict[str, Hashable]:
+    """Which object each name of ``executor``'s namespace is bound to (tokens that are
+    equal for the same object): the executor's own (:class:`SupportsDescribe`), else
+    ``id`` of each value of its namespace."""
+    if isinstance(executor, SupportsDescribe):
+        return executor.variable_ids()
+    return {n: id(v) for n, v in executor.namespace.items()}
 
 
 @contextlib.contextmanager

@@ -21,7 +21,11 @@ process (:mod:`rlm_kernel.executors.worker`) behind the wall of
   the worker) or a :class:`RemoteFunction`, which put back into the namespace rebind
   the worker's own object.  A value the host bound and model code did not rebind is
   answered by the host's own object (``is`` holds); a copy of a worker value is kept
-  while the worker's value is unchanged (a digest the worker compares).
+  while the worker's value is unchanged (a digest the worker compares), at most
+  :data:`COPIES_BYTES` of copies in all;
+* the variables' metadata (:meth:`IsolatedExecutor.describe_variables`) and which object
+  each name is bound to (:meth:`IsolatedExecutor.variable_ids`) are made in the worker:
+  no value crosses for them.
 
 The channel trusts nothing the worker sends: one reader at a time, a deadline on every
 read (a step's reply, a request's, a snapshot's load), a per-step nonce on the step's
@@ -83,6 +87,7 @@ it) reads back on the host as the host's own object when its pickle is over
 
 from __future__ import annotations
 
+import collections
 import contextvars
 import itertools
 import json
@@ -111,7 +116,7 @@ from collections.abc import (
 from pathlib import Path
 from typing import Any
 
-from ..repl_types import REPLResult
+from ..repl_types import REPLResult, REPLVariable
 from ..termination import FinalOutput
 from .environment import model_code_environ, passed_names
 from .guarded import REPR_SECONDS
@@ -137,7 +142,14 @@ from .sandbox import (
 from .streams import MAX_KEPT_CHARS, OutputCallback, StreamTee
 from .syscall_filter import FilterUnavailable, denied_summary, filter_fd
 from .timeouts import timeout_message
-from .wire import MAX_VALUE_BYTES, Channel, ChannelClosed, ProtocolError, decode_value
+from .wire import (
+    MAX_VALUE_BYTES,
+    Channel,
+    ChannelClosed,
+    ProtocolError,
+    decode_counted,
+    decode_value,
+)
 from .worker import ERRORS, SNAPSHOT_BYTES, SNAPSHOT_SECONDS
 from .workfolder import PORTABLE, signal_name
 
@@ -163,6 +175,13 @@ LATE_SECONDS = 3.0
 wait on the worker outside a step ends, all requests together (those that follow get no
 answer from the worker: :class:`LateRead`); the worker is told to answer within what is
 left (:meth:`IsolatedExecutor.work_seconds`)."""
+COPIES_BYTES = 64 << 20
+"""Most the host keeps of decoded copies of the worker's values, all names together
+(bytes: each copy's data form plus :data:`ITEM_BYTES` an item), the least recently read
+dropped first: one object bound under 40 names is not 40 copies on the host."""
+ITEM_BYTES = 64
+"""What one item of a decoded value (a list's member, a dict's pair) is counted as on
+the host, bytes (a Python object and its reference)."""
 _OWN_PROCESSES = 3  # outer bwrap, its init and the worker
 NPROC_SLACK = 64
 """Tasks above the uid's count and ``max_processes`` that ``RLIMIT_NPROC`` leaves where
@@ -483,7 +502,10 @@ class IsolatedNamespace(MutableMapping[str, Any]):
         self._functions: dict[int, Any] = {}
         self._keys: dict[int, int] = {}  # id(host callable) -> key
         self._host_values: dict[str, tuple[Any, int]] = {}
-        self._copies: dict[str, tuple[Any, str]] = {}
+        # name -> (decoded copy, digest, cost in bytes), least recently used first
+        self._copies: collections.OrderedDict[str, tuple[Any, str, int]] = \
+            collections.OrderedDict()
+        self._copies_bytes = 0
         self._bindings: dict[str, tuple[Any, ...]] = {}
         self._versions = itertools.count(1)
         self._key_numbers = itertools.count(1)
@@ -515,7 +537,7 @@ class IsolatedNamespace(MutableMapping[str, Any]):
         kind, payload = self._encode(name, value)
         self._ex.request("set", name=name, kind=kind, payload=payload, version=version,
                          check=True)
-        self._copies.pop(name, None)
+        self._drop_copy(name)
         if kind == "stub":
             self._bindings[name] = ("stub", payload[0])
             self._host_values.pop(name, None)
@@ -530,7 +552,7 @@ class IsolatedNamespace(MutableMapping[str, Any]):
         reply = self._ex.request("del", name=name)
         self._bindings.pop(name, None)
         self._host_values.pop(name, None)
-        self._copies.pop(name, None)
+        self._drop_copy(name)
         if reply.get("missing"):
             raise KeyError(name)
 
@@ -575,6 +597,7 @@ class IsolatedNamespace(MutableMapping[str, Any]):
             return RemoteValue("object", f"<{name}: a value of the host's no longer held>",
                                "unknown host binding", None, generation, name)
         if reply.get("same") is True and name in self._copies:
+            self._copies.move_to_end(name)
             return self._copies[name][0]
         kind = reply.get("kind")
         if kind == "module":
@@ -582,10 +605,11 @@ class IsolatedNamespace(MutableMapping[str, Any]):
             return module if module is not None else types.ModuleType(str(reply.get("module")))
         if kind == "value" and isinstance(reply.get("data"), bytes):
             try:
-                value = decode_value(reply["data"])
+                value, items = decode_counted(reply["data"])
             except ProtocolError as exc:
                 return _remote({**reply, "reason": str(exc)}, generation, name, reply.get("ref"))
-            self._copies[name] = (value, str(reply.get("digest")))
+            self._keep_copy(name, value, str(reply.get("digest")),
+                            len(reply["data"]) + ITEM_BYTES * items)
             return value
         return _remote(reply, generation, name, reply.get("ref"))
 
@@ -640,6 +664,13 @@ class IsolatedNamespace(MutableMapping[str, Any]):
                 self._ex.request("set", name=name, kind=kind, payload=payload,
                                  version=version, check=True)
         self._copies.clear()
+        self._copies_bytes = 0
+
+    def bindings(self) -> dict[str, tuple[Any, ...]]:
+        """How each name was bound after the last step or request (``{name: token}``:
+        ``("host", version)``, ``("stub", key)`` or ``("child",)``), without asking
+        the worker."""
+        return dict(self._bindings)
 
     def function(self, key: Any) -> Any:
         """The host callable registered as ``key``, or None."""
@@ -650,7 +681,25 @@ class IsolatedNamespace(MutableMapping[str, Any]):
         for name in [n for n in self._host_values if self._bindings.get(n, ("",))[0] != "host"]:
             del self._host_values[name]
         for name in [n for n in self._copies if n not in self._bindings]:
-            del self._copies[name]
+            self._drop_copy(name)
+
+    def _keep_copy(self, name: str, value: Any, digest: str, cost: int) -> None:
+        """Keep the decoded copy of ``name``'s value (its worker value unchanged, the
+        next read answers ``same`` and gets it back), the least recently read copies
+        dropped past :data:`COPIES_BYTES` in all; one over it alone is not kept."""
+        self._drop_copy(name)
+        if cost > COPIES_BYTES:
+            return
+        self._copies[name] = (value, digest, cost)
+        self._copies_bytes += cost
+        while self._copies_bytes > COPIES_BYTES:
+            _, (_, _, dropped) = self._copies.popitem(last=False)
+            self._copies_bytes -= dropped
+
+    def _drop_copy(self, name: str) -> None:
+        held = self._copies.pop(name, None)
+        if held is not None:
+            self._copies_bytes -= held[2]
 
 
 class _LiveItems(ItemsView[str, Any]):
@@ -671,6 +720,27 @@ class _LiveValues(ValuesView[Any]):
     def __iter__(self) -> Iterator[Any]:
         for _, value in _LiveItems(self._mapping):
             yield value
+
+
+_UNITS = ("characters", "items", "rows", "bytes")
+
+
+def _variables(raw: Any, preview_length: int, skip: set[str]) -> list[REPLVariable]:
+    """A ``describe`` reply's variables (untrusted: every field coerced and capped,
+    previews redacted)."""
+    redact = Redactor()
+    found: list[REPLVariable] = []
+    for entry in raw if isinstance(raw, list) else ():
+        if not isinstance(entry, list) or len(entry) != 6 or not isinstance(entry[0], str) \
+                or entry[0].startswith("_") or entry[0] in skip:
+            continue
+        name, kind, total, preview, unit, _ = entry
+        text = str(preview)[:preview_length + 3]
+        found.append(REPLVariable(
+            name[:1000], str(kind)[:200], total_length=total if type(total) is int else 0,
+            preview=redact(text) if redact else text,
+            length_unit=unit if unit in _UNITS else "characters"))
+    return found
 
 
 def _snapshot_entries(raw: list[Any]) -> list[list[Any]]:
@@ -934,6 +1004,55 @@ class IsolatedExecutor:
                 f"about twice its size).  Raise the limit (rlm run --memory-limit BYTES, "
                 f"RLM(memory_limit=...), c.RLM.memory_limit) or run in-process "
                 f"(--executor in-process), which has no wall")
+
+    def describe_variables(self, *, skip: Iterable[str] = (),
+                           preview_length: int = REPLVariable.PREVIEW_LENGTH
+                           ) -> list[REPLVariable]:
+        """The metadata (name, type, length, preview) of the namespace's data variables,
+        made in the worker where the values live (:mod:`.worker`'s ``describe``): no
+        value crosses to the host for it.  A data variable is a name that is not
+        private (``_x``), not in ``skip``, not a module and not callable.
+
+        Args:
+            skip: names that are not data (the engine's reserved names).
+            preview_length: characters of each preview.
+
+        Returns:
+            One :class:`~rlm_kernel.repl_types.REPLVariable` per data variable, in the
+            namespace's order, previews redacted; past the run's deadline plus
+            :data:`LATE_SECONDS`, one per name model code bound whose preview says it
+            was not read.
+
+        Raises:
+            WorkerError: the worker failed and could not be restarted.
+        """
+        skip = set(skip)
+        try:
+            reply = self.request("describe", skip=sorted(skip), preview=int(preview_length),
+                                 seconds=self.work_seconds())
+        except LateRead as exc:
+            return [REPLVariable(name, "object", preview=f"<{name}: not read, {exc}>")
+                    for name, token in self.namespace.bindings().items()
+                    if token[0] != "stub" and not name.startswith("_") and name not in skip]
+        return _variables(reply.get("variables"), preview_length, skip)
+
+    def variable_ids(self) -> dict[str, Any]:
+        """Which object each name is bound to, for telling later which names were
+        rebound: ``{name: (worker generation, the object's id there)}``, read without
+        any value crossing; ``{}`` past the run's deadline plus :data:`LATE_SECONDS`.
+
+        Raises:
+            WorkerError: the worker failed and could not be restarted.
+        """
+        try:
+            reply = self.request("ids")
+        except LateRead:
+            return {}
+        ids = reply.get("ids")
+        if not isinstance(ids, dict):
+            return {}
+        return {n: (self.generation, i) for n, i in ids.items()
+                if isinstance(n, str) and isinstance(i, int)}
 
     def close(self) -> None:
         """Kill the sandbox and everything it started; idempotent."""

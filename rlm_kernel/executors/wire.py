@@ -51,7 +51,7 @@ import msgpack
 from .arrow_frames import ArrowRefused, check_schema, read_frame, stream_items
 
 __all__ = ["Channel", "ChannelClosed", "ProtocolError", "NotData", "encode_value",
-           "decode_value", "pack", "unpack", "MAX_ITEMS", "MAX_DEPTH", "MAX_VALUE_BYTES",
+           "decode_value", "decode_counted", "pack", "unpack", "MAX_ITEMS", "MAX_DEPTH", "MAX_VALUE_BYTES",
            "HEADER"]
 
 HEADER = struct.Struct(">I")
@@ -400,10 +400,23 @@ def decode_value(data: bytes, *, max_items: int = MAX_ITEMS,
     Raises:
         ProtocolError: ``data`` is not a data form, or is over a cap.
     """
+    return decode_counted(data, max_items=max_items, max_bytes=max_bytes)[0]
+
+
+def decode_counted(data: bytes, *, max_items: int = MAX_ITEMS,
+                   max_bytes: int = MAX_VALUE_BYTES) -> tuple[Any, int]:
+    """:func:`decode_value`, and the items it counted against ``max_items`` (containers
+    and their members, extension values, Arrow cells): with ``len(data)``, a measure of
+    what the value holds on the host.
+
+    Raises:
+        ProtocolError: as :func:`decode_value`.
+    """
     if not isinstance(data, bytes) or len(data) > max_bytes:
         raise ProtocolError("a value that is not bytes, or over the byte limit")
+    decoder = _Decoder(max_items, max_bytes)
     try:
-        return _Decoder(max_items, max_bytes).loads(data)
+        return decoder.loads(data), max_items - decoder.left
     except ProtocolError:
         raise
     except Exception as exc:  # noqa: BLE001 - msgpack's and the types' errors alike

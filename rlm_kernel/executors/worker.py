@@ -47,8 +47,10 @@ import traceback
 import types
 from typing import Any
 
+from ..repl_types import REPLVariable
 from ..termination import FinalOutput
-from .guarded import guarded_repr
+from .guarded import guarded_repr, type_name
+from .host_state import user_interrupts_kept
 from .plain import PlainExecutor
 from .thread_output import is_quarantined
 from .timeouts import StepTimeout, time_limit
@@ -56,7 +58,7 @@ from .tracebacks import format_model_traceback, model_traceback
 from .wire import Channel, ChannelClosed, NotData, encode_value
 
 __all__ = ["HostFunction", "Worker", "main", "current_namespace",
-           "error_report", "RECHECK_BYTES", "ERRORS", "SNAPSHOT_BYTES"]
+           "error_report", "RECHECK_BYTES", "ERRORS", "SNAPSHOT_BYTES", "DESCRIBE_SECONDS"]
 
 RECHECK_BYTES = 1 << 20
 """A value the host bound and model code did not rebind is re-pickled after a step to
@@ -67,6 +69,10 @@ restart (and listed)."""
 SNAPSHOT_SECONDS = 5.0
 """Seconds the worker spends pickling (or loading) a snapshot before the names left
 are lost."""
+_PLAIN = (str, bytes, int, float, bool, type(None))  # described without code of their own
+DESCRIBE_SECONDS = 2.0
+"""Seconds describing one variable may take (its ``__len__``, ``shape``, ``__str__`` are
+model code's), as the engine's ``describe_variable`` allows on the host."""
 PICKLE_PROTOCOL = 5
 SIGTERM_MARGIN = 0.5
 """Seconds before a step's time limit from which a ``SIGTERM`` counts as the host's
@@ -460,6 +466,60 @@ class Worker:
             return {"same": True}
         return {"kind": "value", "data": packed["data"], "digest": digest, "ref": id(value),
                 "type": type(value).__name__, "callable": callable(value)}
+
+    def do_describe(self, m: dict[str, Any]) -> dict[str, Any]:
+        """The metadata (:class:`~rlm_kernel.repl_types.REPLVariable`'s fields) of the
+        namespace's data variables, made here where the values live: every name that
+        is a ``str``, not private (``_x``), not in ``skip``, not a module and not
+        callable; ``preview`` characters of preview each.  Each value's own code runs
+        under :data:`DESCRIBE_SECONDS`, all of them within ``seconds`` (at most
+        :data:`SNAPSHOT_SECONDS`); a value not described in time, or whose code
+        failed, is ``<TYPE object>``.  Returns ``{"variables": [[name, type, length,
+        preview, unit, identity], ...]}`` (``identity``: ``id`` of the value here)."""
+        skip = set(m.get("skip") or ())
+        preview = m.get("preview")
+        preview = preview if isinstance(preview, int) and preview >= 0 else 500
+        seconds = m.get("seconds")
+        seconds = SNAPSHOT_SECONDS if not isinstance(seconds, (int, float)) \
+            else min(max(float(seconds), 0.0), SNAPSHOT_SECONDS)
+        deadline = time.monotonic() + seconds
+        found: list[list[Any]] = []
+        for name, value in list(self.ns.items()):
+            if not isinstance(name, str) or name.startswith("_") or name in skip:
+                continue
+            var, data, left = None, True, deadline - time.monotonic()
+            if type(value) in _PLAIN:  # no code of the value's own runs
+                var = REPLVariable.from_value(name, value, preview_length=preview)
+            else:
+                var, data = self._describe_one(name, value, preview, left)
+            if not data:
+                continue
+            if var is None:
+                kind = type_name(value)
+                var = REPLVariable(name, kind, preview=f"<{kind} object>")
+            found.append([name, var.type_name, var.total_length, var.preview,
+                          var.length_unit, id(value)])
+        return {"variables": found}
+
+    @staticmethod
+    def _describe_one(name: str, value: Any, preview: int, left: float
+                      ) -> tuple[REPLVariable | None, bool]:
+        """(its description or None, whether it is data) for :meth:`do_describe`."""
+        var, data = None, True
+        with user_interrupts_kept():
+            try:  # isinstance may run model code (a __class__ property)
+                with time_limit(max(min(left, DESCRIBE_SECONDS), 0.05)):
+                    data = not isinstance(value, types.ModuleType) and not callable(value)
+                    if data and left > 0:
+                        var = REPLVariable.from_value(name, value, preview_length=preview)
+            except BaseException:  # noqa: BLE001 - the value's code is model code
+                var = None
+        return var, data
+
+    def do_ids(self, m: dict[str, Any]) -> dict[str, Any]:  # noqa: ARG002 - one signature
+        """``{"ids": {name: id of its value}}`` for every name: which names were rebound
+        since, without reading any value."""
+        return {"ids": {n: id(v) for n, v in list(self.ns.items()) if isinstance(n, str)}}
 
     def token(self, name: str, value: Any) -> tuple[Any, ...]:
         """How ``name`` is bound: ``("stub", key)``, ``("host", version)`` (the host's

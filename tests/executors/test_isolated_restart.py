@@ -103,6 +103,7 @@ def test_a_request_waits_for_a_silent_worker_only_until_the_runs_deadline(ex):
     assert 1 + LATE_SECONDS - 0.5 < took < 1 + LATE_SECONDS + 2, took
     started = time.monotonic()
     assert "not read" in str(ex.namespace["x"]) and time.monotonic() - started < 0.5
+    assert "x" in [v.name for v in ex.describe_variables()] and ex.variable_ids() == {}
     ex.set_deadline(None)
     result = ex.execute("print(x)", timeout=10)
     assert "[1, 2]" in result.stdout and "restarted" in result.stderr, result

@@ -501,3 +501,66 @@ def test_z10_a_worker_slow_to_answer_every_request_does_not_hold_the_run(monkeyp
     assert all(f"v{i}" in listed for i in range(12)), listed
     late = [n for n, preview in listed.items() if "not read, the run's time was up" in preview]
     assert late, listed  # 2.8 s a request: the last ones were not read in time
+
+
+# -- z20: one object under many names --------------------------------------------------------------
+Z20_CODE = ("import os\nblob = os.urandom(25 << 20)\nfor i in range(40):\n"
+            "    globals()[f'x{i}'] = blob\nprint(len(blob))\n")
+
+
+def z20_host():
+    final = os.environ["Z20_FINAL"]
+    report_base()
+    res, lm, took = run_isolated(Z20_CODE + final, max_seconds=120, step_timeout=60,
+                                 ground_answer=True, memory_limit=1 << 30)
+    report(**summary(res, lm, took),
+           variables=[[v.name, v.type_name, v.total_length] for v in res.new_variables])
+
+
+@pytest.mark.parametrize("final", ["FINAL('size ' + str(len(blob)))", "FINAL('26214400')"],
+                         ids=["computed", "literal (grounded over the namespace)"])
+def test_z20_one_object_under_many_names_costs_the_host_no_copy_per_name(final):
+    """Case z20_alias_names_host_copies: model code binds one 25 MB object under 40
+    names in the sandbox and calls ``FINAL``; after the step the host lists the
+    variables the run made and, for a literal answer, looks for it in the namespace.
+    The variables are described in the worker (no value crosses for it), and the host
+    keeps at most ``COPIES_BYTES`` of decoded copies, reading the namespace one value at
+    a time: its peak resident memory grows by less than 250 MB (it grew by 1,076 MB: a
+    copy per name), and the 40 names are listed with their type and length."""
+    child = host_child(f"{__name__}:z20_host", 240, env={"Z20_FINAL": final})
+    res = child.result
+    assert child.finished and res is not None and "raised" not in res, child.describe()
+    assert res["stopped_by"] == "final", res
+    grew = (child.peak_kb - child.base_kb) // 1024
+    assert grew < 250, f"host peak RSS grew by {grew} MB; {child.describe()}"
+    listed = {name: (kind, length) for name, kind, length in res["variables"]}
+    assert all(listed.get(f"x{i}") == ("bytes", 25 << 20) for i in range(40)), listed
+
+
+def test_z20_variables_are_described_where_they_live():
+    """The variables' metadata is made in the worker (``describe_variables``): a data
+    variable's type, length and preview (a 1 MB bytes value: its byte count, nothing
+    copied), modules, functions, private names and the names skipped left out, a value
+    whose ``__repr__`` sleeps described as ``<Slow object>`` within its time limit; and
+    ``variable_ids`` tells a name rebound from one left alone, without reading them."""
+    from rlm_kernel.executors import IsolatedExecutor, variable_ids
+    from rlm_kernel.executors.worker import DESCRIBE_SECONDS
+
+    with IsolatedExecutor() as ex:
+        ex.execute("import os, json\nclass Slow:\n    def __repr__(self):\n"
+                   "        import time; time.sleep(30)\nslow = Slow()\n"
+                   "big = b'x' * (1 << 20)\nkept = [1, 2]\nskipped = 'no'\n_private = 1\n"
+                   "def helper():\n    pass\n", timeout=10)
+        before = variable_ids(ex)
+        started = time.monotonic()
+        described = {v.name: v for v in ex.describe_variables(skip=["skipped"])}
+        assert time.monotonic() - started < DESCRIBE_SECONDS + 3
+        assert set(described) == {"slow", "big", "kept"}, described
+        assert described["slow"].preview == "<Slow object>"
+        assert (described["big"].total_length, described["big"].length_unit) == (1 << 20,
+                                                                                "bytes")
+        assert described["kept"].type_name == "list" and "1" in described["kept"].preview
+        assert not ex.namespace._copies  # nothing was copied to the host for it
+        ex.execute("big = b'y'\nkept = kept", timeout=10)
+        after = variable_ids(ex)
+        assert after["kept"] == before["kept"] and after["big"] != before["big"]

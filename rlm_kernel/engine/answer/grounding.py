@@ -52,7 +52,7 @@ import ast
 import logging
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -130,7 +130,7 @@ def _missing(code: str, value: Any, outputs: Sequence[str],
     try:
         if not is_literal_final(code, value):
             return _NOTHING
-        if code == "" and any(v is value for v in list(namespace.values())):
+        if code == "" and any(v is value for v in namespace.values()):
             return _NOTHING  # FINAL(name) in prose: the variable's own value
         return _Evidence(outputs, namespace).missing(value)
     except Exception:  # noqa: BLE001 - a check must never end a run
@@ -208,12 +208,15 @@ _NOTHING = object()  # nothing of the answer is missing
 
 
 class _Evidence:
-    """The outputs and the namespace's data, read lazily and at most once."""
+    """The outputs and the namespace's data, read lazily: each variable read once per
+    pass (texts, numbers) and let go, never all held at once (a namespace behind the
+    isolated wall copies each value it reads to the host)."""
 
     def __init__(self, outputs: Sequence[str], namespace: Mapping[str, Any]) -> None:
         self.outputs = [text for text in outputs if isinstance(text, str)]
-        self.data = [v for k, v in list(namespace.items())
-                     if isinstance(k, str) and not k.startswith("_") and k not in _NOT_DATA]
+        self.namespace = namespace
+        self.names = [k for k in list(namespace)
+                      if isinstance(k, str) and not k.startswith("_") and k not in _NOT_DATA]
         self._output_text: str | None = None
         self._data_text: str | None = None
         self._printed: list[str] | None = None
@@ -252,13 +255,21 @@ class _Evidence:
     def _data_normalised(self) -> str:
         if self._data_text is None:
             room, parts = SCAN_CHARS, []
-            for text in _texts(self.data):
+            for text in _texts(self._data()):
                 parts.append(_normalise(text[:room]))
                 room -= min(len(text), room)
                 if room <= 0:
                     break
             self._data_text = "\n".join(parts)
         return self._data_text
+
+    def _data(self) -> Iterator[Any]:
+        """The data variables' values, one at a time (a name gone since is skipped)."""
+        for name in self.names:
+            try:
+                yield self.namespace[name]
+            except KeyError:
+                continue
 
     # -- numbers --------------------------------------------------------------------
     def _has_number(self, number: int | float) -> bool:
@@ -286,7 +297,7 @@ class _Evidence:
         if self._numbers is None:
             found: list[float] = []
             room = MEMBERS
-            for value in self.data:
+            for value in self._data():
                 if type(value) in (int, float):
                     found.append(value)
                 elif type(value) in (str, *_PLAIN_CONTAINERS):
@@ -349,7 +360,7 @@ def _flat(value: Any, depth: int) -> Iterator[Any]:
             yield from _flat(item, depth - 1)
 
 
-def _texts(data: list[Any]) -> Iterator[str]:
+def _texts(data: Iterable[Any]) -> Iterator[str]:
     """The ``str`` values of the namespace and the ``str`` members of its containers
     (dict keys and values, one level of nesting)."""
     for value in data:
