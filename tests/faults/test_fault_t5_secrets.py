@@ -603,3 +603,25 @@ def test_z12_a_password_in_any_variable_s_url_is_a_secret(monkeypatch):
     assert "postgres://app:[redacted SERVICE_URL password]@db.internal:5432/x" in out, out
     assert not leaks(password, out, res.to_dict())
     assert Redactor()(password.replace("%2F", "/")) == "[redacted SERVICE_URL password]"
+
+
+# -- z25: a key written in pieces -----------------------------------------------------------------
+@pytest.mark.parametrize("executor", EXECUTOR_KINDS)
+def test_z25_a_key_written_in_pieces_on_one_stream_is_redacted(executor, monkeypatch):
+    """Case z25_key_split_across_streams, the part docs/security.md claims: the user's
+    context holds a key the process knows; model code writes it on stdout one character
+    at a time, flushed 30 ms apart (each piece a chunk of its own), then in two halves
+    0.3 s apart.  What the model reads next and the trajectory hold ``[redacted ...]``,
+    not the key, in both executors.  (Halves on two streams, or in two steps, are not
+    joined: docs/security.md says so.)"""
+    key = fresh_key("z25")
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    code = ("import sys, time\nk = context.split('=', 1)[1].strip()\nfor c in k:\n"
+            "    sys.stdout.write(c); sys.stdout.flush(); time.sleep(0.03)\nprint()\n"
+            "sys.stdout.write(k[:15]); sys.stdout.flush(); time.sleep(0.3)\n"
+            "print(k[15:])\nFINAL('done')")
+    rlm, model = scripted_rlm([block(code, THOUGHT)], executor=executor)
+    res = rlm.run("question", context=f"OPENAI_API_KEY={key}\n")
+    out = res.history.entries[0].output
+    assert res.answer == "done" and out.count("[redacted OPENAI_API_KEY]") == 2, out
+    assert not leaks(key, out, res.to_dict(), model.calls)
