@@ -984,8 +984,9 @@ class IsolatedExecutor:
                 f"files (/tmp, /var/tmp, /dev/shm, /run, /dev) and memfds, counted by the "
                 f"host's watch every {MAX_INTERVAL:g} s or less (more often near the "
                 f"limit), which kills the sandbox past it (no memory cgroup here); "
-                f"RLIMIT_AS per process; not counted: System V shared memory no process "
-                f"maps, kernel memory")
+                f"RLIMIT_AS per process; not counted (not held): kernel memory (UNIX "
+                f"socket buffers, page tables) and files in a working folder on a memory "
+                f"file system of the host")
 
     def check_size(self, name: str, size: int) -> None:
         """Refuse an input too large for the sandbox's memory.
