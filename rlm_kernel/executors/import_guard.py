@@ -22,7 +22,9 @@ and the load).
 
 The Python installation (``sys.prefix``, ``sys.base_prefix``, their ``site-packages``) and
 this package are never refused, even inside a working folder (a project's ``.venv``):
-keeping them read-only is the sandbox's part (:mod:`.sandbox`), not an import's.
+refusing them would stop the host itself.  Keeping them out of model code's reach is the
+sandbox's part (:mod:`.sandbox`), and a working folder that holds them is bound
+read-write over them today (docs/security.md says to give another).
 
 Not held: modules already imported before the folder was guarded are the ones in
 :data:`sys.modules` (never looked up again), and after the guard is released (the
