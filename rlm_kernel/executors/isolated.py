@@ -777,7 +777,9 @@ class IsolatedExecutor:
             none.
         max_processes: processes model code may run at once; None: no limit.
         cpu_seconds: CPU seconds per step (``RLIMIT_CPU`` soft limit); None: none.
-        network: let model code use the host's network (default: a namespace without).
+        network: let model code use the host's network (default: a namespace without);
+            then it makes no ``AF_UNIX`` socket (the host's abstract sockets share that
+            namespace), see :data:`~rlm_kernel.executors.syscall_filter.NETWORK_RULES`.
         cwd: the folder the worker starts in (default: the host's): it is never bound,
             so the worker starts there only when the sandbox's uid can read it through
             the read-only ``/`` (outside the homes and ``/tmp``), else in the sandbox's
@@ -907,7 +909,7 @@ class IsolatedExecutor:
             slack = _OWN_PROCESSES + 16 if os.getuid() == 0 else NPROC_SLACK
             nproc = _user_processes(owner) + self.max_processes + slack
         try:
-            seccomp = filter_fd()
+            seccomp = filter_fd(self.network)
         except FilterUnavailable as exc:
             raise SandboxUnavailable(str(exc)) from exc
         host, inner = socket.socketpair()
@@ -964,7 +966,7 @@ class IsolatedExecutor:
                 f"{', '.join(PROC_HIDDEN)} unreadable")
         return {"sandbox": "bubblewrap: user, PID, IPC, UTS, cgroup namespaces; no "
                            "capabilities",
-                "user": user, "syscalls": denied_summary(), "proc": proc,
+                "user": user, "syscalls": denied_summary(self.network), "proc": proc,
                 "memory": memory, "processes": processes,
                 "network": "on" if self.network else "off",
                 "pid_namespace": "yes",

@@ -23,8 +23,10 @@ read, answered ``ENOSYS``): as root the working folder is written as its owner, 
 
 The filter is built with libseccomp (the system's ``libseccomp.so.2``, through
 `pyseccomp <https://pypi.org/project/pyseccomp/>`_, a ctypes binding with the API of
-libseccomp's own Python bindings), once per host process (:func:`filter_bpf`); each
-sandbox gets it in a sealed ``memfd`` (:func:`filter_fd`).
+libseccomp's own Python bindings), once per host process and network setting
+(:func:`filter_bpf`): with the host's network, :data:`NETWORK_RULES` too (no new
+``AF_UNIX`` socket, as Anthropic's sandbox-runtime denies them); each sandbox gets it in
+a sealed ``memfd`` (:func:`filter_fd`).
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ import termios
 import threading
 from dataclasses import dataclass
 
-__all__ = ["Rule", "RULES", "FilterUnavailable", "filter_bpf", "filter_fd", "unknown_calls",
-           "denied_summary", "ALLOWED_SOCKET_FAMILIES", "SETUID_BITS"]
+__all__ = ["Rule", "RULES", "NETWORK_RULES", "rules_for", "FilterUnavailable", "filter_bpf",
+           "filter_fd", "unknown_calls", "denied_summary", "ALLOWED_SOCKET_FAMILIES",
+           "SETUID_BITS"]
 
 log = logging.getLogger(__name__)
 
@@ -191,8 +194,34 @@ def _rules() -> tuple[Rule, ...]:
 RULES: tuple[Rule, ...] = _rules()
 """Every rule of the filter; any call no rule matches is allowed."""
 
+_UNIX = "UNIX sockets (the network on)"
+NETWORK_RULES: tuple[Rule, ...] = (
+    Rule("socket", errno.EAFNOSUPPORT, _UNIX, ((0, _MASKED_EQ, 0xFFFFFFFF, socket.AF_UNIX),)),
+    *(Rule("socketpair", errno.EAFNOSUPPORT, _UNIX,
+           ((0, _MASKED_EQ, 0xFFFFFFFF, socket.AF_UNIX), (1, _MASKED_EQ, 0xF, kind)))
+      for kind in (socket.SOCK_DGRAM, socket.SOCK_RAW)),
+)
+"""The rules added when the sandbox shares the host's network namespace
+(``network=True``), whose abstract UNIX sockets (D-Bus, X11, agents) are then in
+reach whatever the file system shows: no new ``AF_UNIX`` socket, and no datagram
+pair, which ``connect(AF_UNSPEC)`` turns into a socket that can send to any of
+them; stream pairs stay (the worker's channel, ``multiprocessing``'s pipes, asyncio).
+As Anthropic's sandbox-runtime (``vendor/seccomp-src/seccomp-unix-block.c``): the
+family compared on its low 32 bits, the only ones the kernel reads; the type on its
+``SOCK_TYPE_MASK`` bits, past ``SOCK_CLOEXEC``/``SOCK_NONBLOCK``; answered
+``EAFNOSUPPORT`` as the families the filter always refuses (sandbox-runtime answers
+``EPERM``; one error for both keeps i386's ``socketcall``, which the two share and
+seccomp cannot look into, refused whole)."""
+
+
+def rules_for(network: bool) -> tuple[Rule, ...]:
+    """The rules of the filter for a sandbox with (``network``) or without the host's
+    network: :data:`RULES`, and :data:`NETWORK_RULES` with it."""
+    return RULES + NETWORK_RULES if network else RULES
+
+
 _lock = threading.Lock()
-_built: tuple[bytes, tuple[str, ...]] | None = None
+_built: dict[bool, tuple[bytes, tuple[str, ...]]] = {}
 
 
 def _extra_arches(sc) -> list[int]:
@@ -203,12 +232,12 @@ def _extra_arches(sc) -> list[int]:
             sc.Arch.AARCH64: [sc.Arch.ARM]}.get(native, [])
 
 
-def _add_rules(sc, flt, *, native: bool) -> list[str]:
-    """Add :data:`RULES` to ``flt`` (the native architecture alone, or only the others);
+def _add_rules(sc, flt, rules: tuple[Rule, ...], *, native: bool) -> list[str]:
+    """Add ``rules`` to ``flt`` (the native architecture alone, or only the others);
     the names of those left out (unknown to this libseccomp, with no number to use
     here)."""
     unknown: list[str] = []
-    for rule in RULES:
+    for rule in rules:
         number = sc.resolve_syscall(sc.Arch.NATIVE, rule.syscall)
         if number == -1:  # __NR_SCMP_ERROR: this libseccomp does not know the name
             if rule.number is None or not native:
@@ -227,7 +256,7 @@ def _add_rules(sc, flt, *, native: bool) -> list[str]:
     return unknown
 
 
-def _build() -> tuple[bytes, tuple[str, ...]]:
+def _build(rules: tuple[Rule, ...] = RULES) -> tuple[bytes, tuple[str, ...]]:
     try:
         import pyseccomp as sc
     except (ImportError, RuntimeError, OSError) as exc:
@@ -241,7 +270,7 @@ def _build() -> tuple[bytes, tuple[str, ...]]:
     # number (a call this libseccomp does not know) is refused by libseccomp for every
     # architecture of a filter once one of them cannot translate it, native included
     flt = sc.SyscallFilter(sc.ALLOW)
-    unknown = _add_rules(sc, flt, native=True)
+    unknown = _add_rules(sc, flt, rules, native=True)
     extras = [arch for arch in _extra_arches(sc) if arch != sc.system_arch()]
     if extras:
         others = sc.SyscallFilter(sc.ALLOW)
@@ -253,7 +282,7 @@ def _build() -> tuple[bytes, tuple[str, ...]]:
                     log.debug("seccomp: architecture %#x not added: %s", arch, exc)
         others.remove_arch(sc.system_arch())
         unknown += [name if name in unknown else f"{name} (other ABIs)"
-                    for name in _add_rules(sc, others, native=False)]
+                    for name in _add_rules(sc, others, rules, native=False)]
         flt.merge(others)
     with os.fdopen(os.memfd_create("rlm-seccomp-export", os.MFD_CLOEXEC), "w+b") as out:
         flt.export_bpf(out)
@@ -266,38 +295,39 @@ def _build() -> tuple[bytes, tuple[str, ...]]:
     return data, tuple(sorted(set(unknown)))
 
 
-def filter_bpf() -> bytes:
-    """The filter as classic BPF (``struct sock_filter`` records, 8 bytes each), built
-    on first use and kept for the life of the process.
+def filter_bpf(network: bool = False) -> bytes:
+    """The filter (:func:`rules_for` ``network``) as classic BPF (``struct sock_filter``
+    records, 8 bytes each), built on first use and kept for the life of the process, one
+    for each ``network``.
 
     Raises:
         FilterUnavailable: libseccomp or pyseccomp is missing (the message names the
             packages), or libseccomp refused a rule.
     """
-    global _built
     with _lock:
-        if _built is None:
-            _built = _build()
-        return _built[0]
+        if network not in _built:
+            _built[network] = _build(rules_for(network))
+        return _built[network][0]
 
 
-def unknown_calls() -> tuple[str, ...]:
-    """Names of :data:`RULES` this machine's libseccomp does not know (left
-    unfiltered, and logged once); empty with libseccomp 2.5.4 or newer."""
-    filter_bpf()
-    assert _built is not None
-    return _built[1]
+def unknown_calls(network: bool = False) -> tuple[str, ...]:
+    """Names of the filter's rules this machine's libseccomp does not know and no number
+    stands in for (left unfiltered, and logged once); empty with libseccomp 2.5.4 or
+    newer."""
+    filter_bpf(network)
+    return _built[network][1]
 
 
-def filter_fd() -> int:
-    """A new sealed ``memfd`` holding :func:`filter_bpf`, read from its start, for
-    ``bwrap --seccomp FD`` (bubblewrap reads it whole and closes it).  The caller closes
-    its own copy after starting bubblewrap.
+def filter_fd(network: bool = False) -> int:
+    """A new sealed ``memfd`` holding :func:`filter_bpf` (for a sandbox with the host's
+    network, or without), read from its start, for ``bwrap --seccomp FD`` (bubblewrap
+    reads it whole and closes it).  The caller closes its own copy after starting
+    bubblewrap.
 
     Raises:
         FilterUnavailable: as :func:`filter_bpf`.
     """
-    data = filter_bpf()
+    data = filter_bpf(network)
     fd = os.memfd_create("rlm-seccomp", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
         os.write(fd, data)
@@ -310,10 +340,11 @@ def filter_fd() -> int:
     return fd
 
 
-def denied_summary() -> str:
-    """What the filter denies, in one line (``executor.limits['syscalls']``)."""
+def denied_summary(network: bool = False) -> str:
+    """What the filter (:func:`rules_for` ``network``) denies, in one line
+    (``executor.limits['syscalls']``)."""
     families: list[str] = []
-    for rule in RULES:
+    for rule in rules_for(network):
         if rule.family not in families:
             families.append(rule.family)
     return "seccomp filter denies: " + "; ".join(families)

@@ -38,7 +38,7 @@ def test_the_filter_is_classic_bpf_built_once_and_handed_over_sealed():
     assert syscall_filter.unknown_calls() == (), "this libseccomp leaves calls unfiltered"
 
 
-def _denied(call: str, *args: int) -> int | None:
+def _denied(call: str, *args: int, rules=RULES) -> int | None:
     """The errno :data:`RULES` answer ``call`` with for these argument values (the first
     rule whose comparisons all hold, as libseccomp orders same-action rules), or None
     (allowed)."""
@@ -47,7 +47,7 @@ def _denied(call: str, *args: int) -> int | None:
         return (op == 1 and value != a) or (op == 4 and value == a) \
             or (op == 5 and value >= a) or (op == 7 and value & a == b)
 
-    for rule in RULES:
+    for rule in rules:
         if rule.syscall == call and all(holds(*arg) for arg in rule.args):
             return rule.errno
     return None
@@ -83,6 +83,31 @@ def test_the_rules_deny_what_the_issue_names_and_no_more_than_python_needs():
         assert _denied(call, socket.AF_UNIX, 0) is None, call
 
 
+def test_with_the_network_on_no_unix_socket_is_made_but_stream_pairs_are():
+    """With the host's network (its abstract UNIX sockets in reach) the rules add what
+    Anthropic's sandbox-runtime denies: ``socket(AF_UNIX, ...)`` of any type, and
+    datagram pairs (``connect(AF_UNSPEC)`` retargets them); stream pairs (the worker's
+    channel, ``multiprocessing``, asyncio) and IP sockets pass.  Without the network
+    nothing of that is denied, and each setting has its own filter."""
+    on = syscall_filter.rules_for(True)
+    cloexec = socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM, socket.SOCK_SEQPACKET | cloexec):
+        assert _denied("socket", socket.AF_UNIX, kind, rules=on) == errno.EAFNOSUPPORT, kind
+        assert _denied("socket", socket.AF_UNIX, kind) is None, kind
+    assert _denied("socket", 1 | 1 << 32, 1, rules=on) is not None  # high bits: still AF_UNIX
+    for kind in (socket.SOCK_DGRAM, socket.SOCK_RAW, socket.SOCK_DGRAM | cloexec):
+        assert _denied("socketpair", socket.AF_UNIX, kind, rules=on) == errno.EAFNOSUPPORT, \
+            kind
+    for kind in (socket.SOCK_STREAM, socket.SOCK_SEQPACKET, socket.SOCK_STREAM | cloexec):
+        assert _denied("socketpair", socket.AF_UNIX, kind, rules=on) is None, kind
+    for family in (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK):
+        assert _denied("socket", family, socket.SOCK_STREAM, rules=on) is None, family
+    assert syscall_filter.filter_bpf(True) != syscall_filter.filter_bpf(False)
+    assert syscall_filter.filter_bpf(True) is syscall_filter.filter_bpf(True)
+    assert "UNIX sockets" in syscall_filter.denied_summary(True)
+    assert "UNIX sockets" not in syscall_filter.denied_summary(False)
+
+
 def test_the_rules_deny_setuid_and_setgid_files_and_nothing_tools_do():
     """No mode with ``S_ISUID`` or ``S_ISGID`` set or created (as Nix's build sandbox);
     ``chmod +x``, a sticky folder, plain files and every open that creates nothing pass
@@ -112,8 +137,7 @@ def test_the_rules_deny_setuid_and_setgid_files_and_nothing_tools_do():
     assert _denied("mkdir", 0, 0o2755) is None  # the kernel keeps neither bit of it
 
 
-def test_a_call_this_libseccomp_does_not_know_is_filtered_by_its_number(monkeypatch,
-                                                                       tmp_path):
+def test_a_call_this_libseccomp_does_not_know_is_filtered_by_its_number(tmp_path):
     """A rule whose name libseccomp lacks (``fchmodat2`` for libseccomp 2.5.4 without
     Linux 6.6's table) is added by its number to the native ABI (libseccomp refuses a
     number for every ABI of a filter once one cannot translate it): loaded in a
@@ -121,9 +145,8 @@ def test_a_call_this_libseccomp_does_not_know_is_filtered_by_its_number(monkeypa
     import pyseccomp
 
     getppid = pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, "getppid")
-    monkeypatch.setattr(syscall_filter, "RULES", (syscall_filter.Rule(
+    data, unknown = syscall_filter._build((syscall_filter.Rule(
         "rlm_no_such_call", errno.EPERM, "a call newer than libseccomp", number=getppid),))
-    data, unknown = syscall_filter._build()
     assert "rlm_no_such_call" not in unknown  # the native ABI has it
     bpf = tmp_path / "filter.bpf"
     bpf.write_bytes(data)
@@ -223,7 +246,7 @@ def test_the_working_folders_bash_runs_under_the_filter(tmp_path):
 
 
 def test_without_libseccomp_the_isolated_executor_refuses_with_what_to_install(monkeypatch):
-    monkeypatch.setattr(syscall_filter, "_built", None)
+    monkeypatch.setattr(syscall_filter, "_built", {})
     monkeypatch.setitem(sys.modules, "pyseccomp", None)  # import fails as if missing
     with pytest.raises(SandboxUnavailable, match="apt-get install libseccomp2"):
         IsolatedExecutor()

@@ -20,10 +20,12 @@ import os
 import platform
 import re
 import shutil
+import socket
 import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import uuid
 from pathlib import Path
 
@@ -1005,3 +1007,93 @@ def test_z16_model_code_cannot_write_what_git_runs_from_the_working_folder(tmp_p
                    timeout=30, check=True)
     assert not mark.exists(), mark.read_text()
     assert (work / "notes.txt").read_text() == "model code was here\n"
+
+
+# -- z13: the host's abstract UNIX sockets with the network on -----------------------------------
+UNIX_SOCKETS = r'''
+import errno, json, multiprocessing, multiprocessing.connection, platform, re, socket, subprocess, sys
+found = {}
+def attempt(name, fn):
+    try:
+        found[name] = fn()
+    except OSError as exc:
+        found[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+def abstract():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.connect(NAME)
+    return s.recv(100).decode()
+def stream_pair():
+    a, b = socket.socketpair()
+    a.sendall(b'x')
+    return b.recv(1).decode()
+attempt('abstract', abstract)
+attempt('unix socket', lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close() or 'made')
+attempt('datagram pair', lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM) and 'made')
+attempt('stream pair', stream_pair)
+attempt('ip socket', lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM).close() or 'made')
+attempt('listener', lambda: multiprocessing.connection.Listener().close() or 'made')
+with multiprocessing.get_context('fork').Pool(2) as pool:
+    found['pool'] = pool.map(abs, [-1, -2])
+if platform.machine() == 'x86_64':
+    run = subprocess.run([sys.executable, '-c', INT80 + "print('unix32', int80(359, 1, 1, 0))"],
+                         capture_output=True, text=True)
+    got = re.search(r'unix32 (-?\d+)', run.stdout)
+    found['i386 socket'] = int(got[1]) if got and 'getpid True' in run.stdout else 'no i386'
+print('UNIX', json.dumps(found))
+'''
+
+
+def test_z13_with_the_network_on_model_code_reaches_no_abstract_unix_socket_of_the_host():
+    """Case z13_abstract_socket_with_network: a host process listens on an abstract UNIX
+    socket (as D-Bus, X11 and agents do); model code connects to it, with the network
+    off and with ``network=True``, which shares the host's network namespace, where
+    abstract sockets live (no file, no permission bits).  Claim: with the network off
+    the socket is in another namespace (refused); with it on, the filter lets model code
+    make no ``AF_UNIX`` socket and no datagram pair (``EAFNOSUPPORT``, as Anthropic's
+    sandbox-runtime denies them), through the i386 ABI too; stream pairs, IP sockets
+    and ``multiprocessing``'s pools still work, its ``Listener`` (an ``AF_UNIX`` path)
+    does not.  The host's own connection (a control) reaches the socket."""
+    name = f"\0rlm-t5-z13-{uuid.uuid4().hex[:8]}".encode()
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(name)
+    server.listen(8)
+    accepted: list[int] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            accepted.append(1)
+            conn.sendall(b"host-agent-secret")
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    code = f"NAME = {name!r}\nINT80 = {INT80!r}\n" + UNIX_SOCKETS
+    try:
+        found = {}
+        for network in (False, True):
+            with IsolatedExecutor(network=network, max_processes=16) as ex:
+                res = ex.execute(code, timeout=60)
+            found[network] = _json_line(res.stdout, "UNIX")
+        control = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        control.connect(name)
+        assert control.recv(100) == b"host-agent-secret"
+        control.close()
+    finally:
+        server.close()
+    assert accepted == [1], (accepted, found)  # the control's connection only
+    off, on = found[False], found[True]
+    assert off["abstract"] == "ECONNREFUSED" and off["unix socket"] == "made", off
+    assert off["datagram pair"] == "made" and off["listener"] == "made", off
+    refused = "EAFNOSUPPORT"
+    assert on["abstract"] == on["unix socket"] == on["datagram pair"] == refused, on
+    assert on["listener"] == refused, on
+    for seen in (off, on):
+        assert seen["stream pair"] == "x" and seen["ip socket"] == "made", seen
+        assert seen["pool"] == [1, 2], seen
+    if "i386 socket" in on and on["i386 socket"] != "no i386":
+        assert on["i386 socket"] == -errno.EAFNOSUPPORT, on
+        assert off["i386 socket"] >= 0, off
