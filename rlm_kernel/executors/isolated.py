@@ -132,6 +132,7 @@ from .sandbox import (
     Cgroups,
     SandboxUnavailable,
     WorkerError,
+    check_workdir,
     find_bwrap,
     host_uid,
     limits_command,
@@ -805,7 +806,8 @@ class IsolatedExecutor:
         SandboxUnavailable: bubblewrap is not installed (the message names the package).
         WorkerError: the worker did not start (the message says why).
         FileNotFoundError / NotADirectoryError: ``workdir`` is missing / not a folder.
-        ValueError: ``cwd`` and ``workdir`` differ, or ``workdir`` is ``/``; a name of
+        ValueError: ``cwd`` and ``workdir`` differ, or ``workdir`` is ``/`` or inside the
+            Python installation or this package (:func:`.sandbox.check_workdir`); a name of
             ``pass_env`` is not a variable's name.
     """
 
@@ -836,6 +838,7 @@ class IsolatedExecutor:
                                          "folder")
             if self.workdir == os.path.realpath("/"):
                 raise ValueError("the working folder cannot be / (nothing would be walled)")
+            check_workdir(self.workdir, python or sys.executable)
             if cwd is not None and os.path.realpath(os.fspath(cwd)) != self.workdir:
                 raise ValueError(f"cwd {os.fspath(cwd)!r} is not the working folder "
                                  f"{self.workdir!r}")

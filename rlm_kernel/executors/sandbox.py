@@ -33,7 +33,9 @@ Flatpak and of Linux agent sandboxes.  :func:`bwrap_command` asks it for:
   own ``/tmp``;
 * the working folder (``workdir``), when given, bound read-write: the only place
   model code may write that outlives it; its git repository's ``.git`` read-only
-  (:func:`git_metadata`).
+  (:func:`git_metadata`), and so are the Python installation and this package where
+  it holds them (:func:`installation_in`); a working folder inside them is refused
+  (:func:`check_workdir`).
 
 Processes and memory: where the host may make cgroups (root with a writable cgroup
 file system), :func:`make_cgroups` makes a ``pids`` and a ``memory`` cgroup and the
@@ -64,7 +66,8 @@ from . import launcher
 __all__ = ["WorkerError", "SandboxUnavailable", "bwrap_command", "find_bwrap", "Cgroups", "make_cgroups",
            "HIDDEN_IN_HOME", "limits_command", "SANDBOX_UID", "PACKAGE_ROOT", "process_tree", "host_uid",
            "launcher_command", "wall_command", "HOST_UID_VARIABLE", "DEFAULT_HOST_UID", "PACKAGE_DIR",
-           "PROC_READ_ONLY", "PROC_HIDDEN", "git_metadata"]
+           "PROC_READ_ONLY", "PROC_HIDDEN", "git_metadata", "check_workdir",
+           "installation_in"]
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +194,63 @@ def _read_only_folders(python: str, *, everywhere: bool = False) -> list[str]:
     return kept
 
 
+def _installation_parts(python: str) -> list[str]:
+    """Folders (and ``pyvenv.cfg``) whose every file belongs to the Python installation
+    or this package, so that a working folder neither lies inside one nor holds one
+    writable: this package (:data:`PACKAGE_DIR`), the host's standard library, package
+    and script folders (``sysconfig``), the ``site-packages`` folders of ``sys.path``,
+    the worker interpreter's folder, and for a venv its ``bin``, ``lib``, ``lib64`` and
+    ``pyvenv.cfg``.  Not a prefix itself (``/usr`` for a system Python; a venv's other
+    folders hold nothing Python runs)."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    parts = [PACKAGE_DIR, os.path.dirname(os.path.abspath(python)),
+             os.path.dirname(os.path.realpath(python))]
+    parts += [paths.get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib",
+                                         "scripts")]
+    parts += [p for p in sys.path if p and _site_folder(p)]
+    venv = os.path.dirname(os.path.dirname(os.path.abspath(python)))
+    if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):
+        parts += [os.path.join(venv, name) for name in ("bin", "lib", "lib64", "pyvenv.cfg")]
+    return sorted({os.path.realpath(p) for p in parts if p and os.path.exists(p)})
+
+
+def check_workdir(workdir: str, python: str) -> None:
+    """Refuse a working folder inside the Python installation or this package (a venv's
+    ``bin`` or ``lib``, ``site-packages``, the ``rlm_kernel`` folder): bound read-write,
+    it would let model code rewrite what the host and your next programs run.  A
+    working folder that *holds* them (a project with its ``.venv``, this package's
+    checkout) is fine: :func:`bwrap_command` binds them read-only over it
+    (:func:`installation_in`).
+
+    Args:
+        workdir: the working folder (absolute, symbolic links resolved).
+        python: the worker's interpreter.
+
+    Raises:
+        ValueError: ``workdir`` is inside one of those folders (the message names it).
+    """
+    for part in _installation_parts(python):
+        if _inside(workdir, part):
+            raise ValueError(f"the working folder {workdir!r} is inside {part!r}, part of "
+                             "the Python installation or of rlm_kernel: model code could "
+                             "rewrite what your programs import; give a folder outside it")
+
+
+def installation_in(workdir: str, python: str) -> list[str]:
+    """The parts of the Python installation and this package that lie inside
+    ``workdir`` (a project's ``.venv``, the ``rlm_kernel`` folder of a checkout given
+    as the working folder), which :func:`bwrap_command` binds read-only over the
+    writable folder, as it does for ``.git`` (:func:`git_metadata`).
+
+    Args:
+        workdir: the working folder (absolute, symbolic links resolved).
+        python: the worker's interpreter.
+    """
+    return [p for p in _installation_parts(python) if _inside(p, workdir) and p != workdir]
+
+
 def git_metadata(workdir: str) -> list[str]:
     """The paths inside ``workdir`` that hold its git repository's settings and hooks,
     bound read-only over the writable folder (as the Linux sandbox of OpenAI's Codex CLI
@@ -299,6 +359,8 @@ def bwrap_command(argv: list[str], *, bwrap: str, python: str, network: bool,
             cmd += ["--tmpfs", home]
         rehidden += [h for h in inner if h not in rehidden]
         for path in git_metadata(workdir):  # what git runs outside the wall
+            cmd += ["--ro-bind", path, path]
+        for path in installation_in(workdir, python):  # what the host imports
             cmd += ["--ro-bind", path, path]
     bound = read_only + ([workdir] if workdir else [])
     for home in homes:  # credentials stay hidden where a bound folder holds them

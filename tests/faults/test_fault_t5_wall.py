@@ -1097,3 +1097,64 @@ def test_z13_with_the_network_on_model_code_reaches_no_abstract_unix_socket_of_t
     if "i386 socket" in on and on["i386 socket"] != "no i386":
         assert on["i386 socket"] == -errno.EAFNOSUPPORT, on
         assert off["i386 socket"] >= 0, off
+
+
+# -- z28: a working folder that holds the venv and the checkout ----------------------------------
+INSTALL_WRITES = r'''
+import json, sys
+from rlm_kernel.executors.isolated import IsolatedExecutor
+work, python, targets = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+code = ("import json\nfound = {}\nfor path in %r:\n"
+        "    try:\n        open(path, 'a').write('# model code was here\\n')\n"
+        "        found[path] = 'wrote'\n"
+        "    except OSError as exc:\n        found[path] = exc.strerror\n"
+        "print('WRITES', json.dumps(found))\n") % (targets,)
+with IsolatedExecutor(workdir=work, python=python, max_processes=8) as ex:
+    res = ex.execute(code)
+print(json.dumps({"stdout": res.stdout, "stderr": res.stderr}))
+'''
+
+
+def test_z28_a_working_folder_holding_the_venv_and_the_checkout_keeps_them_read_only(tmp_path):
+    """A project given whole as the working folder holds its ``.venv`` (the worker's
+    interpreter) and the checkout this package runs from (``PYTHONPATH``, as an
+    editable install).  Both were bound read-write with the folder, so model code could
+    rewrite a module your process and your next programs import.  Claim: they are bound
+    read-only over the working folder, whose other files model code still writes."""
+    work = tmp_path / "proj"
+    work.mkdir()
+    python = _venv_with_this_projects_packages(work / ".venv")
+    shutil.copytree(PACKAGE_DIR, work / "rlm_kernel",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    site = next((work / ".venv").rglob("site-packages"))
+    targets = [str(work / ".venv" / "pyvenv.cfg"), str(site / "project.pth"),
+               str(site / "json.py"), str(work / "rlm_kernel" / "executors" / "worker.py"),
+               str(work / "rlm_kernel" / "evil.py"), str(work / "notes.txt")]
+    before = {t: Path(t).read_bytes() for t in targets if Path(t).exists()}
+    run = subprocess.run([sys.executable, "-c", INSTALL_WRITES, str(work), str(python),
+                          json.dumps(targets)], capture_output=True, text=True, timeout=180,
+                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(work)})
+    assert run.returncode == 0, (run.stdout[-1500:], run.stderr[-3000:])
+    told = json.loads(run.stdout.splitlines()[-1])
+    found = _json_line(told["stdout"], "WRITES")
+    assert found.pop(targets[-1]) == "wrote", (found, told["stderr"])
+    assert set(found.values()) == {"Read-only file system"}, found
+    assert {t: Path(t).read_bytes() for t in before} == before
+    assert not (site / "json.py").exists() and not (work / "rlm_kernel" / "evil.py").exists()
+    assert (work / "notes.txt").read_text() == "# model code was here\n"
+
+
+def test_z28_a_working_folder_inside_the_installation_is_refused(tmp_path):
+    """A working folder inside the venv's ``bin`` or ``lib``, a ``site-packages``
+    folder or this package would hand model code what your programs run: refused with
+    one error that names the folder, before anything starts."""
+    python = _venv_with_this_projects_packages(tmp_path / "venv")
+    inside_venv = tmp_path / "venv" / "lib" / "scratch"
+    inside_venv.mkdir()
+    with pytest.raises(ValueError, match="part of the Python installation"):
+        IsolatedExecutor(workdir=python.parent, python=str(python))
+    site = next(p for p in sys.path if p.endswith("site-packages"))
+    for work, py in ((inside_venv, python), (site, sys.executable),
+                     (Path(PACKAGE_DIR) / "executors", sys.executable)):
+        with pytest.raises(ValueError, match="part of the Python installation"):
+            IsolatedExecutor(workdir=work, python=str(py))
