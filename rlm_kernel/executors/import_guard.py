@@ -9,8 +9,8 @@ typed answer, ``nbformat`` for an export) would then be the ``pyarrow.py`` model
 in the folder, run in the host process, outside the wall.
 
 :class:`FolderImportGuard` is a finder on :data:`sys.meta_path`, placed first, installed
-while at least one such folder is guarded (:func:`guard_folder`; the isolated executor
-guards its working folder from its start to its close).  Every import (top-level or a
+when a first folder is guarded (:func:`guard_folder`; the isolated executor guards its
+working folder from its start to its close).  Every import (top-level or a
 package's submodule) is looked up as it would be without the guard, by the finders after
 it; when the module found lives in a guarded folder, it is looked up again over the same
 search path without the entries inside the guarded folders, as if they were not there,
@@ -23,13 +23,21 @@ and the load).
 The Python installation (``sys.prefix``, ``sys.base_prefix``, their ``site-packages``) and
 this package are never refused, even inside a working folder (a project's ``.venv``):
 refusing them would stop the host itself.  Keeping them out of model code's reach is the
-sandbox's part (:mod:`.sandbox`), and a working folder that holds them is bound
-read-write over them today (docs/security.md says to give another).
+sandbox's part: a working folder that holds them has them bound read-write over it
+(:func:`.sandbox.installation_in`).
+
+Once released (the executor closed), a folder stays *watched* for the life of the
+process: a module found there that is also found elsewhere on the search path is still
+passed over for that one (``import nbformat`` for an export after the run takes the
+installed ``nbformat``, not the ``nbformat.py`` model code left), while a module found
+only there is imported (the user's own code, which model code may have rewritten: what
+the user imports by name is the user's choice).
 
 Not held: modules already imported before the folder was guarded are the ones in
-:data:`sys.modules` (never looked up again), and after the guard is released (the
-executor closed) the folder's files are imported as any other's: what model code left in
-a working folder stays there (docs/security.md).
+:data:`sys.modules` (never looked up again); a module of the user's own, found only in
+the folder, that model code rewrote, once the executor is closed; and a later process
+started there (``python app.py`` imports the ``json.py`` model code left): what model
+code wrote stays in a working folder (docs/security.md).
 
 The hook follows :pep:`451` (``find_spec`` on ``sys.meta_path``) and the lookup order of
 :class:`importlib.machinery.PathFinder`.
@@ -130,6 +138,7 @@ class FolderImportGuard:
         self._lock = threading.Lock()
         self._holders: dict[str, int] = {}
         self.folders: tuple[str, ...] = ()
+        self.watched: tuple[str, ...] = ()  # released: passed over, never refused
         self._installation = _installation()
         self._busy = threading.local()
         # folders known to resolve outside every guarded folder, per set of folders
@@ -143,25 +152,25 @@ class FolderImportGuard:
         with self._lock:
             self._holders[real] = self._holders.get(real, 0) + 1
             self.folders = tuple(sorted(self._holders))
+            self.watched = tuple(f for f in self.watched if f != real)
             if sys.meta_path[:1] != [self]:
                 while self in sys.meta_path:
                     sys.meta_path.remove(self)
                 sys.meta_path.insert(0, self)
 
     def remove(self, folder: str) -> None:
-        """One holder less for ``folder``; the finder leaves :data:`sys.meta_path` with
-        the last guarded folder."""
+        """One holder less for ``folder``; with the last, the folder is only watched
+        (its modules that shadow others passed over, none refused) and the finder stays
+        on :data:`sys.meta_path`."""
         real = _real(folder)
         with self._lock:
             count = self._holders.get(real, 0) - 1
             if count > 0:
                 self._holders[real] = count
-            else:
-                self._holders.pop(real, None)
+                return
+            if self._holders.pop(real, None) is not None and real not in self.watched:
+                self.watched = tuple(sorted((*self.watched, real)))
             self.folders = tuple(sorted(self._holders))
-            if not self.folders:
-                while self in sys.meta_path:
-                    sys.meta_path.remove(self)
 
     # -- the finder ---------------------------------------------------------------------
     def _guarded(self, path: str, folders: tuple[str, ...]) -> str | None:
@@ -203,24 +212,25 @@ class FolderImportGuard:
     def find_spec(self, fullname: str, path: Iterable[str] | None = None,
                   target: ModuleType | None = None) -> ModuleSpec | None:
         """The spec the finders after this one give ``fullname`` (:pep:`451`), unless it
-        lives in a guarded folder: then the spec found over the search path without the
-        guarded folders' entries.
+        lives in a guarded or watched folder: then the spec found over the search path
+        without those folders' entries, or, from a watched folder only, the one found.
 
         Raises:
             FolderImportRefused: the module is found only in a guarded folder.
         """
-        folders = self.folders
+        held = self.folders
+        folders = held + self.watched
         busy: set[str] = self._busy.__dict__.setdefault("names", set())
         if not folders or fullname in busy:
             return None
         busy.add(fullname)
         try:
-            return self._find(fullname, path, target, folders)
+            return self._find(fullname, path, target, folders, held)
         finally:
             busy.discard(fullname)
 
     def _find(self, fullname: str, path: Iterable[str] | None, target: ModuleType | None,
-              folders: tuple[str, ...]) -> ModuleSpec | None:
+              folders: tuple[str, ...], held: tuple[str, ...]) -> ModuleSpec | None:
         found, finder_used = None, None
         for finder in self._others():
             find = getattr(finder, "find_spec", None)
@@ -244,6 +254,8 @@ class FolderImportGuard:
             log.info("import of %s: %s in the working folder %s passed over for %s",
                      fullname, found.origin, where, again.origin)
             return again
+        if where not in held:  # a watched folder: the user's own module
+            return found
         log.warning("import of %s refused: found only in %s, a folder model code can write "
                     "(through %r)", fullname, where, finder_used)
         raise FolderImportRefused(
@@ -269,8 +281,8 @@ def guard_folder(folder: str | os.PathLike[str]) -> Callable[[], None]:
         folder: the folder model code can write (a working folder).
 
     Returns:
-        ``release()``: ends this hold on the folder (idempotent; the guard leaves
-        :data:`sys.meta_path` when no folder is held any more).
+        ``release()``: ends this hold on the folder (idempotent); with the last hold
+        the folder is watched for the rest of the process (see the module docstring).
     """
     real = _real(os.fspath(folder))
     _guard.add(real)
@@ -285,7 +297,7 @@ def guard_folder(folder: str | os.PathLike[str]) -> Callable[[], None]:
 
 
 def guarded_folders() -> tuple[str, ...]:
-    """The folders guarded now (resolved)."""
+    """The folders guarded now (resolved); not those only watched."""
     return _guard.folders
 
 

@@ -341,7 +341,7 @@ def _decode_in_child(data: bytes) -> dict:
 # -- z15: the host imports no module model code wrote in the working folder -----------------------
 Z15_PLANT = r'''
 import os, numpy, pandas, pyarrow  # the worker's own, before the plants
-for name in ("pyarrow", "numpy", "pandas", "z15_only_here"):
+for name in ("pyarrow", "numpy", "pandas", "colorsys", "z15_only_here"):
     with open(name + ".py", "w") as f:
         f.write("import os\n"
                 "open(%r, 'a').write(f'{__name__} {os.getpid()}\\n')\n" % MARKER)
@@ -363,12 +363,13 @@ try:
 except Exception as exc:  # a value the host could not decode
     kinds, total = repr(exc), None
 try:
-    import z15_only_here  # the run is over: the working folder is yours again
+    import z15_only_here  # the run is over: the working folder's own modules import
     after = "imported"
 except ImportError as exc:
     after = repr(exc)
+import colorsys  # first imported after the run: still the installed one
 print("Z15 " + json.dumps({**summary(res, lm, took), "pid": os.getpid(), "kinds": kinds,
-                           "sum": total, "after": after,
+                           "sum": total, "after": after, "colorsys": colorsys.__file__,
                            "guard_left": [type(f).__name__ for f in sys.meta_path]}))
 '''
 
@@ -381,8 +382,9 @@ def test_z15_the_host_imports_no_module_model_code_wrote_in_the_working_folder(t
     first ``import pyarrow`` / ``numpy`` after model code could write the folder.  None
     of model code's modules runs in the host: the marker they write is never written by
     the host's pid, and the answer is a real frame and array (decoded by the installed
-    modules).  Once the run is over (its executor closed) the guard is gone from
-    ``sys.meta_path`` and the folder's modules are the user's to import again."""
+    modules).  Once the run is over (its executor closed) a module found only in the
+    folder imports (the user's own), while ``colorsys.py`` model code left there is
+    still passed over for the installed one (what a library imports after the run)."""
     project = tmp_path / "project"
     project.mkdir()
     marker = tmp_path / "marker"
@@ -399,11 +401,11 @@ def test_z15_the_host_imports_no_module_model_code_wrote_in_the_working_folder(t
     ran = marker.read_text().split() if marker.exists() else []
     host_ran = {ran[i] for i in range(0, len(ran), 2) if ran[i + 1] == str(res["pid"])}
     assert host_ran <= {"z15_only_here"}, f"the host ran model code's {host_ran}"
+    assert res["colorsys"] == os.path.join(os.path.dirname(os.__file__), "colorsys.py"), res
     assert res["stopped_by"] == "final", res
     assert res["kinds"] == {"frame": "pandas.DataFrame", "array": "numpy.ndarray"}, res
     assert res["sum"] == 3 + 3, res
-    assert "FolderImportGuard" not in res["guard_left"], res
-    assert res["after"] == "imported", res  # after close: the user's own folder again
+    assert res["after"] == "imported", res  # after close: the user's own module
 
 
 Z15_GUARD = r'''
@@ -424,9 +426,16 @@ for name in ("csv", "z15_only_here", "z15_out", "z15ns.inner", "z15pkg.sub"):
         found[name] = "refused: " + str(exc)
 release()
 release()  # idempotent
-found["meta_path"] = [type(f).__name__ for f in sys.meta_path]
-import z15_only_here
+import z15_only_here, colorsys
 found["after"] = os.path.realpath(z15_only_here.__file__)
+found["shadow after"] = os.path.realpath(colorsys.__file__)
+release = guard_folder(folder)  # guarded again: refused again
+try:
+    import z15_again
+    found["again"] = "imported"
+except FolderImportRefused:
+    found["again"] = "refused"
+release()
 print(json.dumps(found))
 '''
 
@@ -439,12 +448,13 @@ def test_z15_a_guarded_folder_is_passed_over_and_what_is_only_there_refused(tmp_
     in the folder, or only through the link, and a package's submodule found only there
     (``z15pkg.sub``, with ``z15pkg`` imported before the folder was guarded) are refused
     with an ImportError that names the folder and what to do; a namespace package's
-    portion in the folder is not joined.  Released (twice: once counts), the guard
-    leaves ``sys.meta_path`` and the folder's module imports."""
+    portion in the folder is not joined.  Released (twice: once counts), the folder's
+    own module imports while one that shadows an installed module (``colorsys.py``) is
+    still passed over; guarded again, the folder's own modules are refused again."""
     folder, out = tmp_path / "work", tmp_path / "out"
     folder.mkdir()
     out.mkdir()
-    for name in ("csv", "z15_only_here"):
+    for name in ("csv", "colorsys", "z15_only_here", "z15_again"):
         (folder / f"{name}.py").write_text("RAN = True\n")
     (out / "z15_out.py").write_text("RAN = True\n")
     (folder / "link").symlink_to(out)
@@ -464,8 +474,10 @@ def test_z15_a_guarded_folder_is_passed_over_and_what_is_only_there_refused(tmp_
     for name in ("z15_only_here", "z15_out", "z15ns.inner", "z15pkg.sub"):
         assert found[name].startswith("refused: "), (name, found)
         assert str(folder) in found[name] and "model code" in found[name], found[name]
-    assert "FolderImportGuard" not in found["meta_path"], found
     assert found["after"] == str(folder / "z15_only_here.py"), found
+    stdlib = os.path.dirname(os.path.realpath(os.__file__))
+    assert found["shadow after"] == os.path.join(stdlib, "colorsys.py"), found
+    assert found["again"] == "refused", found
 
 
 # -- z10: a worker slow (never silent) after the last step -----------------------------------------
