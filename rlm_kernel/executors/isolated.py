@@ -1527,13 +1527,15 @@ def _result_pickle(fn: Any, value: Any, redact: Redactor) -> bytes:
     return data
 
 
-WORKER_BOOT = ("import sys; del sys.path[0]; "
-               "from rlm_kernel.executors.worker import main; main()")
+WORKER_BOOT = ("import sys, runpy; del sys.path[0]; "
+               "runpy.run_module('rlm_kernel.executors.worker', run_name='__main__', "
+               "alter_sys=True)")
 """The worker's ``python -c`` program.  Not ``-m``: ``python -m`` looks for the module in
 its working folder first, which may be the working folder model code writes, so a
 ``rlm_kernel/executors/worker.py`` written there would start as the next worker; here the
 working folder leaves ``sys.path`` before anything is imported (the worker puts it back
-for model code's own imports)."""
+for model code's own imports), and the worker then runs as ``__main__``, as ``-m`` would
+run it (:func:`runpy.run_module`)."""
 
 
 def _channel_problem(exc: BaseException, child: _Child) -> str:
