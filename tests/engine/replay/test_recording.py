@@ -29,8 +29,14 @@ REPLIES = [
 ]
 
 
+def shout(messages: list[dict[str, str]]) -> str:
+    """A sub reply that depends on its prompt ("upper alpha" -> "ALPHA"), not on which
+    of the batch's threads calls first."""
+    return messages[-1]["content"].split()[-1].upper()
+
+
 def recorded_run(context: str = "alpha beta"):
-    lm = ScriptedModel(REPLIES, sub_replies=["ALPHA", "BETA"])
+    lm = ScriptedModel(REPLIES, sub_replies=[shout, shout])
     result = RLM(root_client=lm, sub_client=lm, verify_answer=False,
                  resample_temperature=None).run("Shout the words", context=context)
     return result, lm
