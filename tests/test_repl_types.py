@@ -299,8 +299,7 @@ def test_entry_to_dict():
                       llm_calls=[{"prompt": "p"}])
     data = entry.to_dict()
     assert data == {"reasoning": "r", "code": "c", "output": "o", "execution_time": 1.5,
-                    "llm_calls": [{"prompt": "p"}], "timestamp": entry.timestamp,
-                    "names_read": None}
+                    "llm_calls": [{"prompt": "p"}], "timestamp": entry.timestamp}
     data["llm_calls"][0]["prompt"] = "changed"
     assert entry.llm_calls[0]["prompt"] == "p"
 
