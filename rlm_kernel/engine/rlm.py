@@ -282,5 +282,6 @@ class RLM:
             runs = CandidateRuns(question, variables, services, executor=executor, task=task)
             return runs.execute(continuation)
         run = Run(question, variables, services, executor=executor, depth=0,
-                  child_runner=child_runner(services, 0), task=task)
+                  child_runner=child_runner(services, 0), task=task,
+                  earlier_code=task.history.earlier_code() if task.history else ())
         return run.execute(continuation)
