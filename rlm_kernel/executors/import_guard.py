@@ -23,7 +23,7 @@ and the load).
 The Python installation (``sys.prefix``, ``sys.base_prefix``, their ``site-packages``) and
 this package are never refused, even inside a working folder (a project's ``.venv``):
 refusing them would stop the host itself.  Keeping them out of model code's reach is the
-sandbox's part: a working folder that holds them has them bound read-write over it
+sandbox's part: a working folder that holds them has them bound read-only over it
 (:func:`.sandbox.installation_in`).
 
 Once released (the executor closed), a folder stays *watched* for the life of the

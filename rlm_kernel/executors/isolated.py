@@ -135,6 +135,7 @@ from .sandbox import (
     check_workdir,
     find_bwrap,
     host_uid,
+    interpreter_path,
     limits_command,
     make_cgroups,
     process_tree,
@@ -838,13 +839,14 @@ class IsolatedExecutor:
                                          "folder")
             if self.workdir == os.path.realpath("/"):
                 raise ValueError("the working folder cannot be / (nothing would be walled)")
-            check_workdir(self.workdir, python or sys.executable)
+            check_workdir(self.workdir, interpreter_path(python or sys.executable))
             if cwd is not None and os.path.realpath(os.fspath(cwd)) != self.workdir:
                 raise ValueError(f"cwd {os.fspath(cwd)!r} is not the working folder "
                                  f"{self.workdir!r}")
             cwd = self.workdir
         self.cwd = str(cwd) if cwd is not None else os.getcwd()
-        self.start_timeout, self.python = start_timeout, python or sys.executable
+        self.start_timeout = start_timeout
+        self.python = interpreter_path(python or sys.executable)
         self._bwrap = find_bwrap()
         self.in_step = False
         self.generation = 0

@@ -67,7 +67,7 @@ __all__ = ["WorkerError", "SandboxUnavailable", "bwrap_command", "find_bwrap", "
            "HIDDEN_IN_HOME", "limits_command", "SANDBOX_UID", "PACKAGE_ROOT", "process_tree", "host_uid",
            "launcher_command", "wall_command", "HOST_UID_VARIABLE", "DEFAULT_HOST_UID", "PACKAGE_DIR",
            "PROC_READ_ONLY", "PROC_HIDDEN", "git_metadata", "check_workdir",
-           "installation_in"]
+           "installation_in", "interpreter_path", "VENV_PARTS"]
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +104,13 @@ for a checkout, only the package folder in it is bound in the sandbox)."""
 PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
 """The ``rlm_kernel`` package folder (bound read-only in the sandbox)."""
 _PRIVATE = ("/tmp", "/var/tmp", "/dev/shm", "/run")
+VENV_PARTS = ("bin", "lib", "lib64", "include", "share", "etc", "pyvenv.cfg")
+"""What of a venv runs or configures what runs (:pep:`405`'s layout): its scripts, its
+packages, its headers, and the ``share`` and ``etc`` folders where Jupyter finds
+kernelspecs (``share/jupyter/kernels``) and the server's settings
+(``etc/jupyter``): a kernelspec's ``argv`` is a command your next notebook runs.
+Read-only in a working folder that holds the venv; a working folder inside one of them
+is refused (:func:`check_workdir`)."""
 INSTALL_HINT = ("install bubblewrap: 'apt-get install bubblewrap' (Debian, Ubuntu), "
                 "'dnf install bubblewrap' (Fedora), 'pacman -S bubblewrap' (Arch), "
                 "'apk add bubblewrap' (Alpine); or run model code in-process "
@@ -153,6 +160,23 @@ def _site_folder(path: str) -> bool:
     return os.path.basename(os.path.normpath(path)) in ("site-packages", "dist-packages")
 
 
+def interpreter_path(python: str) -> str:
+    """The path the sandbox runs ``python`` by: its folder with symbolic links resolved
+    (folders are bound back by their real paths, so a link such as ``/tmp/proj/.venv ->
+    /srv/venv`` leads nowhere in the sandbox's private ``/tmp``), its own name kept (a
+    venv's ``bin/python`` is itself a link, and Python finds ``pyvenv.cfg`` beside the
+    path it was started by, :pep:`405`)."""
+    folder, name = os.path.split(os.path.abspath(python))
+    return os.path.join(os.path.realpath(folder), name)
+
+
+def _venv(python: str) -> str | None:
+    """The venv ``python`` (a path, symbolic links not resolved) runs in: the folder
+    above its own with a ``pyvenv.cfg`` (:pep:`405`), or None."""
+    venv = os.path.dirname(os.path.dirname(os.path.abspath(python)))
+    return venv if os.path.isfile(os.path.join(venv, "pyvenv.cfg")) else None
+
+
 def _read_only_folders(python: str, *, everywhere: bool = False) -> list[str]:
     """Folders bound back read-only after the homes and /tmp are hidden: what the worker
     needs to run and nothing else: the Python installation (this interpreter's prefixes,
@@ -168,8 +192,8 @@ def _read_only_folders(python: str, *, everywhere: bool = False) -> list[str]:
               os.path.dirname(python), os.path.dirname(real_python),
               os.path.dirname(os.path.dirname(real_python))]
     wanted += [p for p in sys.path if p and _site_folder(p)]
-    venv = os.path.dirname(os.path.dirname(os.path.abspath(python)))
-    if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):
+    venv = _venv(python)
+    if venv is not None:
         wanted.append(venv)  # the worker's own venv: its site-packages too
     homes = _homes()
     found: list[str] = []
@@ -199,9 +223,9 @@ def _installation_parts(python: str) -> list[str]:
     or this package, so that a working folder neither lies inside one nor holds one
     writable: this package (:data:`PACKAGE_DIR`), the host's standard library, package
     and script folders (``sysconfig``), the ``site-packages`` folders of ``sys.path``,
-    the worker interpreter's folder, and for a venv its ``bin``, ``lib``, ``lib64`` and
-    ``pyvenv.cfg``.  Not a prefix itself (``/usr`` for a system Python; a venv's other
-    folders hold nothing Python runs)."""
+    the worker interpreter's folder, and for a venv its :data:`VENV_PARTS`.  Not a
+    prefix itself (``/usr`` for a system Python; a venv's other folders hold nothing
+    that runs)."""
     import sysconfig
 
     paths = sysconfig.get_paths()
@@ -210,9 +234,9 @@ def _installation_parts(python: str) -> list[str]:
     parts += [paths.get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib",
                                          "scripts")]
     parts += [p for p in sys.path if p and _site_folder(p)]
-    venv = os.path.dirname(os.path.dirname(os.path.abspath(python)))
-    if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):
-        parts += [os.path.join(venv, name) for name in ("bin", "lib", "lib64", "pyvenv.cfg")]
+    venv = _venv(python)
+    if venv is not None:
+        parts += [os.path.join(venv, name) for name in VENV_PARTS]
     return sorted({os.path.realpath(p) for p in parts if p and os.path.exists(p)})
 
 

@@ -1119,15 +1119,23 @@ def test_z28_a_working_folder_holding_the_venv_and_the_checkout_keeps_them_read_
     """A project given whole as the working folder holds its ``.venv`` (the worker's
     interpreter) and the checkout this package runs from (``PYTHONPATH``, as an
     editable install).  Both were bound read-write with the folder, so model code could
-    rewrite a module your process and your next programs import.  Claim: they are bound
-    read-only over the working folder, whose other files model code still writes."""
+    rewrite a module your process and your next programs import, or the venv's
+    kernelspec and Jupyter settings (a command your next notebook runs).  Claim: they
+    are bound read-only over the working folder, whose other files model code still
+    writes."""
     work = tmp_path / "proj"
     work.mkdir()
     python = _venv_with_this_projects_packages(work / ".venv")
     shutil.copytree(PACKAGE_DIR, work / "rlm_kernel",
                     ignore=shutil.ignore_patterns("__pycache__"))
     site = next((work / ".venv").rglob("site-packages"))
+    kernels = work / ".venv" / "share" / "jupyter" / "kernels" / "rlm"
+    kernels.mkdir(parents=True)
+    (kernels / "kernel.json").write_text('{"argv": ["python", "-m", "rlm_kernel"]}\n')
+    settings = work / ".venv" / "etc" / "jupyter"
+    settings.mkdir(parents=True)
     targets = [str(work / ".venv" / "pyvenv.cfg"), str(site / "project.pth"),
+               str(kernels / "kernel.json"), str(settings / "jupyter_server_config.py"),
                str(site / "json.py"), str(work / "rlm_kernel" / "executors" / "worker.py"),
                str(work / "rlm_kernel" / "evil.py"), str(work / "notes.txt")]
     before = {t: Path(t).read_bytes() for t in targets if Path(t).exists()}
@@ -1141,6 +1149,7 @@ def test_z28_a_working_folder_holding_the_venv_and_the_checkout_keeps_them_read_
     assert set(found.values()) == {"Read-only file system"}, found
     assert {t: Path(t).read_bytes() for t in before} == before
     assert not (site / "json.py").exists() and not (work / "rlm_kernel" / "evil.py").exists()
+    assert not (settings / "jupyter_server_config.py").exists()
     assert (work / "notes.txt").read_text() == "# model code was here\n"
 
 
@@ -1158,3 +1167,21 @@ def test_z28_a_working_folder_inside_the_installation_is_refused(tmp_path):
                      (Path(PACKAGE_DIR) / "executors", sys.executable)):
         with pytest.raises(ValueError, match="part of the Python installation"):
             IsolatedExecutor(workdir=work, python=str(py))
+
+
+def test_the_wall_starts_from_a_venv_reached_through_a_link_under_tmp(tmp_path):
+    """A checkout under ``/tmp`` whose ``.venv`` is a symbolic link to a venv elsewhere
+    (a CI cache, a shared venv): the sandbox's ``/tmp`` is its own, so the link's path
+    led nowhere there and every start failed (``bwrap: execvp ... No such file``).
+    Claim: the worker starts from the venv the link leads to, as that venv (its
+    ``sys.prefix``), and model code runs."""
+    real = tmp_path / "venvs" / "shared"
+    _venv_with_this_projects_packages(real)
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / ".venv").symlink_to(real)
+    with IsolatedExecutor(python=str(checkout / ".venv" / "bin" / "python"),
+                          max_processes=8) as ex:
+        res = ex.execute("import sys\nprint(sys.prefix)")
+    assert res.success, res.stderr
+    assert res.stdout.strip() == str(real.resolve()), res.stdout
