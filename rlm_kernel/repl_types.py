@@ -12,7 +12,7 @@ from __future__ import annotations
 import array
 import collections
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from itertools import chain
@@ -190,7 +190,9 @@ def _utc_now() -> str:
 @dataclass
 class REPLEntry:
     """One think-code-observe step: reasoning, code, output (str), execution_time
-    (seconds), llm_calls (records of sub-calls) and an ISO 8601 UTC timestamp."""
+    (seconds), llm_calls (records of sub-calls), an ISO 8601 UTC timestamp, and
+    names_read: the watched names the code read while it ran (sorted; None: not
+    recorded, :attr:`REPLResult.names_read`)."""
 
     reasoning: str = ""
     code: str = ""
@@ -198,6 +200,7 @@ class REPLEntry:
     execution_time: float = 0.0
     llm_calls: list[dict[str, Any]] = field(default_factory=list)
     timestamp: str = field(default_factory=_utc_now)
+    names_read: list[str] | None = None
 
     def format(self, index: int | None = None) -> str:
         """Text of this step for the history prompt, headed ``[Step index]`` (or
@@ -228,9 +231,11 @@ class REPLHistory:
 
     def append(self, *, reasoning: str = "", code: str = "", output: str = "",
                execution_time: float = 0.0,
-               llm_calls: list[dict[str, Any]] | None = None) -> REPLHistory:
+               llm_calls: list[dict[str, Any]] | None = None,
+               names_read: Iterable[str] | None = None) -> REPLHistory:
         """Return a new history with one more :class:`REPLEntry` (keyword-only args)."""
-        entry = REPLEntry(reasoning, code, output, execution_time, list(llm_calls or []))
+        entry = REPLEntry(reasoning, code, output, execution_time, list(llm_calls or []),
+                          names_read=None if names_read is None else sorted(names_read))
         return REPLHistory([*self.entries, entry])
 
     def format(self, max_entries: int = 10) -> str:
@@ -264,7 +269,9 @@ class REPLHistory:
 class REPLResult:
     """Outcome of running one code block: stdout, stderr, the namespace after the run
     (``locals``), execution_time (seconds), llm_calls, success, and ``final_output``
-    (``FinalOutput.output`` when ``FINAL``/``FINAL_VAR`` was called, else ``None``)."""
+    (``FinalOutput.output`` when ``FINAL``/``FINAL_VAR`` was called, else ``None``),
+    and ``names_read``: the watched names the step's code read while it ran
+    (:mod:`rlm_kernel.executors.reads`; None: the executor keeps no such record)."""
 
     stdout: str = ""
     stderr: str = ""
@@ -273,6 +280,7 @@ class REPLResult:
     llm_calls: list[dict[str, Any]] = field(default_factory=list)
     success: bool = True
     final_output: dict[str, Any] | None = None
+    names_read: frozenset[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Fields as a dict for logs; each local becomes text of at most 200 characters:

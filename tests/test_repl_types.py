@@ -299,7 +299,8 @@ def test_entry_to_dict():
                       llm_calls=[{"prompt": "p"}])
     data = entry.to_dict()
     assert data == {"reasoning": "r", "code": "c", "output": "o", "execution_time": 1.5,
-                    "llm_calls": [{"prompt": "p"}], "timestamp": entry.timestamp}
+                    "llm_calls": [{"prompt": "p"}], "timestamp": entry.timestamp,
+                    "names_read": None}
     data["llm_calls"][0]["prompt"] = "changed"
     assert entry.llm_calls[0]["prompt"] == "p"
 

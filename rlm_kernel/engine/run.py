@@ -533,6 +533,7 @@ class Run:
             raise
         outcome.output, outcome.success = combined_output(res), res.success
         outcome.seconds, outcome.llm_calls = res.execution_time, res.llm_calls
+        outcome.names_read = res.names_read
         try:
             outcome.signals = self._take_signals()
             self._take_answer(outcome, self.functions.take_final(), step)
@@ -568,7 +569,15 @@ class Run:
         if left is not None:
             timeout = max(left, MIN_SECONDS) if timeout is None else \
                 max(min(timeout, left), MIN_SECONDS)
-        res = self.executor.execute(code, timeout=timeout, on_output=on_output)
+        watching = hasattr(self.executor, "read_watch")  # executed reads recorded
+        previous = getattr(self.executor, "read_watch", None)
+        if watching:
+            self.executor.read_watch = self.checks.read_watch  # type: ignore[attr-defined]
+        try:
+            res = self.executor.execute(code, timeout=timeout, on_output=on_output)
+        finally:
+            if watching:  # a child run's step inside its parent's
+                self.executor.read_watch = previous  # type: ignore[attr-defined]
         res.llm_calls = list(calls)
         return res
 
@@ -661,7 +670,8 @@ class Run:
         result = self.result
         result.history = result.history.append(
             reasoning=outcome.reasoning, code=outcome.code, output=outcome.output,
-            execution_time=outcome.seconds, llm_calls=outcome.llm_calls)
+            execution_time=outcome.seconds, llm_calls=outcome.llm_calls,
+            names_read=outcome.names_read)
         diverged = (self.replay is not None and self.depth == 0
                     and self.replay.diverges(len(result.history) - 1, outcome.output))
         if diverged and result.diverged_at is None:
@@ -865,7 +875,8 @@ class Run:
         for step, entry in enumerate(entries[: cont.from_step - 1], start=1):
             self.result.history = self.result.history.append(
                 reasoning=entry.reasoning, code=entry.code, output=entry.output,
-                execution_time=entry.execution_time, llm_calls=entry.llm_calls)
+                execution_time=entry.execution_time, llm_calls=entry.llm_calls,
+                names_read=entry.names_read)
             reply = recorded_reply(cont.previous, step, entry.reasoning, entry.code)
             if self.repetitions is not None:  # the steps taken count as seen
                 self.repetitions.observe(step, signature(

@@ -53,6 +53,8 @@ class StepOutcome:
             timed-out step left running is not counted.
         signals: ``{"last_reward": float, "confidence": float}`` as reported through
             :data:`SIGNAL_NAMES` (either may be absent).
+        names_read: the watched names the code read while it ran
+            (``REPLResult.names_read``; None: not recorded).
     """
 
     reply: str
@@ -68,6 +70,7 @@ class StepOutcome:
     error_for_model: str | None = None
     llm_calls: list[dict[str, Any]] = field(default_factory=list)
     signals: dict[str, float] = field(default_factory=dict)
+    names_read: frozenset[str] | None = None
 
 
 def before_traceback(output: str) -> str:

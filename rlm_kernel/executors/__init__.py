@@ -5,7 +5,8 @@ coalesced streams (``streams``), secret redaction (``redaction``), the environme
 model code's processes (``environment``: an allow-list) and the muting of
 threads a step leaves running (``thread_output``), and the guarded rendering of model
 code's values (``guarded``: the one guarded ``repr``; the cut of long text is
-:mod:`rlm_kernel.text`'s).  The IPython executor that runs
+:mod:`rlm_kernel.text`'s), and the record of which inputs a step's code read while it
+ran (``reads``).  The IPython executor that runs
 steps through a kernel's shell is Jupyter's (``rlm_kernel.jupyter.shell_executor``).
 """
 
@@ -20,7 +21,15 @@ from ..repl_types import REPLVariable
 from .environment import PASS_ENV_VARIABLE, passed_names
 from .guarded import REPR_SECONDS, guarded_render, guarded_repr, type_name
 from .host_state import exit_hooks_added, step_scope, user_interrupts_kept
-from .plain import Executor, OutputCallback, PlainExecutor, StreamTee, combined_output
+from .plain import (
+    Executor,
+    OutputCallback,
+    PlainExecutor,
+    ReadWatch,
+    StreamTee,
+    combined_output,
+)
+from .reads import DATA_HELPERS, reads_main_variable
 from .streams import MAX_KEPT_CHARS
 from .thread_output import (
     filter_streams,
@@ -45,7 +54,8 @@ __all__ = ["Executor", "PlainExecutor", "OutputCallback", "StreamTee", "combined
            "host_thread_type", "is_quarantined", "quarantined_running", "trim_exception",
            "trim_traceback", "user_interrupts_kept", "RemoteValue", "MAX_KEPT_CHARS",
            "DEFAULT_MEMORY", "SupportsDeadline", "run_deadline", "PASS_ENV_VARIABLE",
-           "passed_names", "SupportsDescribe", "variable_ids"]
+           "passed_names", "SupportsDescribe", "variable_ids", "ReadWatch", "DATA_HELPERS",
+           "reads_main_variable"]
 
 # Names whose modules load on first use.  The worker process runs as ``python -m
 # rlm_kernel.executors.worker`` and imports this package first: it must not import the

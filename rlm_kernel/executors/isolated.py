@@ -123,6 +123,7 @@ from .guarded import REPR_SECONDS
 from .import_guard import guard_folder, warm_channel_modules
 from .launcher import MARK as LAUNCHER_MARK
 from .memory_watch import MAX_INTERVAL, MemoryUsage, MemoryWatch, SandboxMeter
+from .plain import ReadWatch
 from .redaction import Redactor, redact_data
 from .sandbox import (
     PACKAGE_ROOT,
@@ -768,6 +769,27 @@ def _bindings(reply: Mapping[str, Any]) -> dict[str, tuple[Any, ...]]:
 
 
 # -- the executor ------------------------------------------------------------------------
+
+def _watch_message(watch: ReadWatch | None) -> list[list[str]] | None:
+    """``read_watch`` as the exec request carries it."""
+    return None if watch is None else [sorted(watch[0]), sorted(watch[1])]
+
+
+def _names_read(reply: dict[str, Any] | None, watch: ReadWatch | None
+                ) -> frozenset[str] | None:
+    """The worker's executed-reads record (its reply's ``reads``), kept only for names
+    watched (``x`` or a data helper's ``x()``); model code may forge it: it labels only
+    its own run's answer (:mod:`~rlm_kernel.executors.reads`).  None: no watch or no
+    reply (the step did not finish)."""
+    if watch is None or reply is None:
+        return None
+    reads = reply.get("reads")
+    if not isinstance(reads, list):
+        return frozenset()  # a reply without a record: nothing read is claimed
+    known = watch[0] | watch[1]
+    return frozenset(r for r in reads[:10_000] if type(r) is str
+                     and (r in known or (r.endswith("()") and r[:-2] in known)))
+
 class IsolatedExecutor:
     """Run model code in a worker process in a bubblewrap sandbox (see the module
     docstring).
@@ -1267,6 +1289,10 @@ class IsolatedExecutor:
             raise ProtocolError(f"an unexpected {str(op)[:40]!r} message")
 
     # -- a step ----------------------------------------------------------------------------
+    read_watch: ReadWatch | None = None
+    """The names (and attribute names) whose reads each step records in
+    ``REPLResult.names_read`` (:mod:`~rlm_kernel.executors.reads`); None: no record."""
+
     def execute(self, code: str, *, timeout: float | None = None,
                 on_output: OutputCallback | None = None) -> REPLResult:
         """Run ``code`` in the worker; see :meth:`rlm_kernel.executors.Executor.execute`.
@@ -1339,7 +1365,8 @@ class IsolatedExecutor:
             raise KeyboardInterrupt
         return REPLResult(stdout=out.getvalue(), stderr=err.getvalue(), locals=self.namespace,
                           execution_time=time.perf_counter() - start, llm_calls=[],
-                          success=success, final_output=final_output)
+                          success=success, final_output=final_output,
+                          names_read=_names_read(reply, self.read_watch))
 
     def _run_step(self, child: _Child, code: str, timeout: float | None
                   ) -> tuple[dict[str, Any] | None, str | None, bool]:
@@ -1357,7 +1384,8 @@ class IsolatedExecutor:
             try:
                 self._send(child, {"op": "exec", "id": rid, "code": code, "timeout": timeout,
                                    "cpu": self.cpu_seconds, "marker": child.marker,
-                                   "snapshot": self.take_snapshots, "nonce": nonce})
+                                   "snapshot": self.take_snapshots, "nonce": nonce,
+                                   "watch": _watch_message(self.read_watch)})
             except (TimeoutError, ChannelClosed) as exc:
                 return None, f"the REPL process {_channel_problem(exc, child)}", False
             self.in_step = True

@@ -22,6 +22,7 @@ from typing import Any, Protocol, TextIO
 from ..repl_types import REPLResult
 from ..termination import FinalOutput
 from .host_state import StepScope, step_scope
+from .reads import READ_HOOK, ReadRecorder, instrument
 from .redaction import Redactor
 from .streams import MAX_KEPT_CHARS, OutputCallback, StreamTee
 from .thread_output import filter_streams
@@ -29,6 +30,10 @@ from .timeouts import StepTimeout, time_limit, timeout_message
 from .tracebacks import format_model_traceback
 
 __all__ = ["Executor", "PlainExecutor", "OutputCallback", "StreamTee", "combined_output"]
+
+ReadWatch = tuple[frozenset[str], frozenset[str]]
+"""``(names, attributes)`` whose executed reads a step records
+(:mod:`~rlm_kernel.executors.reads`)."""
 
 class Executor(Protocol):
     """Runs one code block at a time in a namespace that persists between calls."""
@@ -54,9 +59,14 @@ class Executor(Protocol):
         ...
 
 
-def _compile_cell(code: str, filename: str) -> tuple[Any, Any]:
-    """Compile ``code`` as a body plus, if it ends in an expression, that expression."""
+def _compile_cell(code: str, filename: str,
+                  watch: ReadWatch | None = None) -> tuple[Any, Any]:
+    """Compile ``code`` as a body plus, if it ends in an expression, that expression;
+    with ``watch`` (``(names, attributes)``), its reads of them recorded when they run
+    (:func:`~rlm_kernel.executors.reads.instrument`)."""
     tree = ast.parse(code, filename=filename, mode="exec")
+    if watch is not None:
+        tree = instrument(tree, *watch)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
@@ -103,6 +113,10 @@ class PlainExecutor:
         self.namespace.setdefault("__builtins__", __builtins__)
         self.show_last_expr = show_last_expr
         self._cells = 0
+        self.read_watch: ReadWatch | None = None
+        """The names (and attribute names) whose reads each step records in
+        ``REPLResult.names_read``; None: no record (``names_read`` None)."""
+        self.last_reads: frozenset[str] | None = None
 
     def execute(self, code: str, *, timeout: float | None = None,
                 on_output: OutputCallback | None = None) -> REPLResult:
@@ -134,6 +148,7 @@ class PlainExecutor:
             llm_calls=[],
             success=success,
             final_output=final_output,
+            names_read=self.last_reads,
         )
 
     @contextmanager
@@ -189,8 +204,33 @@ class PlainExecutor:
                   scope: StepScope | None = None) -> tuple[dict[str, Any] | None, bool]:
         """Compile and run the step; errors in model code are written to ``err``
         (a ``KeyboardInterrupt`` too, unless the user sent it: ``scope.user_interrupt``)."""
+        watch = self.read_watch
+        recorder = ReadRecorder(watch[0], self.namespace) if watch is not None else None
+        previous = self.namespace.get(READ_HOOK)
+        self.last_reads = frozenset() if recorder is not None else None
         try:
-            body, expr = _compile_cell(code, filename)
+            try:
+                body, expr = _compile_cell(code, filename, watch)
+            except (StepTimeout, SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:  # a SyntaxError: nothing ran
+                self._report_error(exc, filename, err)
+                return None, False
+            if recorder is not None:
+                recorder.active = True
+                self.namespace[READ_HOOK] = recorder
+            return self._exec(body, expr, filename, err, scope)
+        finally:
+            if recorder is not None:
+                self.last_reads = frozenset(recorder.read)
+                recorder.bound, recorder.active = {}, False  # holds no input after the step
+                if isinstance(previous, ReadRecorder) and previous.active:
+                    self.namespace[READ_HOOK] = previous  # a child run's step in its parent's
+
+    def _exec(self, body: Any, expr: Any, filename: str, err: TextIO,
+              scope: StepScope | None) -> tuple[dict[str, Any] | None, bool]:
+        """Run the compiled step (:meth:`_run_code`)."""
+        try:
             exec(body, self.namespace)
             if expr is not None and self.show_last_expr:
                 value = eval(expr, self.namespace)

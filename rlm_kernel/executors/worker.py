@@ -52,6 +52,7 @@ from ..termination import FinalOutput
 from .guarded import guarded_repr, type_name
 from .host_state import user_interrupts_kept
 from .plain import PlainExecutor
+from .reads import READ_HOOK
 from .thread_output import is_quarantined
 from .timeouts import StepTimeout, time_limit
 from .tracebacks import format_model_traceback, model_traceback
@@ -588,7 +589,7 @@ class Worker:
         deadline = time.monotonic() + SNAPSHOT_SECONDS
         values: dict[str, Any] = {}
         for name, value in list(self.ns.items()):
-            if name in ("__builtins__", "__name__") or not isinstance(name, str) \
+            if name in ("__builtins__", "__name__", READ_HOOK) or not isinstance(name, str) \
                     or self.token(name, value)[0] != "child":
                 continue
             value = _ModuleRef(value.__name__) if isinstance(value, types.ModuleType) else value
@@ -658,6 +659,9 @@ class Worker:
             resource.setrlimit(resource.RLIMIT_CPU, (soft if hard < 0 else min(soft, hard), hard))
         final = None
         interrupted = False
+        watch = m.get("watch")
+        self.plain.read_watch = (frozenset(map(str, watch[0])), frozenset(map(str, watch[1]))) \
+            if isinstance(watch, list) and len(watch) == 2 else None
         self.in_step = True
         try:
             with self.plain.step_context(code, self.stdout, self.stderr) as (filename, scope):
@@ -682,6 +686,8 @@ class Worker:
                 pass
         reply: dict[str, Any] = {"success": success, "interrupted": interrupted,
                                  "bindings": self.bindings()}
+        if self.plain.last_reads is not None:  # which watched names executed code read
+            reply["reads"] = sorted(self.plain.last_reads)
         if final is not None:
             output = {k: v for k, v in final.items() if k != "answer"} \
                 if isinstance(final, dict) else {}

@@ -37,7 +37,7 @@ from ..prompts import (
 from ..repl_functions import user_variables
 from .final import record_value
 from .grounding import finding, is_grounded
-from .sources import answer_source, any_input_read
+from .sources import answer_source, any_input_read, read_watch
 from .text import answer_text
 from .types import AnswerType, AnswerTypeError
 
@@ -202,6 +202,12 @@ class FinalChecks:
         return texts
 
     # -- 3. how it was reached --------------------------------------------------------
+    @property
+    def read_watch(self) -> tuple[frozenset[str], frozenset[str]]:
+        """What the executor watches for executed reads of the user's inputs
+        (:func:`~rlm_kernel.engine.answer.sources.read_watch`)."""
+        return read_watch(self.user_inputs, data_name=self.data_name, folder=self.folder)
+
     def source(self, history: REPLHistory, outcome: StepOutcome | None = None, *,
                forced: bool = False, from_text: bool = False) -> str:
         """How the answer is reached (:func:`~rlm_kernel.engine.answer.sources.answer_source`):
@@ -214,7 +220,7 @@ class FinalChecks:
             forced: the answer came from the "answer now" call.
             from_text: the answer was taken from text, not from an executed ``FINAL``.
         """
-        read = any_input_read((e.code for e in history.entries), self.user_inputs,
+        read = any_input_read(history.entries, self.user_inputs,
                               data_name=self.data_name, folder=self.folder)
         ungrounded = outcome is not None and outcome.final and not is_grounded(
             outcome.code, outcome.answer_value, self.outputs(history), self.ns)

@@ -1,33 +1,43 @@
 """How an answer was reached (``RLMResult.answer_source``): which of the user's inputs a
 run's executed code read, and the one rule that names the answer's source.
 
-**What counts as reading an input.**  The rule reads the code of every executed step
-(the trajectory's ``code``), on the host, with :mod:`ast`; the same code runs in the
-in-process executor and in the isolated worker, so the rule gives the same verdict for
-both and needs nothing from the worker (no name-lookup hook to forge or to carry over
-the channel).  A step reads the input ``x`` when its code
+**What counts as reading an input: a read in code that RAN.**  Each step's executor
+records which watched names its code read while it ran
+(:mod:`rlm_kernel.executors.reads`: the step's loads of those names are instrumented;
+``REPLResult.names_read``, kept in the trajectory as ``REPLEntry.names_read``);
+:func:`read_watch` says what to watch and :func:`inputs_in_reads` turns the record into
+inputs.  A step reads the input ``x`` when, in code that ran,
 
-- loads the name ``x`` (``len(context)``, ``context[:100]``, ``f(context)``; a ``def``
-  whose body names it counts when the ``def`` runs);
-- holds the text ``"x"`` as a string literal (``FINAL_VAR("context")``,
-  ``globals()["context"]``);
-- calls a data helper that reads the run's main variable when given no data
+- it loads the name ``x`` and gets the input itself (``len(context)``, a ``def``'s,
+  lambda's or comprehension's body when it is called; not a parameter or a local of
+  the same name, not the model's own rebinding: the object is compared, not the name);
+- it reads ``x`` through its text: a subscript or a call given ``"x"`` that returns the
+  input (``globals()["context"]``, ``globals().get("context")``, ``getattr(m,
+  "context")``, ``eval("context")``), or an executed ``FINAL_VAR("x")``.  A string that
+  only names an input (``_ = "context"``, ``print("context")``) reads nothing, nor does
+  code that did not run (``if False: context``, a function never called);
+- it calls a data helper that reads the run's main variable when given no data
   (``search("word")``, ``split_documents()``, ``parse_records()``, ``code_outline()``;
   ``search("w", other)`` reads ``other`` instead);
-- calls (or names) one of the user's tools, or a helper of the working folder (or
-  ``open``/``pathlib``/``os.listdir``/``glob`` while a working folder is given: the
-  folder is then an input).
+- it calls (or names) one of the user's tools, or a helper of the working folder (or
+  ``open``/``pathlib``/``os.listdir``/``glob``/``.read_text`` while a working folder is
+  given: the folder is then an input).
 
-Limits, on purpose: a name built at run time (``eval("con" + "text")``,
-``globals()[name]`` with a computed ``name``) is not seen (the answer is then said to be
-reached without the data: a false alarm, never a false assurance, as long as the model
-does not hide its reads); a load is counted even if the step raised before reaching it,
-and even after the step rebound the name itself (``context = "x"; print(context)``: the
-protected input is put back after the step, but that step read the model's text).
-``SHOW_VARS()`` is not a read: it prints the metadata the task message gave already.
-Code that does not parse as Python (IPython syntax) is read with its magics' names
-dropped (``%time n = len(context)`` reads ``n = len(context)``) and its ``!`` lines left
-out; if it still does not parse, a whole-word match of each name in the code counts.
+The record is trusted as far as it can be: in the isolated executor the worker reports
+it, and model code can forge it, but a forged read only claims what one real read in the
+same step would give, and labels only that run's own answer (the module docstring of
+:mod:`rlm_kernel.executors.reads`).
+
+Limits, on purpose: code compiled at run time (``eval("len(context)")``, ``exec``) and
+a name built at run time are not seen (the answer is then said to be reached without
+the data: a false alarm, never a false assurance).  ``SHOW_VARS()`` is not a read: it
+prints the metadata the task message gave already.
+
+**Executors that keep no record** (``names_read`` None: the Jupyter shell executor, a
+trajectory from before the record) are read statically, as before: a step reads ``x``
+when its code loads the name or holds the text ``"x"``, reached or not (code that does
+not parse as Python is read with its magics' names dropped and its ``!`` lines left out;
+if it still does not parse, a whole-word match of each name counts).
 
 **The source** (:func:`answer_source`), first rule that applies:
 
@@ -51,27 +61,71 @@ import logging
 import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ...executors import DATA_HELPERS, reads_main_variable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...executors import ReadWatch
+    from ...repl_types import REPLEntry
 
 __all__ = ["ANSWER_SOURCES", "ANSWER_SOURCE_KINDS", "DATA_HELPERS", "FOLDER_READERS",
-           "AnswerSource", "answer_source", "any_input_read", "how_reached", "inputs_read",
-           "is_plain", "voted_source"]
+           "AnswerSource", "answer_source", "any_input_read", "how_reached", "inputs_in_reads",
+           "inputs_read", "is_plain", "read_watch", "voted_source"]
 
 log = logging.getLogger(__name__)
 
-DATA_HELPERS = {"search": 1, "split_documents": 0, "parse_records": 0, "code_outline": 0}
-"""The REPL's data helpers and the position of their ``data`` argument: called without
-it (or ``data=None``) they read the run's main variable."""
 
 FOLDER_READERS = frozenset({"open", "Path", "pathlib", "listdir", "scandir", "walk", "glob",
                             "iglob", "read_text", "read_bytes", "iterdir", "rglob"})
 """Names that read files: a read of the working folder's inputs when one is given."""
+
+
+def read_watch(inputs: Collection[str], *, data_name: str | None = None,
+               folder: Collection[str] = ()) -> ReadWatch:
+    """What a run's executor watches (``read_watch``): ``(names, attribute names)``.
+
+    Args:
+        inputs (Collection[str]): the names of the user's inputs: variables and tools.
+        data_name (str | None): the run's main variable (the data helpers read it).
+        folder (Collection[str]): the working folder's helper names (empty: no folder).
+
+    Returns:
+        tuple[frozenset[str], frozenset[str]]: the names whose loads are recorded (the
+        inputs, the data helpers when ``data_name`` is an input, the folder's helpers
+        and readers), and the attribute names recorded (the folder readers).
+    """
+    names = set(inputs)
+    if data_name in names:
+        names |= DATA_HELPERS.keys()
+    if folder:
+        return frozenset(names | set(folder) | FOLDER_READERS), FOLDER_READERS
+    return frozenset(names), frozenset()
+
+
+def inputs_in_reads(reads: Iterable[str], inputs: Collection[str], *,
+                    data_name: str | None = None, folder: Collection[str] = ()) -> set[str]:
+    """The inputs an executor's record of executed reads (``REPLResult.names_read``)
+    shows read: the input names in it, ``data_name`` for a data helper called without
+    data (``"search()"``), ``"<folder>"`` for a folder helper or reader."""
+    found: set[str] = set()
+    readers = set(folder) | FOLDER_READERS if folder else set()
+    for name in reads:
+        if name in inputs:
+            found.add(name)
+        elif name in readers:
+            found.add("<folder>")
+        elif name.endswith("()") and name[:-2] in DATA_HELPERS and data_name in inputs:
+            found.add(data_name)  # type: ignore[arg-type] - data_name in inputs: a str
+    return found
 
 _SOURCES_BEFORE_A_VOTE = frozenset({"data", "output"})
 
 
 def inputs_read(code: str, inputs: Collection[str], *, data_name: str | None = None,
                 folder: Collection[str] = ()) -> set[str]:
-    """The inputs one step's code reads (see the module docstring for the rule).
+    """The inputs one step's code names, reached or not: the static rule for a step
+    whose executor kept no record of its executed reads (see the module docstring).
 
     Args:
         code (str): the step's code as executed.
@@ -109,17 +163,26 @@ def inputs_read(code: str, inputs: Collection[str], *, data_name: str | None = N
         elif isinstance(node, ast.Attribute) and node.attr in readers:
             found.add("<folder>")
         if isinstance(node, ast.Call) and data_name in names \
-                and _reads_main_variable(node):
+                and reads_main_variable(node):
             found.add(data_name)  # type: ignore[arg-type] - data_name in names: a str
     return found
 
 
-def any_input_read(codes: Iterable[str], inputs: Collection[str], *,
+def any_input_read(steps: Iterable[REPLEntry | str], inputs: Collection[str], *,
                    data_name: str | None = None, folder: Collection[str] = ()) -> bool:
-    """True when the code of any step in ``codes`` reads one of ``inputs`` (or the
-    working folder); see :func:`inputs_read` for the arguments."""
-    return any(inputs_read(code, inputs, data_name=data_name, folder=folder)
-               for code in codes)
+    """True when any step read one of ``inputs`` (or the working folder): its record of
+    executed reads (``REPLEntry.names_read``, :func:`inputs_in_reads`) where it has one,
+    else its code (:func:`inputs_read`, a step given as a ``str``: its code).  See
+    :func:`inputs_read` for the other arguments."""
+    for step in steps:
+        reads = None if isinstance(step, str) else step.names_read
+        if reads is not None:
+            if inputs_in_reads(reads, inputs, data_name=data_name, folder=folder):
+                return True
+        elif inputs_read(step if isinstance(step, str) else step.code, inputs,
+                         data_name=data_name, folder=folder):
+            return True
+    return False
 
 
 def answer_source(*, read_input: bool, ungrounded: bool = False, forced: bool = False,
@@ -261,18 +324,3 @@ def _parse(code: str) -> ast.Module | None:
         except (SyntaxError, ValueError, MemoryError, RecursionError):
             continue
     return None
-
-
-def _reads_main_variable(call: ast.Call) -> bool:
-    """True when ``call`` is a data helper called without its data argument (or with
-    ``data=None``)."""
-    func = call.func
-    if not isinstance(func, ast.Name) or func.id not in DATA_HELPERS:
-        return False
-    if any(isinstance(a, ast.Starred) for a in call.args) \
-            or any(k.arg is None for k in call.keywords):
-        return True  # *args / **kwargs: may or may not pass data; the helper may read it
-    position = DATA_HELPERS[func.id]
-    given = call.args[position] if len(call.args) > position else \
-        next((k.value for k in call.keywords if k.arg == "data"), None)
-    return given is None or (isinstance(given, ast.Constant) and given.value is None)

@@ -145,6 +145,74 @@ def test_a_search_without_data_reads_the_context(executor):
     assert res.answer == "2" and res.answer_source == "data"
 
 
+@pytest.fixture(scope="module", params=EXECUTORS)
+def one_executor(request):
+    """One executor of each kind for many short runs (an isolated worker starts once)."""
+    ex = new_executor(request.param)
+    yield ex
+    close_executor(ex)
+
+
+# -- only reads in code that ran count (red-team case y09) --------------------------------
+@pytest.mark.parametrize("code, source", [
+    ("n = len(context)\nFINAL(n)", "data"),  # the control: a real read
+    ("if False:\n    context\nanswer = 6 * 7\nFINAL(answer)", "no_input"),  # dead code
+    ("_ = 'context'  # never used\nanswer = 6 * 7\nFINAL(answer)", "no_input"),
+    ("print('context')\nanswer = 6 * 7\nFINAL(answer)", "no_input"),
+    ("del context\nanswer = 6 * 7\nFINAL(answer)", "no_input"),
+    ("answer = 6 * 7 if True else len(context)\nFINAL(answer)", "no_input"),  # same line
+    ("def f():\n    return len(context)\nFINAL(f())", "data"),  # defined and called
+    ("def f():\n    return len(context)\nanswer = 6 * 7\nFINAL(answer)", "no_input"),
+    ("n = [len(context) for _ in range(1)][0]\nFINAL(n)", "data"),
+    ("n = [len(context) for _ in range(0)]\nanswer = 6 * 7\nFINAL(answer)", "no_input"),
+    ("g = lambda: len(context)\nFINAL(g())", "data"),
+    ("g = lambda: len(context)\nanswer = 6 * 7\nFINAL(answer)", "no_input"),
+    ("def f(context):\n    return len(context)\nFINAL(f('xyz'))", "no_input"),  # a parameter
+    ("context = 'xyz'\nFINAL(len(context))", "no_input"),  # the model's own rebinding
+    ("n = len(globals()['context'])\nFINAL(n)", "data"),
+    ("n = len(globals().get('context'))\nFINAL(n)", "data"),
+    ("n = len(eval('context'))\nFINAL(n)", "data"),
+    ("d = {'context': 'xyz'}\nFINAL(len(d['context']))", "no_input"),  # another dict
+    ("FINAL_VAR('context')", "data"),
+    ("if False:\n    FINAL_VAR('context')\nanswer = 6 * 7\nFINAL(answer)", "no_input"),
+    ("if False:\n    search('x')\nanswer = 6 * 7\nFINAL(answer)", "no_input"),
+    ("hits = search('world')\nFINAL(len(hits))", "data"),
+    ("n = 0\nn += len(context)\nFINAL(n)", "data"),
+])
+def test_only_reads_in_code_that_ran_count(one_executor, code, source):
+    rlm, _, _ = make([block(code)])
+    res = rlm.run("How long?", context="hello world", executor=one_executor)
+    assert res.answer is not None and res.answer_source == source
+    assert res.history.entries[-1].names_read is not None  # the executor kept a record
+
+
+def test_a_function_an_earlier_step_defined_reads_when_a_later_step_calls_it(one_executor):
+    rlm, _, _ = make([block("def f():\n    return len(context)\nprint('defined')"),
+                      block("FINAL(f())")])
+    res = rlm.run("How long?", context="hello world", executor=one_executor)
+    assert (res.answer, res.answer_source) == ("11", "data")
+    assert [e.names_read for e in res.history.entries] == [[], ["context"]]
+
+
+def test_a_read_before_an_error_counts_and_one_after_it_does_not(one_executor):
+    rlm, _, _ = make([block("n = len(context)\n1 / 0"), block("FINAL(n)")])
+    assert rlm.run("q", context="abc", executor=one_executor).answer_source == "data"
+    rlm, _, _ = make([block("1 / 0\nn = len(context)"), block("FINAL(6 * 7)")])
+    assert rlm.run("q", context="abc", executor=one_executor).answer_source == "no_input"
+
+
+def test_an_executor_without_a_record_is_read_statically():
+    """A step whose executor keeps no record (``names_read`` None) is read from its code."""
+    from rlm_kernel.engine.answer.sources import any_input_read
+    from rlm_kernel.repl_types import REPLEntry
+
+    dead = "if False:\n    context\nFINAL(42)"
+    assert any_input_read([REPLEntry(code=dead)], {"context"})  # reached or not
+    assert not any_input_read([REPLEntry(code=dead, names_read=[])], {"context"})
+    assert any_input_read([REPLEntry(code="", names_read=["search()"])], {"context"},
+                          data_name="context")
+
+
 def test_a_task_with_no_data_is_told_so_and_its_answer_is_no_input(executor):
     """The walk's failure: the model invents `context` itself."""
     rlm, lm, events = make([block("context = {'data': 'This is a sample text'}\n"
