@@ -201,6 +201,23 @@ def test_a_read_before_an_error_counts_and_one_after_it_does_not(one_executor):
     assert rlm.run("q", context="abc", executor=one_executor).answer_source == "no_input"
 
 
+@pytest.mark.parametrize("code, source", [
+    ("FINAL(len(read('notes.txt')))", "data"),  # a folder helper that ran
+    ("FINAL(len(open('notes.txt').read()))", "data"),
+    ("import pathlib\nFINAL(len(pathlib.Path('notes.txt').read_text()))", "data"),
+    ("if False:\n    read('notes.txt')\nanswer = 6 * 7\nFINAL(answer)", "no_input"),
+    ("def f():\n    return open('notes.txt').read()\nanswer = 6 * 7\nFINAL(answer)",
+     "no_input"),
+])
+@pytest.mark.parametrize("kind", EXECUTORS)
+def test_a_working_folder_is_read_only_by_code_that_ran(tmp_path, kind, code, source):
+    (tmp_path / "notes.txt").write_text("first line\n")
+    rlm, _, _ = make([block(code)], workdir=str(tmp_path), executor=kind)
+    res = rlm.run("How long are the notes?")
+    assert res.answer is not None and res.answer_source == source
+    assert res.history.entries[-1].names_read is not None  # the executor kept a record
+
+
 def test_an_executor_without_a_record_is_read_statically():
     """A step whose executor keeps no record (``names_read`` None) is read from its code."""
     from rlm_kernel.engine.answer.sources import any_input_read
