@@ -29,7 +29,7 @@ from .plain import (
     StreamTee,
     combined_output,
 )
-from .reads import DATA_HELPERS, reads_main_variable
+from .reads import DATA_HELPERS, ReadInstrumenter, reads_main_variable, recording
 from .streams import MAX_KEPT_CHARS
 from .thread_output import (
     filter_streams,
@@ -55,7 +55,7 @@ __all__ = ["Executor", "PlainExecutor", "OutputCallback", "StreamTee", "combined
            "trim_traceback", "user_interrupts_kept", "RemoteValue", "MAX_KEPT_CHARS",
            "DEFAULT_MEMORY", "SupportsDeadline", "run_deadline", "PASS_ENV_VARIABLE",
            "passed_names", "SupportsDescribe", "variable_ids", "ReadWatch", "DATA_HELPERS",
-           "reads_main_variable"]
+           "reads_main_variable", "ReadInstrumenter", "recording"]
 
 # Names whose modules load on first use.  The worker process runs as ``python -m
 # rlm_kernel.executors.worker`` and imports this package first: it must not import the

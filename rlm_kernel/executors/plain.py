@@ -22,7 +22,7 @@ from typing import Any, Protocol, TextIO
 from ..repl_types import REPLResult
 from ..termination import FinalOutput
 from .host_state import StepScope, step_scope
-from .reads import READ_HOOK, ReadRecorder, instrument
+from .reads import instrument, recording
 from .redaction import Redactor
 from .streams import MAX_KEPT_CHARS, OutputCallback, StreamTee
 from .thread_output import filter_streams
@@ -205,27 +205,20 @@ class PlainExecutor:
         """Compile and run the step; errors in model code are written to ``err``
         (a ``KeyboardInterrupt`` too, unless the user sent it: ``scope.user_interrupt``)."""
         watch = self.read_watch
-        recorder = ReadRecorder(watch[0], self.namespace) if watch is not None else None
-        previous = self.namespace.get(READ_HOOK)
-        self.last_reads = frozenset() if recorder is not None else None
-        try:
+        self.last_reads = None
+        with recording(self.namespace, watch) as recorder:
             try:
-                body, expr = _compile_cell(code, filename, watch)
-            except (StepTimeout, SystemExit, KeyboardInterrupt):
-                raise
-            except BaseException as exc:  # a SyntaxError: nothing ran
-                self._report_error(exc, filename, err)
-                return None, False
-            if recorder is not None:
-                recorder.active = True
-                self.namespace[READ_HOOK] = recorder
-            return self._exec(body, expr, filename, err, scope)
-        finally:
-            if recorder is not None:
-                self.last_reads = frozenset(recorder.read)
-                recorder.bound, recorder.active = {}, False  # holds no input after the step
-                if isinstance(previous, ReadRecorder) and previous.active:
-                    self.namespace[READ_HOOK] = previous  # a child run's step in its parent's
+                try:
+                    body, expr = _compile_cell(code, filename, watch)
+                except (StepTimeout, SystemExit, KeyboardInterrupt):
+                    raise
+                except BaseException as exc:  # a SyntaxError: nothing ran
+                    self._report_error(exc, filename, err)
+                    return None, False
+                return self._exec(body, expr, filename, err, scope)
+            finally:
+                if recorder is not None:
+                    self.last_reads = frozenset(recorder.read)
 
     def _exec(self, body: Any, expr: Any, filename: str, err: TextIO,
               scope: StepScope | None) -> tuple[dict[str, Any] | None, bool]:

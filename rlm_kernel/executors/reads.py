@@ -2,7 +2,8 @@
 an answer's source (:mod:`rlm_kernel.engine.answer.sources`).
 
 **Mechanism: the step's loads of the watched names are instrumented** when the step is
-compiled (:func:`instrument`, an :class:`ast.NodeTransformer`): each such load becomes a
+compiled (:func:`instrument`, an :class:`ast.NodeTransformer`; in the notebook's
+executor, an IPython ``ast_transformers`` entry for the step): each such load becomes a
 call of the step's recorder, ``__rlm_read__.note(name, <the load>)``, which notes the
 name and returns the value, until the name is recorded; after that the load costs one
 set lookup (``name in __rlm_read__.read``).  Only loads of the watched names (the
@@ -49,10 +50,12 @@ from __future__ import annotations
 
 import ast
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["DATA_HELPERS", "READ_HOOK", "ReadRecorder", "instrument", "reads_main_variable"]
+__all__ = ["DATA_HELPERS", "READ_HOOK", "ReadInstrumenter", "ReadRecorder", "instrument",
+           "reads_main_variable", "recording"]
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +125,10 @@ def _text(node: ast.AST, names: Collection[str]) -> str | None:
         and node.value in names else None
 
 
-class _Instrument(ast.NodeTransformer):
+class ReadInstrumenter(ast.NodeTransformer):
+    """The transformer of :func:`instrument` (also an IPython ``ast_transformers``
+    entry): ``names`` and ``attributes`` as there."""
+
     def __init__(self, names: Collection[str], attributes: Collection[str]) -> None:
         self.names, self.attributes = frozenset(names), frozenset(attributes)
 
@@ -194,4 +200,28 @@ def instrument(tree: ast.Module, names: Collection[str],
     """
     if not names and not attributes:
         return tree
-    return _Instrument(names, attributes).visit(tree)
+    return ReadInstrumenter(names, attributes).visit(tree)
+
+
+@contextmanager
+def recording(namespace: MutableMapping[str, Any],
+              watch: tuple[Collection[str], Collection[str]] | None
+              ) -> Iterator[ReadRecorder | None]:
+    """While a step runs, a :class:`ReadRecorder` of ``watch``'s names bound as
+    :data:`READ_HOOK` in ``namespace`` (None without a watch).  After the step it holds
+    no input, and a recorder of an enclosing step (a child run's step inside its
+    parent's) is bound again; else it stays bound, so that a function the step defined
+    still runs when called later."""
+    if watch is None:
+        yield None
+        return
+    recorder = ReadRecorder(watch[0], namespace)
+    previous = namespace.get(READ_HOOK)
+    recorder.active = True
+    namespace[READ_HOOK] = recorder
+    try:
+        yield recorder
+    finally:
+        recorder.bound, recorder.active = {}, False
+        if isinstance(previous, ReadRecorder) and previous.active:
+            namespace[READ_HOOK] = previous

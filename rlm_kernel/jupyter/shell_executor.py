@@ -24,10 +24,13 @@ from typing import Any
 
 from ..executors import (
     OutputCallback,
+    ReadInstrumenter,
+    ReadWatch,
     Redactor,
     StepTimeout,
     StreamTee,
     filter_streams,
+    recording,
     redact_output,
     step_scope,
     time_limit,
@@ -242,6 +245,10 @@ class ShellExecutor:
         """``{stream name: kept text}`` of the last step's streams that passed the cap:
         the notebook's record of the step (``%rlm export``) takes them for the live text
         (:func:`record_cut_streams`)."""
+        self.read_watch: ReadWatch | None = None
+        """The names (and attribute names) whose reads each step records in
+        ``REPLResult.names_read`` (an IPython AST transformer for the step,
+        :mod:`rlm_kernel.executors.reads`); None: no record."""
 
     def execute(self, code: str, *, timeout: float | None = None,
                 on_output: OutputCallback | None = None) -> REPLResult:
@@ -253,7 +260,17 @@ class ShellExecutor:
         self.last_cut_streams = {}
         capture = StepCapture(self.shell, self.on_rich_output, on_output)
         start = time.perf_counter()
-        result = self._run_cell(code, timeout, capture)
+        watch = self.read_watch
+        with recording(self.namespace, watch) as recorder:
+            if watch is not None:
+                self.shell.ast_transformers.append(ReadInstrumenter(*watch))
+            try:
+                result = self._run_cell(code, timeout, capture)
+            finally:
+                if watch is not None:
+                    self.shell.ast_transformers[:] = [
+                        t for t in self.shell.ast_transformers
+                        if not isinstance(t, ReadInstrumenter)]
         filter_streams()  # the host's streams are back: mute threads the step left running
         self.last_execution_count = capture.count if self.store_history else None
         if result is not None and isinstance(result.error_in_exec, KeyboardInterrupt) \
@@ -264,7 +281,8 @@ class ShellExecutor:
                                              and capture.final is None)
         return REPLResult(stdout=capture.text(stderr=False), stderr=capture.text(stderr=True),
                           locals=self.namespace, execution_time=time.perf_counter() - start,
-                          llm_calls=[], success=success, final_output=capture.final)
+                          llm_calls=[], success=success, final_output=capture.final,
+                          names_read=None if recorder is None else frozenset(recorder.read))
 
     def _run_cell(self, code: str, timeout: float | None, capture: StepCapture) -> Any:
         """``shell.run_cell`` under the time limit with the shell's hooks swapped for

@@ -101,3 +101,22 @@ def test_a_flood_keeps_the_steps_other_outputs_and_the_hosts_notes(shell):
     res = ShellExecutor(shell).execute("print('y' * 300000 + 'END')\n41 + 1")
     assert "42\n" in res.stdout.splitlines(keepends=True)
     assert "END\n" in res.stdout and len(MARKER.findall(res.stdout)) == 1
+
+
+def test_the_shell_records_only_reads_that_ran(shell):
+    """The notebook's executor keeps the executed-reads record as the others do (an
+    IPython AST transformer for the step, removed after it)."""
+    shell.user_ns["context"] = "hello"
+    ex = ShellExecutor(shell)
+    ex.read_watch = (frozenset({"context"}), frozenset())
+    assert ex.execute("if False:\n    context\n_ = 'context'").names_read == frozenset()
+    assert ex.execute("def f():\n    return len(context)\n").names_read == frozenset()
+    res = ex.execute("print(f())\ny = context + 1")
+    text = res.stdout + res.stderr
+    assert "5\n" in text and "y = context + 1" in text and "TypeError" in text
+    assert res.names_read == {"context"} and "__rlm_read__" not in text
+    assert not any(type(t).__name__ == "ReadInstrumenter" for t in shell.ast_transformers)
+    ex.read_watch = None
+    assert ex.execute("len(context)").names_read is None
+    for name in ("context", "f", "y", "_", "__rlm_read__"):
+        shell.user_ns.pop(name, None)

@@ -33,7 +33,10 @@ a name built at run time are not seen (the answer is then said to be reached wit
 the data: a false alarm, never a false assurance).  ``SHOW_VARS()`` is not a read: it
 prints the metadata the task message gave already.
 
-**Executors that keep no record** (``names_read`` None: the Jupyter shell executor, a
+Code an IPython magic runs (``%time n = len(context)`` in the notebook's executor) is
+compiled at run time too: not seen.
+
+**Steps with no record** (``names_read`` None: an executor without ``read_watch``, a
 trajectory from before the record) are read statically, as before: a step reads ``x``
 when its code loads the name or holds the text ``"x"``, reached or not (code that does
 not parse as Python is read with its magics' names dropped and its ``!`` lines left out;
