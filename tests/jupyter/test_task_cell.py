@@ -132,3 +132,20 @@ def test_a_run_that_cannot_start_leaves_only_its_error():
     errors = "".join(m["content"]["text"] for m in messages
                      if m["msg_type"] == "stream" and m["content"]["name"] == "stderr")
     assert errors.startswith("RLM: ") and "OPENAI_API_KEY" in errors, errors
+
+
+def test_a_name_of_the_data_only_in_code_that_never_ran_is_no_read(kc):
+    """Red-team case y09 in the notebook's own executor (the live namespace): dead code
+    and a string naming ``context`` leave an invented answer a warning; a function that
+    reads it, defined and called, makes the answer ``data``."""
+    script_model(kc, [block("if False:\n    context\n_ = 'context'\nanswer = 6 * 7\n"
+                            "FINAL(answer)"),
+                      block("def f():\n    return len(context)\nFINAL(f())")])
+    execute(kc, "context = 'hello world'")
+    announce_frontend(kc)
+    ends = []
+    for cell in ("a", "b"):
+        _, messages = execute(kc, "%%rlm\nHow long is the context?", cell_id=cell)
+        ends += [d for d in comm_data(messages) if d["type"] == "run_finished"]
+    assert [(e["answer"], e["answer_source"]) for e in ends] == [("42", "no_input"),
+                                                                ("11", "data")]
