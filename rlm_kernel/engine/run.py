@@ -519,6 +519,9 @@ class Run:
         if final_only and not detect_final_in_code(code).detected:
             return outcome
         outcome.code = code
+        # a step whose executor records reads but gives no result (interrupted, failed)
+        # claims none; an executor that records none is read from its code
+        outcome.names_read = frozenset() if hasattr(self.executor, "read_watch") else None
         self.notify(StepStarted(step=step, code=code, reasoning=reasoning))
         try:
             res = self._execute(code, step)

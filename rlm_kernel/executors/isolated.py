@@ -779,13 +779,14 @@ def _names_read(reply: dict[str, Any] | None, watch: ReadWatch | None
                 ) -> frozenset[str] | None:
     """The worker's executed-reads record (its reply's ``reads``), kept only for names
     watched (``x`` or a data helper's ``x()``); model code may forge it: it labels only
-    its own run's answer (:mod:`~rlm_kernel.executors.reads`).  None: no watch or no
-    reply (the step did not finish)."""
-    if watch is None or reply is None:
+    its own run's answer (:mod:`~rlm_kernel.executors.reads`).  None: no watch.  No
+    reply (the worker died, maybe after a ``FINAL``) or no record: nothing read is
+    claimed (a false alarm at worst, never a false assurance)."""
+    if watch is None:
         return None
-    reads = reply.get("reads")
+    reads = None if reply is None else reply.get("reads")
     if not isinstance(reads, list):
-        return frozenset()  # a reply without a record: nothing read is claimed
+        return frozenset()
     known = watch[0] | watch[1]
     return frozenset(r for r in reads[:10_000] if type(r) is str
                      and (r in known or (r.endswith("()") and r[:-2] in known)))

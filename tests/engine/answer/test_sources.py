@@ -218,6 +218,17 @@ def test_a_working_folder_is_read_only_by_code_that_ran(tmp_path, kind, code, so
     assert res.history.entries[-1].names_read is not None  # the executor kept a record
 
 
+def test_a_worker_that_dies_after_its_final_claims_no_read():
+    """No reply from the worker (it exited after FINAL): the step claims no read, so a
+    name of the input in its dead code does not make the answer data."""
+    code = ("if False:\n    context\nanswer = 6 * 7\ntry:\n    FINAL(answer)\n"
+            "finally:\n    import os\n    os._exit(1)")
+    rlm, _, _ = make([block(code)], executor="isolated")
+    res = rlm.run("q", context="hello world")
+    assert (res.answer, res.answer_source) == ("42", "no_input")
+    assert res.history.entries[-1].names_read == []
+
+
 def test_an_executor_without_a_record_is_read_statically():
     """A step whose executor keeps no record (``names_read`` None) is read from its code."""
     from rlm_kernel.engine.answer.sources import any_input_read
