@@ -18,7 +18,7 @@ from ..context import describe_structure, detect_views, sample_fields
 from ..executors import guarded_repr
 from ..repl_types import REPLVariable
 from ..text import middle_cut
-from .repetition import EARLIER_TASK, Repetition
+from .repetition import Repetition
 
 __all__ = [
     "SYSTEM_PROMPT",
@@ -319,32 +319,34 @@ def repeated_step(rep: Repetition, error_chars: int = 200) -> str:
         error_chars: the repeated error line is cut to this many characters.
 
     Returns:
-        ``step 2 (same code, same error: NameError: ...)``, or ``a step of an earlier
-        task (same code)``.
+        ``step 2 (same code, same error: NameError: ...)``, or for a near repeat
+        ``step 2 (same code and output but for their numbers)``.
     """
-    where = "a step of an earlier task" if rep.step == EARLIER_TASK else f"step {rep.step}"
-    same = [f"same {kind}" for kind in rep.what if kind != "error"]
-    if rep.error:
-        error = rep.error if len(rep.error) <= error_chars \
-            else rep.error[: error_chars - 3] + "..."
+    error = rep.error if rep.error is None or len(rep.error) <= error_chars \
+        else rep.error[: error_chars - 3] + "..."
+    same = [f"same {kind}" for kind in rep.what if kind in ("code", "output")]
+    if "near" in rep.what:
+        same.append(f"same code and {'error' if error else 'output'} but for their numbers"
+                    + (f": {error}" if error else ""))
+    elif error:
         same.append(f"same error: {error}")
-    return f"{where} ({', '.join(same)})"
+    return f"step {rep.step} ({', '.join(same)})"
 
 
 def repetition_message(rep: Repetition) -> str:
     """What the model is told the first time a step repeats an earlier one
     (:class:`~rlm_kernel.engine.repetition.Repetition`): which step, what is the same,
     what to do instead, and that a second repetition ends the run."""
-    if rep.step == EARLIER_TASK:
-        advice = ("That task is done: its results are in rlm_history and in the variables "
-                  "it left. Work on the question of this task with new code.")
-    elif rep.error:
+    if rep.error:
         advice = ("Do something different: change the part that fails (read the error), or "
                   "try another way.")
     else:
         advice = ("It finds nothing new. Do something different: if an output you saw shows "
                   "the answer, call FINAL(...) with it now; else try another way (another "
                   "search text, another helper, another variable).")
+    if "near" in rep.what:
+        advice += (" Changing a number does not make it a new step; to go through parts one "
+                   "by one, use a loop in one step.")
     return (f"Your step repeats {repeated_step(rep)}. {advice} If you repeat a step again, the "
             "run stops.")
 

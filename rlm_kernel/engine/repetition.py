@@ -1,10 +1,11 @@
-"""Repetition in a trajectory: a step that does what an earlier step did.
+"""Repetition in a trajectory: a step of a run that does what an earlier step of the
+same run did.
 
 A small model at temperature 0 that repeats a step once usually repeats it until the
-step limit (the same search eight times, the same failing line five times).  What
-counts is what the step *does*, not how its text is spelled, so a step is reduced to
-a :class:`StepSignature` of three parts, and a part seen ``limit`` times (default 2:
-the second time) is a :class:`Repetition`:
+step limit (the same search eight times, the same failing line five times, the same
+probe with a counter in it every step).  What counts is what the step *does*, not how
+its text is spelled, so a step is reduced to a :class:`StepSignature` of four parts,
+and a part seen ``limit`` times (default 2: the second time) is a :class:`Repetition`:
 
 - **code**, normalised by :func:`normalise_code`: comments, blank lines, layout and
   quoting are dropped (the code is parsed and written back by :func:`ast.unparse`); a
@@ -19,9 +20,23 @@ the second time) is a :class:`Repetition`:
   exploring, not repeating.
 - **error** of a failed step: its last error line (``NameError: name 'x' is not
   defined``), or the host's message about it (a ``FINAL`` refused for its type).
+- **near**: the code *and* its result (the output, when it is compared, or the
+  error) with every number masked (:func:`code_shape`, :func:`result_shape`): the same
+  step with a counter, a slice bound, an attempt number or a name's digits changed,
+  that shows the same thing but for its numbers.  Both must match: the same code
+  reading another slice shows other text (other work), and other code (another search
+  text, another helper, another variable) is another step.  A step whose output is not
+  compared (short or none) has no near part.
 
-The code of an earlier task's steps (a follow-up's conversation) can be given to the
-detector: a step that copies one of them counts as a repetition of "an earlier task".
+Only the steps of the run itself count: a step that does what a step of an earlier
+task did (the same question asked again, a follow-up that reuses a search) is copying
+work that was right, not looping.
+
+The masking of numbers follows the token-class abstraction of clone detectors (Type-2
+clones: identical code but for identifiers and literals; Roy, Cordy and Koschke,
+"Comparison and evaluation of code clone detection techniques and tools: a
+qualitative approach", Science of Computer Programming 74(7), 2009), applied to numbers only: a string literal or a name
+changed is a different call, unless only its digits changed.
 
 Pure: imports only the standard library; no model, no executor, no Jupyter.
 """
@@ -33,11 +48,10 @@ import io
 import logging
 import re
 import tokenize
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-__all__ = ["EARLIER_TASK", "MIN_OUTPUT_CHARS", "Repetition", "RepetitionDetector",
-           "StepSignature", "error_line", "normalise_code", "normalise_output",
+__all__ = ["MIN_OUTPUT_CHARS", "Repetition", "RepetitionDetector", "StepSignature",
+           "code_shape", "error_line", "normalise_code", "normalise_output", "result_shape",
            "signature", "without_comments"]
 
 log = logging.getLogger(__name__)
@@ -45,10 +59,15 @@ log = logging.getLogger(__name__)
 MIN_OUTPUT_CHARS = 20
 """Outputs shorter than this (after normalising) are not compared."""
 
-EARLIER_TASK = 0
-"""The step number a :class:`Repetition` gives for a step of an earlier task."""
+NUMBER_MARK = "#"
+"""What every number (a run of digits) becomes in a step's shape."""
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
+_DIGITS = re.compile(r"\d+")
+# a hex id, hash or uuid (with at least one digit): a number written in hex
+_HEX_ID = re.compile(r"\b[0-9a-fA-F][0-9a-fA-F-]{6,}[0-9a-fA-F]\b")
+_LAYOUT = frozenset({tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
+                     tokenize.DEDENT, tokenize.ENDMARKER})
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b.*$")
 
 
@@ -102,12 +121,23 @@ def without_comments(code: str) -> str:
     """
     try:
         tokens = [t.string for t in tokenize.generate_tokens(io.StringIO(code).readline)
-                  if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE,
-                                    tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)]
+                  if t.type not in _LAYOUT]
         return " ".join(tokens)
     except (tokenize.TokenError, SyntaxError, IndentationError):
         lines = (line.split("#", 1)[0] for line in code.splitlines())
         return " ".join(" ".join(lines).split())
+
+
+def _canonical(code: str) -> tuple[str, frozenset[str]] | None:
+    """``ast.unparse`` of ``code`` with top-level ``print(...)`` unwrapped and its bound
+    names renamed, with the new names; None when ``code`` does not parse."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):  # ValueError: a null byte in the source
+        return None
+    bound = _bound_names(tree)
+    tree = _Canonical(bound).visit(tree)
+    return ast.unparse(ast.fix_missing_locations(tree)), frozenset(bound.values())
 
 
 def normalise_code(code: str) -> str:
@@ -124,12 +154,58 @@ def normalise_code(code: str) -> str:
     """
     if not code.strip():
         return ""
+    canonical = _canonical(code)
+    return without_comments(code) if canonical is None else canonical[0]
+
+
+def _mask_digits(text: str) -> str:
+    return _DIGITS.sub(NUMBER_MARK, text)
+
+
+def code_shape(code: str) -> str:
+    """A step's code with every number masked: the same step with a counter, a slice
+    bound or a name's digits changed has the same shape.
+
+    Args:
+        code: Python source (a step's code; may not parse).
+
+    Returns:
+        The tokens (:mod:`tokenize`) of :func:`normalise_code`'s form, joined by single
+        spaces, with each number literal :data:`NUMBER_MARK` and each run of digits in
+        a name or a string literal masked the same way (``probe_7``, ``"attempt 7"``);
+        the renamed bound names (``_v0`` ...) are kept.  Names read and the text of
+        string literals are kept: ``search("class ")`` and ``search("def ")`` have
+        different shapes.  "" for blank code.
+    """
+    if not code.strip():
+        return ""
+    canonical = _canonical(code)
+    text, renamed = canonical if canonical is not None else (code, frozenset())
+    shown: list[str] = []
     try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):  # ValueError: a null byte in the source
-        return without_comments(code)
-    tree = _Canonical(_bound_names(tree)).visit(tree)
-    return ast.unparse(ast.fix_missing_locations(tree))
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type in _LAYOUT:
+                continue
+            if tok.type == tokenize.NUMBER:
+                shown.append(NUMBER_MARK)
+            elif tok.type == tokenize.NAME and tok.string in renamed:
+                shown.append(tok.string)
+            else:
+                shown.append(_mask_digits(tok.string))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return _mask_digits(without_comments(code))
+    return " ".join(shown)
+
+
+def result_shape(text: str) -> str:
+    """A step's normalised output or error line with every number masked: hex ids,
+    hashes and uuids (a run of 8 or more hex digits and dashes with a digit in it), then
+    every run of digits, as :data:`NUMBER_MARK` (``attempt 501 of 12`` ->
+    ``attempt # of #``).  "" for "" (a result not compared)."""
+    def hex_id(match: re.Match[str]) -> str:
+        return NUMBER_MARK if any(c.isdigit() for c in match[0]) else match[0]
+
+    return _mask_digits(_HEX_ID.sub(hex_id, text))
 
 
 def normalise_output(output: str) -> str:
@@ -160,16 +236,20 @@ class StepSignature:
             reply without code (its prose, white space collapsed).
         output: the normalised output of a step that succeeded (:func:`normalise_output`).
         error: the error line of a step that failed (:func:`error_line`).
+        near: the code's shape and its result's (:func:`code_shape`,
+            :func:`result_shape` of the output or error), when the result is compared;
+            for a reply without code, its prose's shape.
     """
 
     code: str = ""
     output: str = ""
     error: str = ""
+    near: str = ""
 
     def parts(self) -> dict[str, str]:
-        """The non-empty parts by name (``code``, ``output``, ``error``)."""
+        """The non-empty parts by name (``code``, ``output``, ``error``, ``near``)."""
         return {k: v for k, v in (("code", self.code), ("output", self.output),
-                                  ("error", self.error)) if v}
+                                  ("error", self.error), ("near", self.near)) if v}
 
 
 def signature(code: str, output: str, success: bool, *, reply: str = "",
@@ -185,24 +265,32 @@ def signature(code: str, output: str, success: bool, *, reply: str = "",
         error: the host's message about the step (``StepOutcome.error_for_model``), used
             as its error when given.
     """
-    norm = normalise_code(code) if code else \
-        ("text: " + " ".join(reply.split()) if reply.strip() else "")
+    if not code:
+        prose = " ".join(reply.split())
+        return StepSignature(code="text: " + prose, near="text: " + result_shape(prose)) \
+            if prose else StepSignature()
+    norm = normalise_code(code)
     if success and not error:
-        return StepSignature(code=norm, output=normalise_output(output))
-    return StepSignature(code=norm, error=" ".join(error.split()) if error
-                         else error_line(output))
+        shown, failed = normalise_output(output), ""
+    else:
+        shown, failed = "", " ".join(error.split()) if error else error_line(output)
+    result = shown or failed
+    near = f"{code_shape(code)}\n=> {result_shape(result)}" if result else ""
+    return StepSignature(code=norm, output=shown, error=failed, near=near)
 
 
 @dataclass(frozen=True, slots=True)
 class Repetition:
-    """A step found repeating an earlier one (data only: what the model and the
-    notebook read of it is :func:`~rlm_kernel.engine.prompts.repeated_step`).
+    """A step found repeating an earlier step of its run (data only: what the model and
+    the notebook read of it is :func:`~rlm_kernel.engine.prompts.repeated_step`).
 
     Attributes:
-        step: the step repeated (the first that showed the repeated part), or
-            :data:`EARLIER_TASK` (0) for a step of an earlier task.
-        what: the parts repeated, in the order code, output, error.
-        error: the repeated error line when ``"error"`` is in ``what``, else None.
+        step: the step repeated (the first that showed the repeated part).
+        what: the parts repeated, in the order code, output, error; or ``("near",)``
+            when only the near part repeated (the same code and result but for their
+            numbers).
+        error: the step's error line when ``"error"`` or ``"near"`` is in ``what`` and
+            the step failed, else None.
     """
 
     step: int
@@ -212,30 +300,23 @@ class Repetition:
 
 @dataclass
 class RepetitionDetector:
-    """Counts each part of each step's signature and reports a repetition.
+    """Counts each part of each step's signature and reports a repetition.  One
+    detector serves one run: only its own steps are counted.
 
     Args:
         limit: how many times a part may be seen before it counts as a repetition
             (2: the second time), at least 2.
-        earlier_code: code of an earlier task's steps (raw or already normalised);
-            each counts as seen once, in step :data:`EARLIER_TASK`.
 
     Raises:
         ValueError: ``limit`` below 2.
     """
 
     limit: int = 2
-    earlier_code: Iterable[str] = ()
     _seen: dict[tuple[str, str], list[int]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         if self.limit < 2:
             raise ValueError(f"the repetition limit must be at least 2, got {self.limit}")
-        for code in self.earlier_code:
-            norm = normalise_code(code)
-            if norm:
-                self._seen.setdefault(("code", norm), []).append(EARLIER_TASK)
-        self.earlier_code = ()
 
     def repeats_code(self, code: str) -> Repetition | None:
         """The repetition running ``code`` would make (its normalised code seen
@@ -255,18 +336,19 @@ class RepetitionDetector:
         Returns:
             A :class:`Repetition` when one of its parts has now been seen ``limit``
             times (this step included), naming the first step that showed a repeated
-            part; else None.
+            part (``near`` only when no exact part repeated); else None.
         """
-        repeated: list[str] = []
-        first: int | None = None
+        firsts: dict[str, int] = {}
         for kind, value in sig.parts().items():
             steps = self._seen.setdefault((kind, value), [])
             steps.append(step)
             if len(steps) >= self.limit:
-                repeated.append(kind)
-                first = steps[0] if first is None else min(first, steps[0])
-        if first is None:
+                firsts[kind] = steps[0]
+        if len(firsts) > 1:
+            firsts.pop("near", None)  # an exact part says more
+        if not firsts:
             return None
-        log.debug("step %d repeats step %d (%s)", step, first, ", ".join(repeated))
-        return Repetition(step=first, what=tuple(repeated),
-                          error=sig.error if "error" in repeated else None)
+        what = tuple(firsts)
+        log.debug("step %d repeats step %d (%s)", step, min(firsts.values()), ", ".join(what))
+        return Repetition(step=min(firsts.values()), what=what,
+                          error=(sig.error or None) if {"error", "near"} & set(what) else None)

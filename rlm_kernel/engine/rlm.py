@@ -282,6 +282,5 @@ class RLM:
             runs = CandidateRuns(question, variables, services, executor=executor, task=task)
             return runs.execute(continuation)
         run = Run(question, variables, services, executor=executor, depth=0,
-                  child_runner=child_runner(services, 0), task=task,
-                  earlier_code=task.history.earlier_code() if task.history else ())
+                  child_runner=child_runner(services, 0), task=task)
         return run.execute(continuation)

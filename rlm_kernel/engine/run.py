@@ -49,7 +49,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Callable, Collection, MutableMapping
+from collections.abc import Callable, MutableMapping
 from dataclasses import replace
 from functools import cached_property
 from typing import Any
@@ -206,15 +206,12 @@ class Run:
         task: the task's terms (:class:`~rlm_kernel.engine.session.task.TaskSpec`): the
             answer's type, the earlier tasks of the conversation, the user's tools,
             which variables are protected; None: none of them.
-        earlier_code: the code of earlier tasks' steps (a follow-up's conversation;
-            raw or normalised by :func:`~rlm_kernel.engine.repetition.normalise_code`):
-            a step that does the same counts as a repetition (``repeat_limit``).
     """
 
     def __init__(self, question: str, variables: dict[str, Any], services: RunServices, *,
                  executor: Executor, depth: int,
                  child_runner: Callable[[str, Any], str | None] | None,
-                 task: TaskSpec | None = None, earlier_code: Collection[str] = ()) -> None:
+                 task: TaskSpec | None = None) -> None:
         self.services = services
         cfg = self.config = services.config
         self.task = task = task or TaskSpec()
@@ -278,8 +275,8 @@ class Run:
                                                      config=_policy_config(cfg))
         self.turns: list[dict[str, str]] = []  # the conversation after the task message
         self.seen_code: dict[str, int] = {}  # code -> first step that ran it
-        self.repetitions = RepetitionDetector(cfg.repeat_limit, earlier_code) \
-            if cfg.repeat_limit else None
+        self.repetitions = RepetitionDetector(cfg.repeat_limit) \
+            if cfg.repeat_limit else None  # this run's steps only: copying is not looping
         self.warned: Repetition | None = None  # the repetition the model was told of
         self.repeated: Repetition | None = None  # this step's first repetition
         self.asked_again: Repetition | None = None  # this step's reply, sampled again
@@ -449,7 +446,7 @@ class Run:
 
     def _repeats(self, reply: str) -> Repetition | None:
         """The repetition ``reply``'s code would make if it ran (the same normalised
-        code as an earlier step's, or an earlier task's), or None; never for a check
+        code as an earlier step's of this run), or None; never for a check
         step, which may repeat its FINAL."""
         if self.repetitions is None or self.pending is not None:
             return None
@@ -457,8 +454,9 @@ class Run:
         return self.repetitions.repeats_code("\n\n".join(blocks))
 
     def _check_repetition(self, step: int, outcome: StepOutcome) -> None:
-        """Whether ``step`` repeats an earlier step (or an earlier task's): the same
-        normalised code, output or error, ``repeat_limit`` times
+        """Whether ``step`` repeats an earlier step of this run: the same normalised
+        code, output or error, or the same code and result but for their numbers,
+        ``repeat_limit`` times
         (:class:`~rlm_kernel.engine.repetition.RepetitionDetector`).  The run's first
         repetition is kept for the next message (the model is told,
         :attr:`repeated`) and the next reply is sampled differently; a repetition
@@ -487,12 +485,9 @@ class Run:
                 text=f"This step repeats {repeated_step(rep)}: the model is told so, and its "
                      "next step is sampled differently."))
             return
-        self.stuck = rep
-        self.notify(StepNotice(
-            step=step, reason="stuck",
-            text=f"This step repeats {repeated_step(rep)} after the model was told of a "
-                 "repetition: the run stops here (stuck), with the model's best answer "
-                 "so far."))
+        self.stuck = rep  # the run's end says that it stopped, and why (_stop_stuck)
+        self.notify(StepNotice(step=step, reason="stuck",
+                               text=f"This step repeats {repeated_step(rep)} again."))
 
     def _run_code(self, reply: str, step: int, *, final_only: bool = False) -> StepOutcome:
         """Split ``reply`` into reasoning and code, run the code, and take the step's

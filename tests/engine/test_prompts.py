@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rlm_kernel.engine import prompts
-from rlm_kernel.engine.repetition import EARLIER_TASK, Repetition
+from rlm_kernel.engine.repetition import Repetition
 
 ENGINE = Path(prompts.__file__).parent
 
@@ -57,8 +57,12 @@ def test_what_a_repeated_step_repeats():
     rep = Repetition(2, ("code", "error"), "NameError: name 'x' is not defined")
     assert prompts.repeated_step(rep) == (
         "step 2 (same code, same error: NameError: name 'x' is not defined)")
-    assert prompts.repeated_step(Repetition(EARLIER_TASK, ("code", "output"))) == (
-        "a step of an earlier task (same code, same output)")
+    near = Repetition(1, ("near",))
+    assert prompts.repeated_step(near) == "step 1 (same code and output but for their numbers)"
+    assert prompts.repeated_step(Repetition(4, ("near",), "KeyError: 'k7'")) == (
+        "step 4 (same code and error but for their numbers: KeyError: 'k7')")
+    assert "use a loop in one step" in prompts.repetition_message(near)
+    assert "use a loop" not in prompts.repetition_message(rep)
     cut = prompts.repeated_step(Repetition(3, ("error",), "E" * 300), error_chars=10)
     assert cut == "step 3 (same error: EEEEEEE...)"
     assert prompts.repetition_message(rep).startswith(

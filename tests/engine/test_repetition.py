@@ -4,21 +4,24 @@ below)."""
 
 from __future__ import annotations
 
+import json.decoder
+from pathlib import Path
+
 import pytest
 
 from rlm_kernel import RLM, RLMConfig
 from rlm_kernel.engine.events import Event
 from rlm_kernel.engine.prompts import repeated_step
 from rlm_kernel.engine.repetition import (
-    EARLIER_TASK,
     MIN_OUTPUT_CHARS,
     Repetition,
     RepetitionDetector,
+    code_shape,
     error_line,
     normalise_code,
+    result_shape,
     signature,
 )
-from rlm_kernel.executors import PlainExecutor
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block
 from tests.scripted import scripted_rlm
@@ -118,16 +121,81 @@ def test_a_higher_limit_waits_for_more_occurrences():
         RepetitionDetector(1)
 
 
-def test_an_earlier_tasks_step_counts_once():
-    earlier = ['hits = search("def encode")\nprint(hits)']
-    det = RepetitionDetector(2, earlier_code=earlier)
-    assert det.repeats_code("h = search('def encode')\nh").step == EARLIER_TASK
-    rep = det.observe(1, signature("h = search('def encode')\nprint(h)", "", True))
-    assert rep == Repetition(EARLIER_TASK, ("code",))
-    assert repeated_step(rep) == "a step of an earlier task (same code)"
-    # normalised code given again is the same step
-    again = RepetitionDetector(2, earlier_code=[normalise_code(earlier[0])])
-    assert again.repeats_code(earlier[0]) is not None
+def test_one_detector_counts_only_its_own_runs_steps():
+    with pytest.raises(TypeError):
+        RepetitionDetector(2, earlier_code=['hits = search("x")'])  # no earlier tasks
+    first, again = RepetitionDetector(2), RepetitionDetector(2)
+    step = signature('hits = search("def encode")\nprint(hits)', "x" * 30, True)
+    assert first.observe(1, step) is None
+    assert again.repeats_code('hits = search("def encode")') is None
+    assert again.observe(1, step) is None
+
+
+# -- near repeats: the same step but for its numbers -------------------------------------
+PROBE = "n = len(context) + {}\nprint('probing the data once more, attempt', n, 'of many')"
+
+
+@pytest.mark.parametrize("a, b", [
+    (PROBE.format(0), PROBE.format(7)),  # a counter in a literal
+    ("probe_3 = len(context)\nprint(probe_3)", "probe_4 = len(context)\nprint(probe_4)"),
+    ("print(attempt_3)", "print(attempt_12)"),  # a name read, but for its digits
+    ("print('attempt 3 of 9')", "print('attempt 4 of 9')"),  # digits in a string
+    ("print(context[0:1000])", "print(context[1000:2000])"),  # another slice: same shape
+    ("print(x", "print(x  # unclosed\n"),
+])
+def test_code_shapes_mask_every_number(a, b):
+    assert code_shape(a) == code_shape(b)
+
+
+@pytest.mark.parametrize("a, b", [
+    ('search("class ", context)', 'search("def ", context)'),  # another search text
+    ("print(context[:100])", "print(data[:100])"),  # another variable
+    ("print(len(context))", "print(sum(context))"),  # another helper
+    ("a = 1\nb = 2\nprint(a, b)", "a = 1\nb = 2\nprint(b, a)"),  # bound names kept apart
+])
+def test_code_shapes_keep_what_makes_another_step(a, b):
+    assert code_shape(a) != code_shape(b)
+
+
+def test_result_shapes_mask_numbers_ids_and_hashes():
+    assert result_shape("attempt 501 of 12") == result_shape("attempt 7 of 3") == \
+        "attempt # of #"
+    assert result_shape("run 3f2a9c1e-1b2c-4d5e-8f90-123456789abc at 2026-11-28") == \
+        "run # at #"
+    assert result_shape("a deadbeefcafe word") == "a deadbeefcafe word"  # no digit: a word
+    assert result_shape("") == ""
+
+
+def test_a_near_repeat_needs_the_same_code_and_result_but_for_numbers():
+    det = RepetitionDetector(2)
+    out = "probing the data once more, attempt {} of many"
+    assert det.observe(1, signature(PROBE.format(0), out.format(500), True)) is None
+    rep = det.observe(2, signature(PROBE.format(1), out.format(501), True))
+    assert rep == Repetition(step=1, what=("near",))
+    assert repeated_step(rep) == "step 1 (same code and output but for their numbers)"
+    # an exact repeat says so, not "near"
+    assert det.observe(3, signature(PROBE.format(1), out.format(501), True)).what == (
+        "code", "output")
+    # the same code reading another slice shows other text: other work
+    det = RepetitionDetector(2)
+    text = Path(json.decoder.__file__).read_text()  # real text, with numbers in it
+    for step, start in enumerate(range(0, 1500, 300), start=1):
+        sig = signature(f"print(context[{start}:{start + 300}])", text[start:start + 300],
+                        True)
+        assert det.observe(step, sig) is None
+    # a failing probe with a counter: the same code and error but for numbers
+    det = RepetitionDetector(2)
+    err = TRACE + "KeyError: 'part_{}'"
+    det.observe(1, signature("print(parts['part_1'])", err.format(1), False))
+    rep = det.observe(2, signature("print(parts['part_2'])", err.format(2), False))
+    assert rep.what == ("near",) and rep.error == "KeyError: 'part_2'"
+
+
+def test_short_or_silent_results_have_no_near_part():
+    assert signature("print(search('foo'))", "[]", True).near == ""
+    assert signature("x = context[0:100]", "", True).near == ""
+    assert signature("", "", True, reply="Step 3: thinking").near == "text: Step #: thinking"
+    assert signature("", "", True) == signature("", "", True, reply="  ")
 
 
 # -- the loop's two stages ----------------------------------------------------------------
@@ -173,6 +241,11 @@ def test_a_second_repetition_ends_the_run_stuck_with_the_best_answer_so_far():
         "n = len(context)\nprint(n)", "print(data)", "len(data)  # try again",
         "print(data)", "FINAL(n)"]
     assert notices(events) == [(3, "repeated"), (4, "stuck")]
+    # the stop is said once, by the run's end; the step's note says what it repeated
+    told = [e.text for e in events if e.kind == "step_notice"]
+    assert told[1] == ("This step repeats step 2 (same code, same error: NameError: name 'data' "
+                       "is not defined) again.")
+    assert not any("stop" in text for text in told)
     assert "NameError: name 'data' is not defined" in res.error
     assert res.error.startswith("step 4 repeats step 2")  # the stop reason says "stuck"
     assert lm.temperatures == [None, None, None, 0.7, None]
@@ -201,23 +274,32 @@ def test_the_walks_loops_end_within_three_steps_of_the_first_repetition():
     assert res.llm_calls <= 5
 
 
-def test_an_earlier_tasks_step_copied_is_a_repetition():
-    from rlm_kernel.engine.budget import Budget
-    from rlm_kernel.engine.run import Run
-    from rlm_kernel.engine.services import RunServices
+def test_a_probe_with_a_counter_is_stopped_within_three_steps_of_its_first_repeat():
+    """fault case y10: the same probe every step with a counter in its code and output
+    ran 12 of 12 steps; a near repeat is told, then stops the run."""
+    rlm, lm, events = make([block(PROBE.format(i)) for i in range(40)], max_iterations=12)
+    res = rlm.run("question", context="some data " * 50)
+    first = next(step for step, why in notices(events) if why == "repeated")
+    assert res.stopped_by == "stuck" and res.steps - first <= 3
+    assert notices(events) == [(2, "repeated"), (3, "stuck")]
+    assert "step 1 (same code and output but for their numbers)" in lm.calls[2][-1]["content"]
+    assert res.error == ("step 3 repeats step 1 (same code and output but for their "
+                         "numbers) after the model was told of a repetition")
 
-    copied = block('hits = search("def f")\nprint(hits)')
-    lm = ScriptedModel([copied, block("print(len(context))"), block("FINAL(1)")])
-    events: list[Event] = []
-    services = RunServices.start(RLMConfig(verify_answer=False, ground_answer=False), lm, lm,
-                                 Budget(), observer=events.append)
-    run = Run("How many?", {"context": "def f():\n  pass\n"}, services,
-              executor=PlainExecutor(), depth=0, child_runner=None,
-              earlier_code=['found = search("def f")\nprint(found)'])
-    res = run.execute()
-    assert [e.code for e in res.history] == ["print(len(context))", "FINAL(1)"]
-    assert "a step of an earlier task (same code)" in lm.calls[1][-1]["content"]
-    assert notices(events) == [(1, "repeated")]
+
+def test_different_real_work_with_numbers_in_it_is_not_stopped():
+    """Reading the data slice by slice, and counting one thing then another, change
+    numbers or search texts in the same code: each step shows something new."""
+    source = {f"json/{n}.py": Path(json.decoder.__file__).with_name(f"{n}.py").read_text()
+              for n in ("decoder", "encoder", "scanner")}
+    slices = [block(f"print(context['json/encoder.py'][{i}:{i + 1500}])")
+              for i in range(0, 9000, 1500)]
+    counts = [block(f"for name, src in context.items():\n    print(name, src.count({t!r}))")
+              for t in ("class ", "def ", "import ")]
+    rlm, lm, events = make([*slices, *counts, block("FINAL(3)")], max_iterations=12)
+    res = rlm.run("How many files import something?", context=source)
+    assert res.stopped_by == "final" and res.steps == 10
+    assert notices(events) == [] and len(lm.calls) == 10
 
 
 def test_repeat_limit_none_turns_it_off_and_a_check_step_may_repeat_its_final():

@@ -14,8 +14,9 @@ their code left, marked as made by that code (never as the user's data).  Their 
 told only with ``code=True`` (``RLMConfig.history_code``): a small model shown an earlier
 task's steps tends to run them again instead of answering the new question
 (``bench/bench_followups.py`` counts those copies); the code stays in
-:data:`HISTORY_NAME` for a model that asks for it, and :meth:`Conversation.earlier_code`
-gives it to the run, so that a step copied from an earlier task counts as a repetition.
+:data:`HISTORY_NAME` for a model that asks for it.  A step that copies an earlier
+task's step is not a repetition (:mod:`~rlm_kernel.engine.repetition` counts a run's
+own steps): asking again is not looping.
 
 Long histories are compacted, never silently cut: the newest :attr:`Conversation.keep_full`
 tasks are told in full, older ones in one line each, and when even those do not fit in
@@ -170,12 +171,6 @@ class Conversation:
         earlier record (the same settings)."""
         kept = [t for t in self.tasks if key is None or t.key != key]
         return Conversation(kept, keep_full=self.keep_full, max_chars=self.max_chars)
-
-    def earlier_code(self) -> list[str]:
-        """The code of every earlier task's steps (those that ran without error), oldest
-        first, as recorded: what a run compares its steps with, so that a step copied
-        from an earlier task counts as a repetition."""
-        return [code for task in self.tasks for code in task.code]
 
     def clear(self) -> None:
         """Forget every task (``%%rlm --new``)."""

@@ -241,8 +241,7 @@ class CandidateRuns:
         services = replace(self.services, root=root, sub=sub, recorder=cand.recorder,
                            observer=self._observer(cand, temperature, seed), replay=None)
         run = Run(self.question, self.variables, services, executor=self.executor, depth=0,
-                  child_runner=child_runner(services, 0), task=self.task,
-                  earlier_code=self._earlier_code())
+                  child_runner=child_runner(services, 0), task=self.task)
         self.done.append(cand)
         try:
             cand.result = res = run.execute(continuation)
@@ -300,12 +299,6 @@ class CandidateRuns:
         self._notify(RunFinished(result=result, answer_source=result.answer_source,
                                  votes=result.votes), chosen.index)
         return result
-
-    def _earlier_code(self) -> list[str]:
-        """The code of the conversation's earlier tasks' steps (a copy of one counts as
-        a repetition)."""
-        history = self.task.history if self.task is not None else None
-        return history.earlier_code() if history else []
 
     def _summary(self, cand: _Candidate, votes: Tally, chosen: bool) -> dict[str, Any]:
         """One entry of ``RLMResult.candidates`` (keys documented there)."""

@@ -4,7 +4,7 @@ working state is not a protected input.  Scripted models: the loop's mechanics."
 
 from __future__ import annotations
 
-from rlm_kernel import RLM
+from rlm_kernel import RLM, RLMConfig
 from rlm_kernel.engine.session.conversation import HISTORY_NAME, Conversation
 from rlm_kernel.executors import PlainExecutor
 from rlm_kernel.models.scripted import ScriptedModel
@@ -60,16 +60,6 @@ def test_history_code_tells_the_earlier_tasks_code():
     assert "   | red = [x for x in context if x['colour'] == 'red']" in prompt
     assert prompt.index("Variables it left: red") < prompt.index("Its code:")
     assert second.answer == "201"
-
-
-def test_earlier_code_lists_every_earlier_step_that_ran():
-    ex, conv = PlainExecutor(), Conversation()
-    conv.record(task(ex, [block("a = 1\nprint(a)"), block("1/0"), block("FINAL(a)")], "q1",
-                     conv), ex.namespace, key="1")
-    conv.record(task(ex, [block("FINAL(a + 1)")], "q2", conv), ex.namespace, key="2")
-    assert conv.earlier_code() == ["a = 1\nprint(a)", "FINAL(a)", "FINAL(a + 1)"]
-    assert conv.before("1").earlier_code() == ["FINAL(a + 1)"]
-    assert Conversation().earlier_code() == []
 
 
 def test_an_answer_made_without_the_users_data_is_told_as_such():
@@ -146,27 +136,38 @@ def test_the_record_round_trips():
     assert again.prompt_section() == conv.prompt_section()
 
 
-def test_a_follow_up_step_that_copies_an_earlier_tasks_step_is_a_repetition():
+def test_asking_again_with_the_same_first_step_is_not_a_repetition():
+    """The walk: the same question asked again; its first step is the earlier task's
+    (right) first step.  Copying is not looping: the step runs, nobody is told of a
+    repetition, and the run answers."""
     ex, conv = PlainExecutor(), Conversation()
-    copied = "red = [x for x in context if x['colour'] == 'red']\nprint(len(red))"
-    first = task(ex, [block(copied), block("FINAL(len(red))")], "How many red?", conv)
-    conv.record(first, ex.namespace)
-    rlm, lm = scripted_rlm([
-        block(copied.replace("red =", "reds =").replace("(red)", "(reds)")),
-        block("FINAL(len([x for x in red if x['i'] > 300]))")])
-    second = rlm.run("And above index 300?", context=ITEMS, executor=ex, history=conv)
-    assert [e.code for e in second.history] == [
-        "FINAL(len([x for x in red if x['i'] > 300]))"]  # the copy never ran
-    assert "a step of an earlier task" in lm.calls[1][-1]["content"]
-    assert second.answer == "99"
-
-
-def test_candidate_runs_also_count_an_earlier_tasks_step_as_a_repetition():
-    ex, conv = PlainExecutor(), Conversation()
-    copied = "n = len(context)\nprint(n)"
-    conv.record(task(ex, [block(copied), block("FINAL(n)")], "How many?", conv),
+    step = "red = [x for x in context if x['colour'] == 'red']\nprint(len(red))"
+    question = "How many items have colour red?"
+    conv.record(task(ex, [block(step), block("FINAL(len(red))")], question, conv),
                 ex.namespace)
-    rlm, _ = scripted_rlm([block(copied), block("FINAL(n + 1)")] * 2, candidates=2)
-    res = rlm.run("And one more?", context=ITEMS, executor=ex, history=conv)
-    assert res.answer == "601"
-    assert all(copied not in e.code for e in res.history)
+    events: list = []
+    rlm, lm = scripted_rlm([block(step), block("FINAL(len(red))")], events=events,
+                           resample_temperature=RLMConfig().resample_temperature)
+    again = rlm.run(question, context=ITEMS, executor=ex, history=conv)
+    assert [e.code for e in again.history] == [step, "FINAL(len(red))"]
+    assert again.stopped_by == "final" and again.answer == "200"
+    assert [e for e in events if e.kind == "step_notice"] == []
+    assert len(lm.calls) == 2  # no reply sampled again
+    assert all("repeats" not in m["content"] for m in lm.calls[1])
+
+
+def test_a_candidates_run_of_a_question_asked_again_is_not_stopped_on_its_first_step():
+    """The walk's ``%%rlm --candidates 3`` of the first question asked again: every
+    candidate's first step is the earlier task's, and each runs it and answers."""
+    ex, conv = PlainExecutor(), Conversation()
+    step = "n = len(context)\nprint(n)"
+    conv.record(task(ex, [block(step), block("FINAL(n)")], "How many items?", conv),
+                ex.namespace)
+    rlm, _ = scripted_rlm([block(step), block("FINAL(n)")] * 3, candidates=3,
+                          candidates_early_stop=False,
+                          resample_temperature=RLMConfig().resample_temperature)
+    res = rlm.run("How many items?", context=ITEMS, executor=ex, history=conv)
+    assert res.answer == "600" and res.stopped_by == "final"
+    assert [(c["stopped_by"], c["steps"], c["answer"]) for c in res.candidates] == [
+        ("final", 2, "600")] * 3
+    assert res.history.entries[0].code == step
