@@ -177,7 +177,10 @@ def test_a_token_budget_is_spent_by_what_the_provider_counts_not_lost_to_the_bou
     """After its first call, a root step's prompt is weighed by the provider's count of
     the messages it repeats (one token a byte for the new ones only), so a budget of
     5,000 tokens runs several steps of a 3,500-character system prompt, and holds."""
-    lm = Counting([block(f"print('line {i} ' * 20)", THOUGHT) for i in range(20)])
+    # twenty different lines (not one line with a counter: that is a loop, stopped as stuck)
+    words = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima "
+             "mike november oscar papa quebec romeo sierra tango").split()
+    lm = Counting([block(f"print('{w} line ' * 20)", THOUGHT) for w in words])
     rlm = RLM(root_client=lm, sub_client=lm, executor=helpers.EXECUTOR, max_iterations=20,
               **{**SCRIPTED_SETTINGS, "max_tokens": 5_000})
     res = rlm.run("Go on.", context="some data")
