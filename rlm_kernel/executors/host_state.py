@@ -139,6 +139,7 @@ class StepScope:
         left_threads: threads the step started that still run (their output is
             dropped from now on: :mod:`rlm_kernel.executors.thread_output`).
         user_interrupt: a ``SIGINT`` arrived during the step (the user's interrupt).
+        recursion_limit: the recursion limit when the step started (frames).
     """
 
     def __init__(self) -> None:
@@ -146,6 +147,26 @@ class StepScope:
         self.changed_settings: list[str] = []
         self.left_threads = 0
         self.user_interrupt = False
+        self.recursion_limit = sys.getrecursionlimit()
+
+    @contextmanager
+    def host_frames(self) -> Iterator[None]:
+        """Around host code that runs inside the step after model code (writing the
+        last value's ``repr``, formatting an error's traceback): a recursion limit model
+        code lowered (``sys.setrecursionlimit(60)``) is raised back to the step's first
+        one for the block and lowered again after it, so the host's own frames (a
+        stream's flush timer, the traceback's trimming) never fail on it however deep
+        the caller's stack; the step's end puts the limit back for good and tells the
+        model (:attr:`changed_settings`)."""
+        limit = sys.getrecursionlimit()
+        if limit >= self.recursion_limit:
+            yield
+            return
+        sys.setrecursionlimit(self.recursion_limit)
+        try:
+            yield
+        finally:
+            sys.setrecursionlimit(limit)
 
     def notes(self) -> str:
         """Lines for the model about what the step changed and the host undid."""
@@ -182,6 +203,7 @@ def step_scope(stdout: TextIO | None = None, stderr: TextIO | None = None,
     saved_streams = {name: getattr(sys, name, None) for name in _STREAMS}
     saved_trace, saved_profile = sys.gettrace(), sys.getprofile()
     saved_settings = [(name, get(), put) for name, get, put in SETTINGS]
+    scope.recursion_limit = saved_settings[0][1]
     saved_modules = [(m, dict(vars(m))) for m in _MODULES]
     saved_fds = _save_fds()
     saved_loop = _loop_state()

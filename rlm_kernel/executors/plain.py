@@ -16,7 +16,13 @@ import os
 import threading
 import time
 from collections.abc import Iterator, MutableMapping
-from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from contextlib import (
+    AbstractContextManager,
+    contextmanager,
+    nullcontext,
+    redirect_stderr,
+    redirect_stdout,
+)
 from typing import Any, Protocol, TextIO
 
 from ..repl_types import REPLResult
@@ -229,18 +235,22 @@ class PlainExecutor:
                 value = eval(expr, self.namespace)
                 if value is not None:
                     self.namespace["_"] = value
-                    print(repr(value))
+                    text = repr(value)  # model code's own method, at its limits
+                    with _host_frames(scope):
+                        print(text)
         except FinalOutput as fin:
             return fin.output, True
         except KeyboardInterrupt as exc:
             if scope is None or scope.user_interrupt:
                 raise
-            self._report_error(exc, filename, err)
+            with _host_frames(scope):
+                self._report_error(exc, filename, err)
             return None, False
         except (StepTimeout, SystemExit):
             raise
         except BaseException as exc:  # model code errors go back to the model
-            self._report_error(exc, filename, err)
+            with _host_frames(scope):
+                self._report_error(exc, filename, err)
             return None, False
         return None, True
 
@@ -248,6 +258,11 @@ class PlainExecutor:
         """Write an error of model code to ``err``: its traceback from the step's first
         frame to the model's own line (:mod:`~rlm_kernel.executors.tracebacks`)."""
         err.write(format_model_traceback(exc, filename))
+
+
+def _host_frames(scope: StepScope | None) -> AbstractContextManager[None]:
+    """:meth:`StepScope.host_frames` of ``scope``; nothing without one."""
+    return scope.host_frames() if scope is not None else nullcontext()
 
 
 def combined_output(result: REPLResult) -> str:
