@@ -15,6 +15,8 @@ import { latestRunId, runOfCell, runOrderOf, stepCode } from './runs';
 
 export const COMMAND_EXPORT = 'rlm:export-run';
 export const COMMAND_CONTINUE = 'rlm:continue-from-step';
+/** How long the "Exported RLM run" toast stays (milliseconds). */
+export const EXPORTED_TOAST_MS = 15000;
 
 /** Quote a word for the magic's shlex parser. */
 function shellQuote(word: string): string {
@@ -30,11 +32,13 @@ function shellQuote(word: string): string {
  * run of that cell would: without `--run`, the kernel exports that cell's last run.
  * The kernel sends the notebook back (a `display_data` of `NOTEBOOK_MIME`) and it is
  * saved through the server's contents API next to the open notebook: the kernel may
- * run on another machine, behind a gateway, in a folder of its own.
+ * run on another machine, behind a gateway, in a folder of its own.  Success shows as
+ * a toast with an "Open" button (`open`, given the saved path) when `open` is given.
  */
 export async function exportRun(
   panel: NotebookPanel,
-  contents: Contents.IManager
+  contents: Contents.IManager,
+  open?: (path: string) => void
 ): Promise<void> {
   const model = panel.content.model;
   const kernel = panel.sessionContext.session?.kernel;
@@ -106,8 +110,13 @@ export async function exportRun(
         format: 'json',
         content: sent.notebook
       });
+      // A toast that stays long enough to be read (and opens the export), not only
+      // an entry in the notification centre.
       Notification.success(`Exported RLM run ${runId} to ${shown}`, {
-        autoClose: 5000
+        autoClose: EXPORTED_TOAST_MS,
+        actions: open
+          ? [{ label: 'Open', caption: `Open ${shown}`, callback: () => open(shown) }]
+          : []
       });
     } else {
       const reason =

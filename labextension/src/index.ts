@@ -5,7 +5,8 @@
  *   and takes the kernel's `rlm_kernel.run` comms;
  * - runs.ts: turns each step of a run into a real code cell below the task cell,
  *   through the notebook's shared model, then adds an answer cell;
- * - marks.ts: marks step and answer cells, and shows prose task cells as plain text;
+ * - marks.ts: marks step and answer cells, and shows prose as plain text (prose.ts:
+ *   which cells hold prose);
  * - export.ts: the "Export RLM run" and "Continue RLM run from this step" commands
  *   (the toolbar button and the cell context menu item are declared in
  *   schema/plugin.json).
@@ -16,6 +17,7 @@ import {
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 import { ICommandPalette } from '@jupyterlab/apputils';
+import { IEditorLanguageRegistry } from '@jupyterlab/codemirror';
 import { INotebookTracker, NotebookActions } from '@jupyterlab/notebook';
 
 import { PanelConnection, connections, untrackSubshellStatus } from './connection';
@@ -27,7 +29,14 @@ import {
   exportRun
 } from './export';
 import { scheduleMark } from './marks';
-import { supersedeSteps } from './runs';
+import { ILezerLanguage, PythonCheck, pythonCheck, readsAsProse } from './prose';
+import { isProse, markProse, supersedeSteps } from './runs';
+
+/** The kernel implementation that runs prose cells as tasks (rlm_kernel/jupyter/
+ * kernel.py `RLMKernel.implementation`). */
+const RLM_IMPLEMENTATION = 'rlm_kernel';
+/** The errors of a cell the kernel ran as Python that does not parse: not prose to it. */
+const PARSE_ERRORS = ['SyntaxError', 'IndentationError', 'TabError'];
 
 export { FRONTEND_TARGET, PROTOCOL_VERSION, RUN_TARGET } from './protocol';
 export { answerText, latestRunId } from './runs';
@@ -38,13 +47,26 @@ const plugin: JupyterFrontEndPlugin<void> = {
     'Shows each step of an RLM run as a notebook cell below its task cell.',
   autoStart: true,
   requires: [INotebookTracker],
-  optional: [ICommandPalette],
+  optional: [ICommandPalette, IEditorLanguageRegistry],
   activate: (
     app: JupyterFrontEnd,
     tracker: INotebookTracker,
-    palette: ICommandPalette | null
+    palette: ICommandPalette | null,
+    languages: IEditorLanguageRegistry | null
   ) => {
     untrackSubshellStatus();
+    // JupyterLab's own Python parser (the editor's), to read a cell as prose as it is
+    // scheduled; without it a prose task cell waits for the kernel's word.
+    let parses: PythonCheck | null = null;
+    void languages
+      ?.getLanguage('python')
+      .then(language => {
+        const support = language?.support as { language?: ILezerLanguage } | undefined;
+        if (support?.language?.parser) {
+          parses = pythonCheck(support.language);
+        }
+      })
+      .catch(err => console.warn('rlm-kernel: no Python parser for prose cells', err));
     app.commands.addCommand(COMMAND_EXPORT, {
       label: 'RLM export',
       caption:
@@ -54,7 +76,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
       execute: async () => {
         const panel = tracker.currentWidget;
         if (panel) {
-          await exportRun(panel, app.serviceManager.contents);
+          await exportRun(panel, app.serviceManager.contents, path => {
+            void app.commands.execute('docmanager:open', { path });
+          });
         }
       }
     });
@@ -101,10 +125,42 @@ const plugin: JupyterFrontEndPlugin<void> = {
     // cells; they are emptied as the task is scheduled, so step cells queued after
     // it run nothing (the new run replaces them).
     NotebookActions.executionScheduled.connect((_, { notebook, cell }) => {
-      connections.get(notebook)?.ensureAnnounced();
+      const connection = connections.get(notebook);
+      connection?.ensureAnnounced();
       const model = notebook.model;
       if (model && cell.model.type === 'code') {
         supersedeSteps(model, cell.model.id);
+        // A prose task cell of the rlm kernel is plain text from now on: the kernel's
+        // `run_started` confirms it (or not), which may come only after the model
+        // has started, or never (a failed start).
+        const check = parses;
+        const kernel = connection?.panel.sessionContext.session?.kernel;
+        if (check && kernel && !isProse(cell.model)) {
+          const source = cell.model.sharedModel.getSource();
+          void kernel.info.then(info => {
+            if (
+              info.implementation === RLM_IMPLEMENTATION &&
+              !cell.isDisposed &&
+              cell.model.sharedModel.getSource() === source &&
+              readsAsProse(source, check)
+            ) {
+              markProse(cell.model, true);
+              scheduleMark(notebook);
+            }
+          });
+        }
+      }
+    });
+    // A cell read as prose that the kernel ran as Python (it did not parse) is code.
+    NotebookActions.executed.connect((_, { notebook, cell, error }) => {
+      if (
+        cell.model.type === 'code' &&
+        error &&
+        PARSE_ERRORS.includes(error.errorName) &&
+        isProse(cell.model)
+      ) {
+        markProse(cell.model, false);
+        scheduleMark(notebook);
       }
     });
   }

@@ -29,6 +29,11 @@ export interface IExchange {
   prompt?: string;
 }
 
+/** The tones a run's end is shown in (`run_finished`'s `tone`; their colours: style/
+ * base.css, checked against rlm_kernel/engine/answer/sources.py `TONES` by the browser
+ * test): `ok` (green), `caution` (amber), `error` (red). */
+export const TONES = ['ok', 'caution', 'error'];
+
 /** A cell's `metadata.rlm`. */
 export interface IRlmMetadata {
   run_id?: string;
@@ -45,6 +50,12 @@ export interface IRlmMetadata {
   answer_source?: string | null;
   /** An answer cell: the sentence saying so, when not from the user's data. */
   answer_note?: string | null;
+  /** An answer cell: how the run ended, as `run_finished` said (`TONES`). */
+  tone?: string | null;
+  ending?: string | null;
+  ending_words?: string | null;
+  /** A step cell holding the "answer now" call after the run stopped early. */
+  answer_now?: boolean;
 }
 
 /** A step cell's metadata: `{rlm: {...}}`. */
@@ -82,6 +93,8 @@ export interface IStepAdded extends IMessageBase {
   step: number;
   source: string;
   metadata: ICellMetadata;
+  /** The "answer now" call after the run stopped early, not a further step. */
+  answer_now?: boolean;
 }
 
 export interface IStepOutput extends IMessageBase {
@@ -134,6 +147,11 @@ export interface IRunFinished extends IMessageBase {
   votes?: number[] | null;
   /** The sentence to show when the answer is not from the user's data. */
   answer_note?: string | null;
+  /** How the run ended, from the engine's one table (docs/protocol.md, `run_ending`):
+   * its tone (`TONES`), its kind (`answer_source` or `no_answer`) and one sentence. */
+  tone?: string;
+  ending?: string;
+  ending_words?: string;
   /** A candidates run: the candidate whose steps are the run's (the others' cells go). */
   chosen?: number | null;
   candidates?: ICandidateSummary[];

@@ -252,6 +252,7 @@ function addStep(model: INotebookLike, run: IRunState, data: IStepAdded): void {
       step,
       role: 'step',
       task_cell: run.taskCellId,
+      ...(data.answer_now ? { answer_now: true } : {}),
       ...(data.metadata?.rlm ?? {})
     }
   };
@@ -302,17 +303,23 @@ function finishStep(model: INotebookLike, run: IRunState, data: IStepFinished): 
   cell.setMetadata('rlm', rlm);
 }
 
-/** The answer cell's markdown: the answer (or why there is none), then, when the
- * answer is not from the user's data, the sentence that says how it was reached. */
+/** The answer cell's markdown: the answer (or that there is none), then the sentence
+ * that says how the run ended (`ending_words`, the engine's words, shown as they are;
+ * a kernel that does not send them: its `answer_note`, and why it stopped). */
 export function answerText(data: {
   answer?: string | null;
   stopped_by?: string;
   error?: string | null;
   answer_note?: string | null;
+  ending_words?: string | null;
 }): string {
   const stopped = data.stopped_by ?? 'unknown';
   const answer = data.answer;
+  const words = data.ending_words;
   if (answer !== null && answer !== undefined) {
+    if (words) {
+      return `**Answer:** ${answer}\n\n*${words}*`;
+    }
     const head =
       stopped === 'final'
         ? `**Answer:** ${answer}`
@@ -320,6 +327,9 @@ export function answerText(data: {
     return data.answer_note ? `${head}\n\n*${noteSentence(data.answer_note)}*` : head;
   }
   const reason = data.error ?? '';
+  if (words) {
+    return reason && !words.includes(reason) ? `**${words}**\n\n${reason}` : `**${words}**`;
+  }
   return `**No answer** (stopped by ${stopped})${reason ? `: ${reason}` : ''}`;
 }
 
@@ -381,7 +391,10 @@ function finishRun(model: INotebookLike, run: IRunState, data: IRunFinished): vo
         role: 'answer',
         task_cell: run.taskCellId,
         answer_source: data.answer_source ?? null,
-        answer_note: data.answer_note ?? null
+        answer_note: data.answer_note ?? null,
+        tone: data.tone ?? null,
+        ending: data.ending ?? null,
+        ending_words: data.ending_words ?? null
       }
     }
   });

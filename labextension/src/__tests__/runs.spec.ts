@@ -322,3 +322,34 @@ test('run_started marks a prose task cell, and a later code run unmarks it', () 
   run(nb, 'r4', 1);
   expect(isProse(task)).toBe(true);
 });
+
+test('the answer cell shows the ending words and keeps the tone the kernel sent', () => {
+  const nb = new FakeNotebook(['task']);
+  const base = { run_id: 'r9', cell_id: 'task' };
+  const totals = { llm_calls: 1, prompt_tokens: 1, completion_tokens: 1, cost_usd: 0 };
+  handleRunMessage(nb, { ...base, type: 'run_started', question: 'q', model: 'm',
+                         max_iterations: 6, variables: [] });
+  handleRunMessage(nb, { ...base, type: 'step_added', step: 1, source: 'x = 1',
+                         metadata: { rlm: { run_id: 'r9', step: 1, role: 'step' } } });
+  handleRunMessage(nb, { ...base, type: 'step_added', step: 2, source: "FINAL('x')",
+                         answer_now: true,
+                         metadata: { rlm: { run_id: 'r9', step: 2, role: 'step' } } });
+  handleRunMessage(nb, { ...base, type: 'run_finished', answer: null, stopped_by: 'interrupt',
+                         error: 'KeyboardInterrupt at step 2', seconds: 1, totals, answer_source: null,
+                         answer_note: null, tone: 'caution', ending: 'no_answer',
+                         ending_words: 'No answer: you interrupted the run.' });
+  expect(nb.roles()).toEqual(['task', 'r9:step1', 'r9:step2', 'r9:answer']);
+  expect((nb.list[2].metadata.rlm as any).answer_now).toBe(true);
+  expect((nb.list[1].metadata.rlm as any).answer_now).toBeUndefined();
+  const answer = nb.list[3];
+  expect(answer.source).toBe('**No answer: you interrupted the run.**\n\nKeyboardInterrupt at step 2');
+  expect(answer.metadata.rlm).toMatchObject({ tone: 'caution', ending: 'no_answer',
+                                              ending_words: 'No answer: you interrupted the run.' });
+  expect(answerText({ answer: '4', stopped_by: 'final',
+                      ending_words: "The answer was computed by the model's code from your data.",
+                      answer_note: null }))
+    .toBe("**Answer:** 4\n\n*The answer was computed by the model's code from your data.*");
+  expect(answerText({ answer: null, stopped_by: 'stuck', error: 'No answer: the run stopped',
+                      ending_words: 'No answer: the run stopped because the model repeated itself.' }))
+    .toBe('**No answer: the run stopped because the model repeated itself.**');
+});
