@@ -123,7 +123,8 @@ def test_run_pair_asks_the_second_question_with_and_without_the_conversation(pai
     assert len(lm.calls) == 3  # one root call per run
     with_prompt, without_prompt = lm.calls[1][-1]["content"], lm.calls[2][-1]["content"]
     assert "Earlier tasks in this session" in with_prompt
-    assert f"Task: {p.first}" in with_prompt and f"Answer: {p.expected1}" in with_prompt
+    assert (f"Task: {p.second}\n\nIt follows the previous task: {p.first}\n"
+            f"Its answer: {p.expected1}") in with_prompt
     assert "Variables it left: found" in with_prompt
     assert "Earlier tasks in this session" not in without_prompt
     assert "Earlier tasks in this session" not in lm.calls[0][-1]["content"]

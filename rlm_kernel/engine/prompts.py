@@ -231,8 +231,10 @@ def task_message(question: str, variables: Sequence[REPLVariable], max_steps: in
                  folder: str | None = None, no_data: bool = False) -> str:
     """First user message: the question, the earlier tasks of the conversation
     (``earlier``, from
-    :meth:`~rlm_kernel.engine.session.conversation.Conversation.prompt_section`; the question is
-    then restated in the step line, so it is read first and last), the variables'
+    :meth:`~rlm_kernel.engine.session.conversation.Conversation.prompt_section`: it opens
+    with the previous task's question and answer, so what "that file" or "those" refers
+    to is told right under the new question; the question is then restated in the step
+    line, so it is read first and last), the variables'
     metadata, how each variable splits into documents (when ``values`` is given; see
     :func:`rlm_kernel.context.documents.describe_structure`), the user's
     tools (one line each, :func:`~rlm_kernel.engine.session.task.describe_tool`), the answer's
@@ -249,8 +251,9 @@ def task_message(question: str, variables: Sequence[REPLVariable], max_steps: in
             listing += "\n\n" + "\n".join(tips)
     else:
         listing = NO_DATA_NOTE if no_data else "(no data variables; answer with code and FINAL)"
-    # a follow-up: the question first, then what the earlier tasks found, the question
-    # again at the end (a small model otherwise answers the earlier task again)
+    # a follow-up: the question first, right under it the previous task's question and
+    # answer (what "that" refers to) and what the earlier tasks found, the question again
+    # at the end (a small model otherwise answers the earlier task again)
     parts = [f"Task: {question}", *([earlier] if earlier else []),
              f"Variables in the REPL:\n{listing}"]
     if tools:

@@ -9,6 +9,15 @@ that got there and the variables those steps left (with their
 is also restated at its end: the current question is what the model reads first and
 last), and binds the whole record, as data, to the REPL variable :data:`HISTORY_NAME`.
 
+A follow-up points back with "that file", "it", "those": the section opens with the
+previous task's question and answer (:meth:`Conversation.follow_up`), right under the
+new question, and says that those words mean that answer.  Told only in the list of
+earlier tasks, after a paragraph of instructions, a small model lost the referent: asked
+"How many functions are defined at the top level of that file?" after "Which file
+defines ...?" (``encoder.py``), it counted over every file of ``context``
+(``bench/bench_followups.py`` measures right answers on such pairs).  The previous
+task is not told a second time in the list: it is named there by its number only.
+
 Earlier tasks are told as what they found: the question, the answer and the variables
 their code left, marked as made by that code (never as the user's data).  Their code is
 told only with ``code=True`` (``RLMConfig.history_code``): a small model shown an earlier
@@ -188,10 +197,14 @@ class Conversation:
 
     # -- what the model is told -------------------------------------------------------
     def prompt_section(self, *, code: bool = False) -> str | None:
-        """The task message's account of the earlier tasks (None when there are none):
-        the newest :attr:`keep_full` in full (question, answer, the variables their code
-        left; with ``code``, the end of that code too), older ones in one line each, the
-        oldest left out (and said to be) when the section would pass :attr:`max_chars`.
+        """The task message's account of the earlier tasks (None when there are none),
+        put right under the new question: first :meth:`follow_up` (the previous task's
+        question and answer, and that "that", "it", "those" mean that answer), then the
+        list: the newest :attr:`keep_full` tasks in full (question, answer, the variables
+        their code left; with ``code``, the end of that code too; the previous task by
+        its number only, its question and answer being told above), older ones in one
+        line each, the oldest left out (and said to be) when the section would pass
+        :attr:`max_chars`.
 
         Args:
             code: tell the code of the tasks told in full (``RLMConfig.history_code``);
@@ -201,13 +214,12 @@ class Conversation:
             return None
         n = len(self.tasks)
         full_from = max(0, n - self.keep_full)
-        blocks = [_full(i + 1, t, code) if i >= full_from else _line(i + 1, t)
-                  for i, t in enumerate(self.tasks)]
-        head = (f"Earlier tasks in this session, done already (oldest first): what they "
-                f"found. The task above may refer to their answers or variables (\"that "
-                f"file\", \"those\"); answer the task above, do not redo these. Their "
-                f"variables were made by their code, not given by the user. "
-                f"{HISTORY_NAME} holds every earlier task with its code.")
+        blocks = [_full(i + 1, t, code, last=i == n - 1) if i >= full_from
+                  else _line(i + 1, t) for i, t in enumerate(self.tasks)]
+        head = (f"{self.follow_up()}\n\nEarlier tasks in this session, done already (oldest "
+                f"first): answer the task above, do not redo them. Their variables were "
+                f"made by their code, not given by the user; {HISTORY_NAME} holds each "
+                f"task with its code.")
         dropped, room = 0, self.max_chars - 80  # 80: the "(N older tasks ...)" note
         while _size(head, blocks[dropped:]) > room:
             if dropped < full_from:  # the oldest one-line task goes first
@@ -222,6 +234,28 @@ class Conversation:
             body.insert(0, f"({dropped} older task{'s' * (dropped != 1)} not shown: read "
                            f"{HISTORY_NAME}[:{dropped}].)")
         return "\n".join([head, *body])
+
+    def follow_up(self) -> str | None:
+        """What the new task follows, told right under its question (None when there
+        is no earlier task): the previous task's question and answer, and that "that",
+        "it", "those" in the new task refer to that answer (the answer named again in
+        that sentence, cut to 120 characters); when the previous run ended
+        without an answer, that it did.  A follow-up of a follow-up names the last one
+        (the one before is in the list of earlier tasks)."""
+        if not self.tasks:
+            return None
+        last = self.tasks[-1]
+        asked = middle_cut(_flat(last.question), 400, CUT_HINT)
+        if last.answer is None:
+            return (f"It follows the previous task: {asked}\n"
+                    f"That task ended without an answer (the run stopped by "
+                    f"{last.stopped_by}).")
+        answer = _answer(last, ANSWER_CHARS)
+        return (f"It follows the previous task: {asked}\n"
+                f"Its answer: {answer}\n"
+                f"In the task above, \"that\", \"it\", \"those\" and \"the same\" refer to "
+                f"the previous task: to its answer, "
+                f"{middle_cut(_flat(last.answer), 120, CUT_HINT)}, or to what it found.")
 
     def as_data(self) -> list[dict[str, Any]]:
         """The value bound to :data:`HISTORY_NAME`."""
@@ -259,11 +293,15 @@ def _line(index: int, task: TaskRecord) -> str:
     return f"{index}. Task: {middle_cut(_flat(task.question), 150, CUT_HINT)} -> Answer: {_answer(task, 120)}"
 
 
-def _full(index: int, task: TaskRecord, with_code: bool = True) -> str:
+def _full(index: int, task: TaskRecord, with_code: bool = True, *, last: bool = False) -> str:
     """A task in full: question, answer, the variables it left and (``with_code``) the
-    end of its code."""
-    lines = [f"{index}. Task: {middle_cut(_flat(task.question), 400, CUT_HINT)}",
-             f"   Answer: {_answer(task, ANSWER_CHARS)}"]
+    end of its code.  ``last``: the previous task, whose question and answer
+    :meth:`Conversation.follow_up` tells: named by its number only."""
+    if last:
+        lines = [f"{index}. The previous task (question and answer above)."]
+    else:
+        lines = [f"{index}. Task: {middle_cut(_flat(task.question), 400, CUT_HINT)}",
+                 f"   Answer: {_answer(task, ANSWER_CHARS)}"]
     if task.variables:
         shown = "; ".join(_variable(v) for v in task.variables[:8])
         more = len(task.variables) - 8

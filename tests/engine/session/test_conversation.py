@@ -37,8 +37,9 @@ def test_a_follow_up_sees_the_earlier_task_its_answer_code_and_variables():
     assert prompt.index("Task: And how many") < prompt.index("Earlier tasks in this session")
     tail = prompt[prompt.index("Earlier tasks in this session"):]
     assert "The question: And how many of them have an index above 300?\nStep 1 of" in tail
-    assert "1. Task: How many items have colour red?" in prompt
-    assert "Answer: 200" in prompt
+    assert "It follows the previous task: How many items have colour red?" in prompt
+    assert "Its answer: 200" in prompt
+    assert "1. The previous task (question and answer above)." in prompt
     assert "Variables it left: red (list, 200 items" in prompt
     assert "made by their code, not given by the user" in prompt
     # told as what it found: its code only on request (history_code), always in rlm_history
@@ -67,7 +68,7 @@ def test_an_answer_made_without_the_users_data_is_told_as_such():
     res = task(ex, [block("FINAL(42)")], "q?", conv)
     res.answer_source = "no_input"  # as the run sets it when no input variable was read
     conv.record(res, ex.namespace)
-    assert "Answer: 42 (made without any data of the user's)" in conv.prompt_section()
+    assert "Its answer: 42 (made without any data of the user's)" in conv.prompt_section()
     again = Conversation.from_list(conv.to_list())
     assert again.tasks[0].answer_source == "no_input"
 
@@ -126,7 +127,13 @@ def test_a_task_with_no_answer_is_told_as_such():
     res = RLM(root_client=lm, sub_client=lm, max_iterations=1).run("q?", context="x",
                                                                    executor=ex)
     conv.record(res, ex.namespace)
-    assert "(no answer: the run stopped by max_iterations)" in conv.prompt_section()
+    section = conv.prompt_section()
+    assert section.startswith("It follows the previous task: q?\nThat task ended without an "
+                              "answer (the run stopped by max_iterations).")
+    assert "refer to" not in section  # no answer to point at
+    conv.record(task(ex, [block("FINAL(3)")], "next?", conv), ex.namespace)
+    assert "1. Task: q? -> Answer: (no answer: the run stopped by max_iterations)" in \
+        Conversation(conv.tasks, keep_full=0).prompt_section()
 
 
 def test_the_record_round_trips():
@@ -171,3 +178,59 @@ def test_a_candidates_run_of_a_question_asked_again_is_not_stopped_on_its_first_
     assert [(c["stopped_by"], c["steps"], c["answer"]) for c in res.candidates] == [
         ("final", 2, "600")] * 3
     assert res.history.entries[0].code == step
+
+
+def test_a_follow_up_names_the_earlier_question_and_answer_next_to_its_own():
+    """The walk: "Which file defines f?" (a file) then "How many functions ... in that
+    file?": the task message says, right under the new question, which question came
+    before, what it answered, and that "that" refers to it."""
+    files = {"pkg/a.py": "def f():\n    pass\n", "pkg/b.py": "def g():\n    pass\n"}
+    ex, conv = PlainExecutor(), Conversation()
+    asked = "Which file defines the function `g`? Reply with its path."
+    rlm, _ = scripted_rlm([block("FINAL([p for p, s in context.items() if 'def g' in s][0])")])
+    first = rlm.run(asked, context=files, executor=ex, history=conv)
+    assert first.answer == "pkg/b.py"
+    conv.record(first, ex.namespace, key="1")
+
+    follow = "How many functions are defined at the top level of that file?"
+    rlm, lm = scripted_rlm([block("FINAL(context['pkg/b.py'].count('def '))")])
+    second = rlm.run(follow, context=files, executor=ex, history=conv)
+    assert second.answer == "1"
+    prompt = lm.calls[0][-1]["content"]
+    assert prompt.startswith(
+        f"Task: {follow}\n\nIt follows the previous task: {asked}\nIts answer: pkg/b.py\n"
+        "In the task above, \"that\", \"it\", \"those\" and \"the same\" refer to the "
+        "previous task: to its answer, pkg/b.py, or to what it found.\n\n")
+    # told once: the list of earlier tasks names it by number only
+    assert prompt.count(asked) == 1 and "1. The previous task" in prompt
+    assert f"The question: {follow}\nStep 1 of" in prompt[prompt.index("Variables in"):]
+
+
+RED = "sum(x['colour'] == 'red' for x in context)"
+
+
+def test_a_follow_up_of_a_follow_up_names_the_last_one():
+    ex, conv = PlainExecutor(), Conversation()
+    asked = [("How many items have colour red?", "FINAL(len([x for x in context "
+              "if x['colour'] == 'red']))", "200"),
+             ("What is that number doubled?", f"FINAL(2 * {RED})", "400"),
+             ("And that plus one?", f"FINAL(2 * {RED} + 1)", "401")]
+    prompts = []
+    for n, (question, code, answer) in enumerate(asked):
+        rlm, lm = scripted_rlm([block(code)])
+        res = rlm.run(question, context=ITEMS, executor=ex, history=conv)
+        assert res.answer == answer
+        prompts.append(lm.calls[0][-1]["content"])
+        conv.record(res, ex.namespace, key=str(n))
+    third = prompts[2]
+    assert third.startswith("Task: And that plus one?\n\nIt follows the previous task: What "
+                            "is that number doubled?\nIts answer: 400\n")
+    assert "to its answer, 400," in third and "to its answer, 200," not in third
+    # the one before is in the list, in full
+    assert "1. Task: How many items have colour red?\n   Answer: 200" in third
+    assert "2. The previous task (question and answer above)." in third
+    # re-running the second task follows the first one, not itself
+    rlm, lm = scripted_rlm([block(f"FINAL(2 * {RED})")])
+    rlm.run("What is that number doubled?", context=ITEMS, executor=ex,
+            history=conv.before("1"))
+    assert "It follows the previous task: And that plus one?" in lm.calls[0][-1]["content"]
