@@ -27,7 +27,7 @@ def test_a_follow_up_task_is_told_the_earlier_one(shell, monkeypatch):
     assert shell.user_ns["rlm_answer"] == 6
     run = list(magics(shell).runs.values())[-1]
     prompt = run.result.root_prompts[0][1]["content"]
-    assert "1. Task: How many r letters are there?" in prompt and "Answer: 3" in prompt
+    assert "It follows the previous task: How many r letters are there?\nIts answer: 3\n" in prompt
     assert "Variables it left: red (list" in prompt
     assert [t.question for t in magics(shell).conversation.tasks] == [
         "How many r letters are there?", "And twice that many?"]
