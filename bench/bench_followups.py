@@ -5,7 +5,8 @@ Run by hand (the real model: about 30-40 minutes for all pairs on 2 CPU cores):
 
     .venv/bin/python bench/bench_followups.py [--pairs N] [--rows] [--model M]
         [--max-iterations N (default 8)] [--set KEY=VALUE ...] [--chain N (default 6)]
-        [--save FILE.jsonl]
+        [--save FILE.jsonl] [--skip-without]
+    .venv/bin/python bench/bench_followups.py --compare BEFORE.jsonl AFTER.jsonl
 
 The pairs (:func:`load_pairs`, at least 20) are built at load time from the eval's dev
 sources on this machine (``evals/``: the standard library, ``/usr/share/common-licenses``,
@@ -46,6 +47,15 @@ chars | uncompacted chars); how often the second answer was right when the first
 was (each way) and how many second questions are yes/no; and the number of runs that
 ended in an error.  A failing run never stops the bench: it counts as wrong.  Ctrl-C
 stops it and prints the tables of the pairs done so far.
+
+``--skip-without`` leaves out the run without the conversation (its columns show ``-``):
+for measuring a change to what a follow-up is told, which that run never sees.
+``--compare BEFORE.jsonl AFTER.jsonl`` prints two ``--save`` files side by side, one row
+per pair in both (the second question with the conversation: right, answer, steps,
+seconds, prompt tokens of its first root call; whether the first was right) and the
+totals: run the bench in a copy of the tree before the change
+(``git worktree add DIR REV``, then ``DIR/bench/bench_followups.py --save``) and in this
+one, on the same pairs.
 """
 
 from __future__ import annotations
@@ -845,17 +855,26 @@ def run_one(rlm: RLM, question: str, context: Any, check: Check, executor: Plain
                    written=written), res
 
 
-def run_pair(p: Pair, new_rlm: NewRLM, config: RLMConfig) -> PairOutcome:
+SKIPPED = "skipped"
+"""``Outcome.stopped_by`` of a run ``--skip-without`` did not make."""
+
+
+def run_pair(p: Pair, new_rlm: NewRLM, config: RLMConfig, *,
+             without_history: bool = True) -> PairOutcome:
     """The first question with a new conversation, then the second one with it (the same
-    executor, ``history=conv``) and without it (a new executor, no history)."""
+    executor, ``history=conv``) and without it (a new executor, no history; not run when
+    ``without_history`` is False: its outcome says :data:`SKIPPED`)."""
     rlm = new_rlm(config)
     ex, conv = PlainExecutor(), Conversation()
     first, res = run_one(rlm, p.first, p.context, p.check1, ex, conv)
     if res is not None:
         conv.record(res, ex.namespace, key="1")
     with_conv, _ = run_one(rlm, p.second, p.context, p.check2, ex, conv)
-    without, _ = run_one(rlm, p.second, copy.deepcopy(p.context), p.check2, PlainExecutor(),
-                         None)
+    if without_history:
+        without, _ = run_one(rlm, p.second, copy.deepcopy(p.context), p.check2,
+                             PlainExecutor(), None)
+    else:
+        without = Outcome(False, None, 0, 0.0, 0, SKIPPED, False)
     earlier = {without_comments(s["code"]) for s in first.trace or ()} - {""}
     for run in (with_conv, without):
         run.copied = sum(without_comments(s["code"]) in earlier for s in run.trace or ())
@@ -942,7 +961,14 @@ def cells(group: Sequence[PairOutcome]) -> str:
         return f"{0:>5}"
     n = len(group)
     w = [o.with_conv for o in group]
-    wo = [o.without for o in group]
+    wo = [o.without for o in group if o.without.stopped_by != SKIPPED]
+    if not wo:  # --skip-without
+        return (f"{n:>5} {f'{sum(o.first.correct for o in group)}/{n}':>7} | "
+                f"{f'{sum(o.correct for o in w)}/{n}':>6} {'-':>6} | "
+                f"{_mean([o.steps for o in w]):>5.2f} {'-':>5} | "
+                f"{_mean([o.seconds for o in w]):>6.1f} {'-':>6} | "
+                f"{_mean([o.first_prompt_tokens for o in w]):>6.0f} {'-':>6} {'-':>9} | "
+                f"{f'{sum(o.copied + o.wrote_copy > 0 for o in w)}/{n}':>6} {'-':>6}")
     tw, two = _mean([o.first_prompt_tokens for o in w]), _mean([o.first_prompt_tokens for o in wo])
     ratio = f"{tw / two:.2f}x" if two else "-"
     return (f"{n:>5} {f'{sum(o.first.correct for o in group)}/{n}':>7} | "
@@ -986,6 +1012,46 @@ def print_chain(points: Sequence[ChainPoint], probe: Pair) -> None:
           "characters (the rest stays in rlm_history)")
 
 
+def compare(before: str, after: str) -> None:
+    """Print two ``--save`` files side by side, pair by pair (the pairs in both, in the
+    order of ``before``): whether the second question was right with the conversation,
+    its answer, steps, seconds and the prompt tokens of its first root call, then the
+    totals.  For a change to what a follow-up is told, measured before and after on the
+    same pairs (``--compare BEFORE.jsonl AFTER.jsonl``)."""
+    def load(path: str) -> dict[str, dict[str, Any]]:
+        with open(path, encoding="utf-8") as f:
+            return {row["id"]: row for row in map(json.loads, filter(str.strip, f))}
+
+    old, new = load(before), load(after)
+    ids = [i for i in old if i in new]
+    ok = {True: "yes", False: "NO"}
+    print(f"second question with the conversation: {before} | {after} "
+          f"({len(ids)} pairs in both)")
+    print(f"{'pair':<34} {'expected':<16} | {'right':^9} | {'answer':^33} | {'steps':^5} | "
+          f"{'seconds':^9} | {'prompt tokens':^11} | 1st right")
+    for i in ids:
+        a, b = old[i]["with"], new[i]["with"]
+        print(f"{one_line(i, 34):<34} {one_line(old[i]['expected2'], 16):<16} | "
+              f"{ok[a['correct']]:>4}|{ok[b['correct']]:<4} | "
+              f"{one_line(a['answer'], 16):>16}|{one_line(b['answer'], 16):<16} | "
+              f"{a['steps']:>2}|{b['steps']:<2} | {a['seconds']:>4.0f}|{b['seconds']:<4.0f} | "
+              f"{a['first_prompt_tokens']:>5}|{b['first_prompt_tokens']:<5} | "
+              f"{ok[old[i]['first_run']['correct']]}|{ok[new[i]['first_run']['correct']]}")
+    n = len(ids)
+
+    def total(rows: dict[str, dict[str, Any]], key: str) -> float:
+        return _mean([rows[i]["with"][key] for i in ids])
+
+    right = (f"{sum(old[i]['with']['correct'] for i in ids)}/{n}|"
+             f"{sum(new[i]['with']['correct'] for i in ids)}/{n}")
+    print(f"{'TOTAL':<34} {'':<16} | {right:^9} | {'':^33} | "
+          f"{total(old, 'steps'):.1f}|{total(new, 'steps'):.1f} | "
+          f"{total(old, 'seconds'):.0f}|{total(new, 'seconds'):.0f} | "
+          f"{total(old, 'first_prompt_tokens'):.0f}|{total(new, 'first_prompt_tokens'):.0f} | "
+          f"{sum(old[i]['first_run']['correct'] for i in ids)}|"
+          f"{sum(new[i]['first_run']['correct'] for i in ids)}")
+
+
 # -- main -------------------------------------------------------------------------------------
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -1001,7 +1067,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rows", action="store_true", help="print one line per pair")
     parser.add_argument("--save", default=None, metavar="FILE.jsonl",
                         help="write each pair's outcome (answers, steps' code) as a JSON line")
+    parser.add_argument("--skip-without", action="store_true",
+                        help="do not ask the second question without the conversation "
+                             "(a change to what follow-ups are told leaves it as it was)")
+    parser.add_argument("--compare", nargs=2, default=None, metavar=("BEFORE", "AFTER"),
+                        help="print two --save files side by side and exit (no model)")
     args = parser.parse_args(argv)
+    if args.compare:
+        return args
     if args.pairs is not None and args.pairs < 1:
         parser.error("--pairs must be at least 1")
     if args.chain < 0:
@@ -1016,6 +1089,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.compare:
+        compare(*args.compare)
+        return 0
     pairs = load_pairs()
     if len(pairs) <= args.chain:
         print(f"bench_followups: --chain {args.chain} needs more than {args.chain} pairs "
@@ -1051,7 +1127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(ROW_HEAD, flush=True)
     try:
         for n, p in enumerate(chosen, 1):
-            outcomes.append(run_pair(p, new_rlm, cfg))
+            outcomes.append(run_pair(p, new_rlm, cfg, without_history=not args.skip_without))
             if save is not None:
                 save.write(json.dumps(saved(outcomes[-1]), default=str) + "\n")
                 save.flush()

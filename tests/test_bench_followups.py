@@ -169,3 +169,30 @@ def test_the_table_prints_per_kind_rows_and_a_total(pairs, capsys):
     assert re.search(rf"^{pairs[0].kind}\s+\|\s+1\s+0/1 \|\s+0/1\s+0/1 \|", text, re.M), text
     assert re.search(r"^TOTAL\s+\|", text, re.M)
     assert pairs[0].id in text
+
+
+def test_skip_without_and_compare_print_before_and_after_side_by_side(pairs, tmp_path, capsys):
+    """``--skip-without`` asks the second question only with the conversation; ``--compare``
+    prints two ``--save`` files pair by pair, then the totals."""
+    import json
+
+    p = pairs[0]
+    right = block(f"FINAL({first_value(p.expected2)!r})")
+    runs = {}
+    for name, second in (("before", block("FINAL('all files: 14')")), ("after", right)):
+        lm = ScriptedModel([block(f"found = {p.expected1!r}\nFINAL(found)"), second])
+        runs[name] = bf.run_pair(p, scripted_rlm(lm), CONFIG, without_history=False)
+        assert len(lm.calls) == 2  # the first question and the follow-up with history
+        assert runs[name].without.stopped_by == bf.SKIPPED
+        (tmp_path / f"{name}.jsonl").write_text(json.dumps(bf.saved(runs[name])) + "\n")
+    assert not runs["before"].with_conv.correct and runs["after"].with_conv.correct
+    bf.print_table([runs["after"]])
+    table = capsys.readouterr().out
+    assert re.search(r"^TOTAL\s+\|\s+1\s+1/1 \|\s+1/1\s+- \|", table, re.M), table
+
+    assert bf.main(["--compare", str(tmp_path / "before.jsonl"),
+                    str(tmp_path / "after.jsonl")]) == 0
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if line.startswith(p.id))
+    assert "NO|yes" in row and "all files: 14|" in row
+    assert re.search(r"^TOTAL\s+\|\s+0/1\|1/1\s+\|", text, re.M), text
