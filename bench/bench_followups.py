@@ -938,8 +938,9 @@ ROW_HEAD = (f"{'pair':<34} {'1st':<3} {'2nd':>3} | {'w/o':<3} {'steps':>5} {'sec
 def print_row(o: PairOutcome) -> None:
     ok = {True: "yes", False: "NO"}
     w, wo = o.with_conv, o.without
+    wo_ok = "-" if wo.stopped_by == SKIPPED else ok[wo.correct]
     line = (f"{one_line(o.pair.id, 34):<34} {ok[o.first.correct]:<3} {ok[w.correct]:>3} | "
-            f"{ok[wo.correct]:<3} {w.steps:>2}|{wo.steps:<2} {w.seconds:>5.0f}|{wo.seconds:<5.0f} "
+            f"{wo_ok:<3} {w.steps:>2}|{wo.steps:<2} {w.seconds:>5.0f}|{wo.seconds:<5.0f} "
             f"{one_line(o.pair.expected1, 30)} -> {one_line(o.first.answer, 40)} ; "
             f"{one_line(o.pair.expected2, 24)} -> {one_line(w.answer, 40)} | "
             f"{one_line(wo.answer, 40)} [{w.stopped_by}|{wo.stopped_by}]"
