@@ -123,6 +123,10 @@ class IsolatedSteps(IsolatedExecutor):
     errors stay stderr text."""
 
     on_rich_output: Any = None
+    take_counts: bool = True
+    """Whether steps take the shell's execution counts (False in a stock shell:
+    :func:`~rlm_kernel.jupyter.shell_executor.numbers_steps`; their tracebacks then name
+    their code after the task cell)."""
     last_execution_count: int | None = None
     last_cut_streams: dict[str, str] = {}  # noqa: RUF012 - replaced, never mutated
     """``{stream name: kept text}`` of the last step's streams whose live text stopped at
@@ -133,10 +137,13 @@ class IsolatedSteps(IsolatedExecutor):
                 on_output: OutputCallback | None = None) -> REPLResult:
         """Run ``code`` in the child (see :meth:`IsolatedExecutor.execute`)."""
         shell = _shell()
-        self.last_execution_count = _take_count(shell, code)
-        if self.last_execution_count is not None:
-            self._step_counts = {**getattr(self, "_step_counts", {}),
-                                 code: self.last_execution_count}
+        self.last_execution_count = _take_count(shell, code) if self.take_counts else None
+        # a traceback names a step's code "Cell In[n]" after its count; a step without one
+        # after the running (task) cell, as IPython names an in-process step's code
+        named = self.last_execution_count if self.take_counts or shell is None \
+            else int(shell.execution_count) - 1
+        if named is not None:
+            self._step_counts = {**getattr(self, "_step_counts", {}), code: named}
         hold = TracebackHold()
         self.last_cut_streams = {}
         cut: set[str] = set()  # streams whose live text stopped at the cap

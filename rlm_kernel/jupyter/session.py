@@ -267,7 +267,7 @@ class NotebookSession:
         Raises:
             UsageError: a named variable is missing; the working folder or the worker
                 cannot be used."""
-        from .shell_executor import ShellExecutor
+        from .shell_executor import ShellExecutor, numbers_steps
 
         ns = self.shell.user_ns
         self.made.adopt(context or ())  # named by the user: theirs from now on
@@ -276,7 +276,12 @@ class NotebookSession:
             self.conversation.clear()
         history = self.conversation.before(key) if follow_ups else None
         isolated = isolated or config.executor == "isolated" or bool(config.workdir)
-        executor = self._isolated_executor(config) if isolated else ShellExecutor(self.shell)
+        counted = numbers_steps(self.shell)  # steps' counts where the task cell keeps its own
+        if isolated:
+            executor = self._isolated_executor(config)
+            executor.take_counts = counted
+        else:
+            executor = ShellExecutor(self.shell, store_history=counted)
         if not variables and not has_tools and not config.workdir:
             print(no_data_notice(ns, self.made.names(ns)), flush=True)
         return TaskPlan(key, variables, list(variables), history, executor, isolated,

@@ -43,7 +43,8 @@ from ..termination import FinalOutput
 from ..text import middle_cut
 
 __all__ = ["RichOutputCallback", "ShellExecutor", "StepCapture", "display_output",
-           "output_text", "record_cut_streams", "stock_shell_hooks", "LIVE_CUT"]
+           "numbers_steps", "output_text", "record_cut_streams", "stock_shell_hooks",
+           "LIVE_CUT"]
 
 RichOutputCallback = Callable[[dict[str, Any]], None]
 MAX_OUTPUTS = 500
@@ -102,10 +103,12 @@ class StepCapture:
         shell: the IPython shell the step runs in.
         on_rich_output: called with each kept output dict (already redacted).
         on_output: called with each ``(stream name, text)`` chunk.
+        counted: whether the step takes the shell's next execution count (else its
+            result has no count and no ``Out`` entry: :func:`numbers_steps`).
     """
 
     def __init__(self, shell: Any, on_rich_output: RichOutputCallback | None,
-                 on_output: OutputCallback | None) -> None:
+                 on_output: OutputCallback | None, counted: bool = True) -> None:
         self.shell = shell
         self.on_rich_output = on_rich_output
         self.on_output = on_output
@@ -115,7 +118,8 @@ class StepCapture:
         self.error = False  # a traceback was shown, or the step timed out
         self.dropped = 0  # outputs beyond MAX_OUTPUTS
         self.redact = Redactor()
-        self.count = shell.execution_count  # the step's execution count
+        self.count: int | None = shell.execution_count if counted else None
+        """The step's execution count (None: the step takes none)."""
         self.user_interrupt = False  # the user's SIGINT arrived during the step
         self.forwarding = False  # on_rich_output runs: what it publishes is not the step's
         self.tees: list[StreamTee] = []  # the step's stdout and stderr (see keep_cut_streams)
@@ -143,12 +147,16 @@ class StepCapture:
             self.on_output(name, text)
 
     def displayhook(self, value: Any) -> None:
-        """The value of a trailing expression: ``_`` and an ``execute_result``."""
+        """The value of a trailing expression: ``_`` and an ``execute_result`` (and
+        ``Out[n]``, ``_n`` when the step has a count)."""
         if value is None:
             return
         shell = self.shell
         try:
-            shell.displayhook.update_user_ns(value)
+            if self.count is None:  # no count: no Out entry (it would be another cell's)
+                shell.user_ns["_"] = value
+            else:
+                shell.displayhook.update_user_ns(value)
         except Exception:  # noqa: BLE001 - history bookkeeping must not fail a step
             shell.user_ns["_"] = value
         data, md = shell.display_formatter.format(value)
@@ -225,13 +233,34 @@ class StepCapture:
                                        and o["name"] == "stderr") == stderr))
 
 
+def numbers_steps(shell: Any) -> bool:
+    """Whether a task's steps in ``shell`` take execution counts of their own (and go
+    into ``In``/history): only in a shell that numbers the task cell with the count it
+    started with whatever its steps took, the RLM kernel's
+    (:class:`~rlm_kernel.jupyter.kernel.RLMShell`, which has ``step_in_progress``).
+
+    A stock shell (``%load_ext rlm_kernel`` in a ``python3`` kernel, a terminal IPython)
+    numbers a cell's reply and its ``Out[n]`` from the shell's counter once the cell has
+    run (``shell.execution_count - 1``: ipykernel's ``do_execute``, IPython's
+    ``DisplayHook.prompt_count``).  Steps that took counts there would give the task cell
+    ``In [4]`` the last step's ``[6]`` (shown twice, 4 skipped); their steps take none, so
+    the counts stay consecutive: the task cell ``[4]``, the next cell ``[5]``.
+
+    Args:
+        shell: the IPython shell the task runs in.
+    """
+    return callable(getattr(shell, "step_in_progress", None))
+
+
 class ShellExecutor:
     """Execute steps with ``shell.run_cell`` and capture their outputs.
 
     Args:
         shell: an IPython ``InteractiveShell`` (the kernel's).
         on_rich_output: called with each nbformat output dict as it is made.
-        store_history: record steps in ``In``/history with execution counts.
+        store_history: record steps in ``In``/history with execution counts; False
+            (a stock shell: :func:`numbers_steps`): a step takes no count, and IPython
+            names its code (in tracebacks: ``Cell In[n]``) after the running cell's.
     """
 
     def __init__(self, shell: Any, *, on_rich_output: RichOutputCallback | None = None,
@@ -258,7 +287,8 @@ class ShellExecutor:
             KeyboardInterrupt: the user interrupted the step.
         """
         self.last_cut_streams = {}
-        capture = StepCapture(self.shell, self.on_rich_output, on_output)
+        capture = StepCapture(self.shell, self.on_rich_output, on_output,
+                              counted=self.store_history)
         start = time.perf_counter()
         watch = self.read_watch
         with recording(self.namespace, watch) as recorder:
@@ -291,6 +321,11 @@ class ShellExecutor:
         repairs at the end of the step's output."""
         with ExitStack() as stack:
             scope = capture.hooks(stack)
+            if not self.store_history and self.shell.execution_count > 1:
+                # IPython names a cell's code after the shell's next count: a step without
+                # one is named after the running (task) cell, not the cell after it
+                stack.enter_context(_swap(self.shell, "execution_count",
+                                          self.shell.execution_count - 1))
             try:
                 with time_limit(timeout) as limit:
                     result = self.shell.run_cell(code, store_history=self.store_history)
