@@ -453,24 +453,33 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
 
     def _finish(self, record: RunRecord) -> Any:
         """Keep the run for ``%rlm export``, bind ``rlm_answer``, report a run that
-        did not end with FINAL; returns the answer value."""
+        did not end with FINAL; returns the answer value.
+
+        A run that ends without an answer (interrupted, failed, stuck, out of budget)
+        leaves ``rlm_answer`` as it was, and says so when it holds an earlier answer;
+        ``rlm_answers`` gets one entry per run (None for a run without an answer)."""
         result = record.result
         self.step_counts.update(c for c in record.execution_counts if c is not None)
         self.runs[record.run_id] = record
-        value = result.answer_value if result.answer is not None else None
+        answered = result.answer is not None
+        value = result.answer_value if answered else None
         ns = self.shell.user_ns
-        ns["rlm_answer"] = value
+        kept = not answered and "rlm_answer" in ns
+        if not kept:
+            ns["rlm_answer"] = value
         ns.setdefault("rlm_answers", []).append(value)
         if result.diverged_at is not None:
             print(f"RLM replay of run {record.run_id}: step {result.diverged_at} printed "
                   "other output than the record (diverged_at)", file=sys.stderr)
         if result.stopped_by != "final":
             reason = f": {result.error}" if result.error else ""
-            kept = f"{result.steps} step{'' if result.steps == 1 else 's'} kept"
+            steps = f"{result.steps} step{'' if result.steps == 1 else 's'} kept"
             # stderr (red in JupyterLab) only for an error; a limit, an interrupt or a
             # stuck run is said plainly (the progress view shows it in amber)
             print(f"RLM run {record.run_id} stopped by {result.stopped_by}{reason} "
-                  f"({kept})", file=sys.stderr if result.stopped_by == "error" else sys.stdout)
+                  f"({steps})", file=sys.stderr if result.stopped_by == "error" else sys.stdout)
+        if kept and ns["rlm_answer"] is not None:
+            print("rlm_answer still holds the previous answer.")
         return value
 
     # -- helpers ------------------------------------------------------------------------

@@ -7,22 +7,53 @@ only once a run has really started."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.kernel_client import (
     THOUGHT,
     announce_frontend,
     execute,
+    printed_json,
     script_model,
     text_of,
 )
 from tests.replies import block
+
+KEPT = "rlm_answer still holds the previous answer"
 
 
 def load(kc, kernel_name: str) -> None:
     if kernel_name == "python3":
         reply, _ = execute(kc, "%load_ext rlm_kernel", timeout=120)
         assert reply["content"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("kernel_name", ["rlm", "python3"])
+def test_rlm_answer_keeps_the_last_answer_after_an_interrupted_run(kernel, kernel_name):
+    km, kc = kernel
+    load(kc, kernel_name)
+    execute(kc, "context = 'a b c'")
+    wait = block("import time\ntime.sleep(120)", THOUGHT)
+    script_model(kc, [block("FINAL(len(context.split()))", THOUGHT), wait, wait],
+                 widgets=False)
+    reply, messages = execute(kc, "%%rlm\nHow many words?", timeout=120)
+    assert reply["content"]["status"] == "ok", text_of(messages)
+    assert printed_json(kc, "print(rlm_answer)") == 3
+    interrupted: list[bool] = []
+
+    def watch(m):  # interrupt once the step is shown (it runs next, for 120 s)
+        if not interrupted and "time.sleep(120)" in json.dumps(m["content"]):
+            interrupted.append(True)
+            km.interrupt_kernel()
+
+    reply, messages = execute(kc, "%%rlm\nWait a while.", timeout=120, on_message=watch)
+    out = text_of(messages)
+    assert interrupted and "stopped by interrupt" in out, out
+    assert KEPT in out, out
+    assert printed_json(kc, "import json\nprint(json.dumps([rlm_answer, rlm_answers]))") \
+        == [3, [3, None]]
 
 
 @pytest.mark.parametrize("kernel_name", ["python3"])
