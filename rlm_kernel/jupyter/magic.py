@@ -359,14 +359,15 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         :attr:`tools` (``%rlm tools``), and asks for the ``--returns`` type.  Only
         the variables the user loaded or named are its inputs (protected, and shown to
         the model as the user's data); the ones model code made (:attr:`made`) are not.
-        With no input, the cell says so (and what the namespace holds) before any model
-        call, and the task runs on.
+        With no input, the cell says so (and what the namespace holds) once the run has
+        started, before any model call, and the task runs on; what its code adds to the
+        namespace is removed when it ends (:meth:`NotebookSession.task`).
 
         Raises:
             UsageError: a ``--context`` name is not in the namespace, an option value
                 is out of bounds, the ``--returns`` type or a tool is not usable.
         """
-        from ..engine import RLM
+        from ..engine import RLM, RunStarted
         from ..models import LLMError
 
         try:
@@ -395,8 +396,11 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
                 renderer.continues = {"run_id": continues,
                                       "from_step": continuation.from_step}
             view = self._view(cell_id, config.max_iterations, [*plan.variables, *tools])
+            notice = [plan.notice] if plan.notice else []
 
             def observer(event: Any) -> None:
+                if notice and isinstance(event, RunStarted):  # started: no model call yet
+                    print(notice.pop(), flush=True)
                 renderer(event)
                 if view is not None:
                     view.on_event(event)

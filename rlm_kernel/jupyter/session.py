@@ -180,6 +180,8 @@ class TaskPlan:
             an ``IsolatedSteps`` worker the session closes when the task ends).
         isolated: whether ``executor`` is a worker of this task.
         results: names an isolated task copies back into the namespace.
+        notice: what the task cell says once the run has started when the task has no
+            data of the user's (:func:`no_data_notice`), else None.
     """
 
     key: str
@@ -189,6 +191,7 @@ class TaskPlan:
     executor: Any
     isolated: bool = False
     results: list[str] = field(default_factory=list)
+    notice: str | None = None
 
 
 class NotebookSession:
@@ -261,8 +264,9 @@ class NotebookSession:
         ``config.executor == "isolated"`` or a ``config.workdir``: a working folder is
         walled only behind the process wall, and moving the kernel's own current folder
         would move the user's).  A task with no input (and no tools, no working folder)
-        says so on stdout before any model call (a caution: stderr is red in
-        JupyterLab).
+        gets a :attr:`TaskPlan.notice`, which the task cell shows on stdout once the run
+        has started, before any model call (a caution: stderr is red in JupyterLab; a
+        start that fails, on a missing key say, shows only its error).
 
         Raises:
             UsageError: a named variable is missing; the working folder or the worker
@@ -282,10 +286,10 @@ class NotebookSession:
             executor.take_counts = counted
         else:
             executor = ShellExecutor(self.shell, store_history=counted)
-        if not variables and not has_tools and not config.workdir:
-            print(no_data_notice(ns, self.made.names(ns)), flush=True)
+        notice = (no_data_notice(ns, self.made.names(ns))
+                  if not variables and not has_tools and not config.workdir else None)
         return TaskPlan(key, variables, list(variables), history, executor, isolated,
-                        list(results or ()))
+                        list(results or ()), notice)
 
     def clients(self, config: RLMConfig) -> dict[str, Any]:
         """The engine's ``root_client`` / ``sub_client`` from :attr:`client_factory`

@@ -77,3 +77,18 @@ def test_python3_kernel_numbers_a_task_cell_and_the_next_cell_consecutively(kc, 
     reply, messages = execute(kc, f"print(Out.get({own[0]}))")
     assert reply["content"]["execution_count"] == own[0] + 1  # no count skipped
     assert text_of(messages).strip() == "11"
+
+
+def test_the_no_data_notice_is_not_said_before_a_start_that_fails(kc):
+    execute(kc, "import os\nos.environ.pop('OPENAI_API_KEY', None)\n"
+                "%config RLM.widgets = False")
+    reply, messages = execute(kc, "%rlm --model openai/gpt-4o-mini What is two plus two?")
+    out = text_of(messages)
+    assert "OPENAI_API_KEY" in out, out
+    assert "no data of yours" not in out, out
+    # a start that succeeds says it first, before the run's first step
+    script_model(kc, [block("print('STEP RAN')", THOUGHT), block("FINAL(4)", THOUGHT)],
+                 widgets=False)
+    reply, messages = execute(kc, "%rlm What is two plus two?")
+    out = text_of(messages)
+    assert out.index("RLM: this task has no data of yours") < out.index("STEP RAN"), out
