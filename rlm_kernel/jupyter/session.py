@@ -57,10 +57,11 @@ from ..engine import (
     answer_text,
     user_variables,
 )
+from ..engine.repl_functions import SESSION_NAMES
 from ..termination import resolve_final_var
 
 __all__ = ["RUN_NAMES", "ClientFactory", "ModelVariables", "NotebookSession", "TaskPlan",
-           "assigned_names", "bind_session_functions", "final_outside_run", "lent_namespace",
+           "added_names", "assigned_names", "bind_session_functions", "final_outside_run", "lent_namespace",
            "no_data_notice", "protect_question_mark"]
 
 log = logging.getLogger(__name__)
@@ -192,6 +193,15 @@ class TaskPlan:
     isolated: bool = False
     results: list[str] = field(default_factory=list)
     notice: str | None = None
+    removed: list[str] = field(default_factory=list)
+    """The names a task without data added and the session removed when it ended."""
+
+    @property
+    def no_data(self) -> bool:
+        """Whether the task runs without data of the user's (no input, no tools, no
+        working folder): what its code adds to the namespace is made up, not the user's
+        (:meth:`NotebookSession.task` removes it)."""
+        return self.notice is not None
 
 
 class NotebookSession:
@@ -310,9 +320,17 @@ class NotebookSession:
         task's ``results`` are copied back and its worker closed, and the variables
         model code made are noted (:attr:`made`).  A worker that failed (and could not
         be started again) has nothing to copy back: that is said on stderr, and the
-        task's result is kept."""
+        task's result is kept.
+
+        A task without data of the user's (:attr:`TaskPlan.no_data`) leaves the
+        namespace as it found it: the names its code added (a ``context`` it made up,
+        its helpers and imports) are removed and the cell says which
+        (:func:`added_names`).  Names that were there before the run are never removed,
+        nor an isolated task's ``results``; a run with data keeps what its code made
+        (the REPL's working state, for the user and for later tasks)."""
         ns = self.shell.user_ns
         before = self.made.snapshot(ns)
+        names_before = set(ns)
         self.running = True
         try:
             yield
@@ -334,8 +352,23 @@ class NotebookSession:
                 if missing:
                     print(f"RLM: --results: the task left no {', '.join(missing)}",
                           file=sys.stderr)
+            if plan.no_data:  # made up without the user's data: not left as if theirs
+                self._remove_added(names_before, plan)
             # what model code made (also of a failed or interrupted run) is not the user's
             self.made.note_run(before, ns, inputs=plan.protected)
+
+    def _remove_added(self, names_before: set[str], plan: TaskPlan) -> None:
+        """Remove the names a task without data added to the namespace (not its
+        ``results``) and say which on stdout."""
+        ns = self.shell.user_ns
+        added = [n for n in added_names(names_before, ns) if n not in plan.results]
+        for name in added:
+            ns.pop(name, None)
+        plan.removed = added
+        if added:
+            log.debug("removed the names of a task without data: %s", ", ".join(added))
+            print(f"RLM: this task had no data of yours, so the names its code made were "
+                  f"removed: {', '.join(added)}.", flush=True)
 
     def run(self, rlm: Any, question: str, plan: TaskPlan, **kwargs: Any) -> Any:
         """Run ``question`` with the engine's ``rlm`` on the plan's executor, inputs,
@@ -357,7 +390,13 @@ class NotebookSession:
                 raise UsageError(f"%rlm --isolated: {exc}") from None
 
     def record(self, result: Any, plan: TaskPlan, run_id: str) -> None:
-        """Add the finished task to the conversation (a later task is told it)."""
+        """Add the finished task to the conversation (a later task is told it).  The
+        variables a task without data made and left are no longer left
+        (:attr:`TaskPlan.removed`): the result says so, and a later task is not told
+        them."""
+        if plan.removed and getattr(result, "new_variables", None):
+            result.new_variables = [v for v in result.new_variables
+                                    if v.name not in plan.removed]
         self.conversation.record(result, self.shell.user_ns, key=plan.key, run_id=run_id)
 
     # -- helpers ------------------------------------------------------------------------
@@ -411,6 +450,27 @@ def assigned_names(source: str) -> set[str]:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
     return names
+
+
+_MACHINERY_NAMES = re.compile(r"_(i{0,3}|\d+|i\d+|oh|ih|dh|exit_code)|_{2,3}|__\w+__")
+"""Names the machinery puts in the namespace: IPython's output and input history (``_``,
+``__``, ``_5``, ``_i5``, ``_ii`` ...), ``_exit_code``, and dunder names (the executed-reads
+record's ``__rlm_read__``, ``__builtins__``)."""
+
+
+def added_names(names_before: Iterable[str], namespace: Mapping[str, Any]) -> list[str]:
+    """The names of ``namespace`` that were not among ``names_before``, in the order they
+    were added, but the machinery's (IPython's history entries a step's cell made, dunder
+    names) and the session's (``rlm_answer`` ...): what a run's code defined, assigned or
+    imported.
+
+    Args:
+        names_before: the namespace's names before the run.
+        namespace: the namespace after it.
+    """
+    before = set(names_before)
+    return [n for n in namespace if n not in before and n not in SESSION_NAMES
+            and n not in RUN_NAMES and not _MACHINERY_NAMES.fullmatch(n)]
 
 
 def no_data_notice(namespace: Mapping[str, Any], made: Iterable[str]) -> str:

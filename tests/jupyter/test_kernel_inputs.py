@@ -59,15 +59,16 @@ def test_a_variable_model_code_made_is_never_a_protected_input(kc, kernel_name, 
 
 def test_a_task_with_no_data_says_so_first_and_its_invented_context_is_not_the_users(kc):
     script_model(kc, [block("context = {'data': 'a sample'}\nprint('STEP RAN')"),
-                      block("FINAL('data')"), block("FINAL(len(context))")],
+                      block("FINAL('data')"), block("FINAL('no data')")],
                  widgets=False)
     out = task(kc, "What is in the data?", "cell-1")
     notice = "RLM: this task has no data of yours. The namespace holds no data variable."
     assert notice in out and "%%rlm --context" in out
     assert out.index(notice) < out.index("STEP RAN")  # said before the first step
+    # what it made up is not left in the namespace as if it were the user's
+    assert "the names its code made were removed: context." in out, out
     out = task(kc, "How long is it?", "cell-2")
-    assert "context (made by an earlier task's code)" in out
+    assert notice in out, out
     got = state(kc)
-    assert got["listed"] == []  # the invented context is not given as the user's data
-    assert "Variables it left: context (dict" in got["told"]
-    assert "made by their code, not given by the user" in got["told"]
+    assert got["listed"] == []  # nothing invented is given as the user's data
+    assert "Variables it left" not in got["told"], got["told"]

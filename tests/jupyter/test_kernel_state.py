@@ -79,6 +79,36 @@ def test_python3_kernel_numbers_a_task_cell_and_the_next_cell_consecutively(kc, 
     assert text_of(messages).strip() == "11"
 
 
+@pytest.mark.parametrize("kernel_name,prefix", [("rlm", ""), ("python3", "%%rlm\n")])
+def test_a_task_without_data_takes_away_the_names_its_code_made_up(kc, kernel_name, prefix):
+    load(kc, kernel_name)
+    execute(kc, "def mine():\n    return 'kept'\nimport os")
+    script_model(kc, [block("context = 'a made-up text'\nimport re\n"
+                            "def helper():\n    return 1\nprint('STEP RAN')",
+                            THOUGHT),
+                      block("FINAL(len(context))", THOUGHT),
+                      block("words = context.split()\nFINAL(len(words))", THOUGHT)],
+                 widgets=False)
+    reply, messages = execute(kc, f"{prefix}How long is the text?", cell_id="cell-1")
+    out = text_of(messages)
+    assert reply["content"]["status"] == "ok", out
+    assert "STEP RAN" in out
+    assert ("RLM: this task had no data of yours, so the names its code made were removed: "
+            "context, re, helper.") in out, out
+    got = printed_json(kc, "import json\nprint(json.dumps({'names': [n for n in "
+                           "('context', 're', 'helper', 'mine', 'os') if n in globals()], "
+                           "'mine': mine(), 'os': type(os).__name__, "
+                           "'answer': rlm_answer}))")
+    # the user's own names stay; only what the run added is gone; the answer is kept
+    assert got == {"names": ["mine", "os"], "mine": "kept", "os": "module", "answer": 14}
+    # with data of the user's, what the model's code makes stays: the REPL's working state
+    execute(kc, "context = 'a b'")
+    reply, messages = execute(kc, f"{prefix}How many words?", cell_id="cell-2")
+    out = text_of(messages)
+    assert "removed" not in out, out
+    assert printed_json(kc, "print(json.dumps(words))") == ["a", "b"]
+
+
 def test_the_no_data_notice_is_not_said_before_a_start_that_fails(kc):
     execute(kc, "import os\nos.environ.pop('OPENAI_API_KEY', None)\n"
                 "%config RLM.widgets = False")

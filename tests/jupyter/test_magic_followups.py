@@ -248,13 +248,15 @@ def test_a_task_with_no_data_says_so_before_any_model_call(shell, monkeypatch, c
     assert "RLM: this task has no data of yours. The namespace holds no data variable." \
         in told[0]
     assert "%%rlm --context" in told[0]
-    # the invented context is not the user's context in a later task
+    # the invented context is not left in the namespace, nor given to a later task
+    assert "context" not in shell.user_ns
+    assert "the names its code made were removed: context." in capsys.readouterr().out
     shell.run_cell("%rlm And how long is it?")
     out = capsys.readouterr().out
-    assert "context (made by an earlier task's code)" in out
+    assert "The namespace holds no data variable." in out
     prompt = _task_message(shell)
     assert not _listed(prompt, "context")
-    assert "Variables it left: context (dict" in prompt
+    assert "Variables it left" not in prompt
 
 
 def test_assigned_names_reads_a_cells_bindings():
