@@ -450,6 +450,13 @@ const cellInfo = (cell, i) => {
     classes: cell.node.className,
     label: cell.node.dataset.rlmLabel ?? null,
     text: (cell.node.innerText || '').slice(0, 4000),
+    // the cell's left edge as drawn (an answer cell's tone), e.g. "rgb(76, 175, 80)"
+    edge: getComputedStyle(cell.node).borderLeftColor,
+    // syntax-highlighted tokens in its editor: CodeMirror's highlight classes (ͼ...);
+    // null when the editor is not rendered (scroll to the cell first)
+    highlighted: cell.node.querySelector('.cm-content')
+      ? cell.node.querySelectorAll('.cm-content .cm-line span[class*="\u037c"]').length
+      : null,
   };
 };
 """
@@ -532,7 +539,9 @@ class NotebookPage:
     def cells(self) -> list[dict[str, Any]]:
         """Every cell: index, id, type, metadata.rlm, prompt, execution count, editor
         MIME type, source, outputs (nbformat dicts), CSS classes, the RLM label of a
-        step cell (``data-rlm-label``) and rendered text."""
+        step cell (``data-rlm-label``), rendered text, its left edge's computed colour
+        (``edge``, ``rgb(r, g, b)``) and how many syntax-highlighted tokens its editor
+        shows (``highlighted``; None when the editor is not rendered)."""
         return self.page.evaluate(_JS_CELLS) or []
 
     def summary(self) -> list[tuple[Any, ...]]:
@@ -589,6 +598,19 @@ class NotebookPage:
         except AssertionError:
             return False
         return True
+
+    def interrupt_kernel(self) -> None:
+        """Interrupt the notebook's kernel, as the toolbar's stop button does."""
+        self.page.evaluate("async () => {" + _JS_PRELUDE + """
+          await panel().sessionContext.session.kernel.interrupt();
+        }""")
+
+    def toasts(self) -> str:
+        """The text of the notification toasts on screen (JupyterLab's Notification
+        API shows them with react-toastify), "" when there is none."""
+        return self.page.evaluate(
+            "() => Array.from(document.querySelectorAll('.Toastify__toast'))"
+            ".map(t => t.innerText).join('\\n')")
 
     def palette(self, command_label: str) -> None:
         """Run a command through the command palette, as a user would."""

@@ -40,6 +40,7 @@ import pytest
 from nbformat.sign import NotebookNotary
 
 from evals.questions import defines_function_question
+from rlm_kernel.engine.answer.sources import TONES
 from rlm_kernel.engine.result import ANSWER_SOURCES
 from tests.lab_harness import (
     EXTENSION_NAME,
@@ -535,14 +536,17 @@ as code run in the kernel."""
 
 
 # -- the views of issue 26, each checked and saved as a screenshot -------------------------
-def _script_cell(replies: list[str], **config: Any) -> str:
+def _script_cell(replies: list[str] | str, **config: Any) -> str:
     """A cell that scripts the model for the next task (a fresh reply queue): a
-    :class:`~rlm_kernel.models.scripted.ScriptedModel` of ``replies`` as every client the
+    :class:`~rlm_kernel.models.scripted.ScriptedModel` of ``replies`` (a list of
+    replies, or the code of one) as every client the
     kernel's ``%rlm`` session makes (its ``client_factory``, the seam the in-process
     tests use), the settings of every scripted run (:data:`tests.scripted.SCRIPTED_SETTINGS`),
     then ``c.RLM.<key> = value`` for each of ``config``."""
+    code = replies if isinstance(replies, str) else repr(replies)
     lines = ["from rlm_kernel.models.scripted import ScriptedModel as _S",
-             f"_lm = _S({replies!r})",
+             "from rlm_kernel.models import LLMError",
+             f"_lm = _S({code})",
              f"{_SESSION}.client_factory = lambda model: _lm"]
     lines += [f"get_ipython().run_line_magic('config', {f'RLM.{k} = {v!r}'!r})"
               for k, v in {**SCRIPTED_SETTINGS, **config}.items()]
@@ -558,17 +562,44 @@ VIEW_REPLIES = {
                  block("FINAL(len(context))")],
     "candidates": [block("x = 41\nFINAL_VAR('x')"), block("x = len(context)\nFINAL_VAR('x')"),
                    block("x = len(context)\nFINAL_VAR('x')")],
+    # the provider fails at the second call: a run that failed without an answer
+    "failed": f"[{block('n = len(context.split())')!r}, LLMError('the provider is down')]",
+    # a step that waits until the test presses stop
+    "interrupted": [block("import time\nfor _ in range(600):\n    time.sleep(0.1)"),
+                    block("FINAL('too late')")],
 }
 VIEW_TASKS = {
     "no_data": "What's the greeting? Say hello.",  # a prose task cell
     "running": "%%rlm\nHow many words are there?",
     "stuck": "%%rlm\nPrint the undefined name.",
     "isolated": "%%rlm --isolated\nDivide by zero.",
-    "error": "%%rlm --model openai/gpt-4o-mini\nHow long is the context?",
+    # a prose task cell whose run never starts (no API key): no run_started says prose
+    "error": "How long is the context, asked of a model with no key?",
     "candidates": "%%rlm --candidates 3\nHow long is the context?",
+    "failed": "%%rlm\nCount the words, then ask again.",
+    "interrupted": "How many words are there, counted slowly?",  # a prose task cell
 }
+ENDINGS = {
+    # view: (the tone the answer cell must take, words it must show)
+    "running": ("ok", "from your data"),
+    "no_data": ("caution", "reached without"),
+    "stuck": ("caution", "repeated itself"),
+    "candidates": ("caution", "vote"),
+    "failed": ("error", "failed"),
+    "interrupted": ("caution", "interrupted"),
+}
+"""How each ending with an answer cell is shown: its tone (rlm_kernel/engine/answer/
+sources.py ``TONES``; a run without an answer is never ``ok``) and words of its
+``ending_words``."""
 RESTORE_MODEL = ("import os\nos.environ.pop('OPENAI_API_KEY', None)\n"
-                 f"{_SESSION}.client_factory = None")  # the engine's own litellm clients
+                 f"{_SESSION}.client_factory = None\n"  # the engine's own litellm clients
+                 "get_ipython().run_line_magic('config', \"RLM.model = 'openai/gpt-4o-mini'\")")
+
+
+def _rgb(colour: str) -> str:
+    """``#4caf50`` as a browser's computed style writes it: ``rgb(76, 175, 80)``."""
+    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgb({r}, {g}, {b})"
 
 
 @pytest.fixture()
@@ -588,11 +619,12 @@ def test_every_view_of_a_run_is_checked_and_saved(scripted_lab, page, extension)
         pytest.fail(f"{EXTENSION_NAME} is not installed")
     cells: list[str] = []
     task_at: dict[str, int] = {}
-    for view in ("no_data", "running", "stuck", "isolated", "error", "candidates"):
+    for view in ("no_data", "running", "stuck", "isolated", "error", "candidates", "failed",
+                 "interrupted"):
         if view == "running":
             cells.append("context = 'alpha beta gamma delta'")
         cells.append(RESTORE_MODEL if view == "error" else
-                     _script_cell(VIEW_REPLIES[view], max_iterations=6))
+                     _script_cell(VIEW_REPLIES[view], max_iterations=6, model=None))
         task_at[view] = len(cells)
         cells.append(VIEW_TASKS[view])
     write_notebook(scripted_lab.root / "views.ipynb", "rlm", "RLM (Python)", cells)
@@ -619,9 +651,27 @@ def test_every_view_of_a_run_is_checked_and_saved(scripted_lab, page, extension)
                 120, "the running task's first step cell")
     shots["running"] = nb.screenshot("view_task_running", cell=cell_of("running")[0])
     assert is_running(cell_of("running")[1]["prompt"]), "the task finished before the shot"
-    nb.wait_for(lambda: prompt_count(cell_of("candidates")[1]["prompt"]) is not None,
+    # a %%rlm body is prose while its task runs: plain text, no Python token; the step
+    # cell below it is Python, highlighted (the check can see highlighting)
+    _, task = cell_of("running")
+    assert task["mime"] == "text/plain" and task["highlighted"] == 0, task
+    step = steps_of("running")[0]
+    assert step["mime"] != "text/plain" and step["highlighted"], step
+
+    # interrupted: a prose task cell, plain text while it runs (before the kernel's
+    # run_started said so); then the stop button
+    nb.wait_for(lambda: steps_of("interrupted") and is_running(cell_of("interrupted")[1]["prompt"]),
+                RUN_TIMEOUT, "the interrupted task's first step cell")
+    index, task = cell_of("interrupted")
+    nb.scroll_to(index)
+    index, task = cell_of("interrupted")
+    assert "jp-rlm-prose" in task["classes"] and task["mime"] == "text/plain", task
+    assert task["highlighted"] == 0, task
+    shots["interrupted_running"] = nb.screenshot("view_interrupted_running", cell=index)
+    nb.interrupt_kernel()
+    nb.wait_for(lambda: prompt_count(cell_of("interrupted")[1]["prompt"]) is not None,
                 RUN_TIMEOUT, "the last task cell to finish")
-    nb.wait_for(lambda: answer_of("candidates"), ANSWER_TIMEOUT, "the last answer cell")
+    nb.wait_for(lambda: answer_of("interrupted"), ANSWER_TIMEOUT, "the last answer cell")
     nb.page.wait_for_timeout(1000)  # the last display updates render
 
     # finished: its steps below it with counts, a plain (green) answer from the data
@@ -637,7 +687,7 @@ def test_every_view_of_a_run_is_checked_and_saved(scripted_lab, page, extension)
     # answer cell of an answer from the data has no caution mark
     outs = [o for o in task["outputs"] if o["output_type"] == "execute_result"]
     assert [o["execution_count"] for o in outs] == [prompt_count(task["prompt"])], outs
-    assert "jp-rlm-answer-caution" not in answer_of("running")["classes"]
+    assert "jp-rlm-tone-ok" in answer_of("running")["classes"]
 
     # no data: said before any model call; the answer says it read no data of the user's;
     # the prose task cell is plain text, not Python (What's is no string)
@@ -646,21 +696,22 @@ def test_every_view_of_a_run_is_checked_and_saved(scripted_lab, page, extension)
     assert "this task has no data of yours" in task["text"], task["text"]
     # ipykernel's subshell thread, started mid-step for the widgets, is not the step's
     assert not [c["text"] for c in steps_of("no_data") if "thread(s) running" in c["text"]]
-    assert "Answer: reached without reading any data the user gave" in task["text"], task
-    assert "reached without reading any data the user gave" in \
-        answer_of("no_data")["text"].lower(), answer_of("no_data")
-    assert "jp-rlm-answer-caution" in answer_of("no_data")["classes"]
+    # the task cell and the answer cell say it in the same words
+    words = answer_of("no_data")["rlm"].get("ending_words") or "(none sent)"
+    assert "The answer was reached without" in words, answer_of("no_data")
+    assert words in task["text"] and words in answer_of("no_data")["text"], task["text"]
+    assert "jp-rlm-tone-caution" in answer_of("no_data")["classes"]
     assert "jp-rlm-prose" in task["classes"] and task["mime"] == "text/plain", task
 
     # stuck: stopped early, says so, the best answer so far marked as such
     index, task = cell_of("stuck")
     shots["stuck"] = nb.screenshot("view_stuck", cell=index)
     stuck_text = task["text"] + (answer_of("stuck") or {}).get("text", "")
-    assert "stopped: stuck (the model repeated itself)" in stuck_text, stuck_text
+    assert "the run stopped because the model repeated itself" in stuck_text, stuck_text
     # the answer is shown for what it is (its kind's sentence, the caution mark), never
     # as a plain success
     assert [k for k, v in ANSWER_SOURCES.items() if k != "data" and v in task["text"]], task
-    assert "jp-rlm-answer-caution" in answer_of("stuck")["classes"]
+    assert "jp-rlm-tone-caution" in answer_of("stuck")["classes"]
     assert len(steps_of("stuck")) <= 3, nb.summary()
 
     # isolated: step cells with execution counts; the error is an IPython traceback
@@ -695,7 +746,36 @@ def test_every_view_of_a_run_is_checked_and_saved(scripted_lab, page, extension)
     assert steps and all(c["rlm"].get("candidate") == 2 for c in steps), nb.summary()
     assert all(re.fullmatch(r"step \d+ · candidate 2 · run \w{4}", c["label"] or "")
                for c in steps), [c["label"] for c in steps]
-    assert "chosen by a vote of candidates (2 of 3 agreed)" in \
+    assert "chosen by a vote: 2 of 3 candidates agreed" in \
         answer_of("candidates")["text"].lower()
+
+    # each ending: its words and its colour, as the kernel sent them from the one table
+    # (the answer cell's edge is TONES[tone]["bar"]), one screenshot each
+    for view, (tone, words) in ENDINGS.items():
+        shots[f"ending_{view}"] = nb.screenshot(f"ending_{view}", cell=cell_of(view)[0])
+        answer = answer_of(view)
+        sent = answer["rlm"]
+        assert sent.get("tone") == tone, (view, sent)
+        assert sent.get("ending_words") and sent["ending_words"] in answer["text"], (view, answer)
+        assert words in sent["ending_words"], (view, sent)
+        assert answer["edge"] == _rgb(TONES[tone]["bar"]), (view, answer["edge"], tone)
+        assert f"jp-rlm-tone-{tone}" in answer["classes"], (view, answer["classes"])
+    # a failed start makes no answer cell, so claims no colour; its words are in the cell
+    index, task = cell_of("error")
+    shots["ending_failed_start"] = nb.screenshot("ending_failed_start", cell=index)
+    assert answer_of("error") is None and "OPENAI_API_KEY" in task["text"], task["text"]
+
+    # prose after the runs: the prose task cells and %%rlm bodies show no Python token
+    for view in ("no_data", "interrupted", "error", "running", "stuck", "failed"):
+        nb.scroll_to(cell_of(view)[0])
+        _, task = cell_of(view)
+        assert task["mime"] == "text/plain" and task["highlighted"] == 0, (view, task)
+
+    # export: the toolbar's command says it is done in a toast, not only in the
+    # notification centre
+    nb.select_cell(cell_of("running")[0])
+    nb.palette("RLM export")
+    nb.wait_for(lambda: "Exported RLM run" in nb.toasts(), 60, "the export's toast")
+    shots["export_toast"] = nb.screenshot("view_export_toast")
     for name, path in shots.items():
         assert path.exists() and path.stat().st_size > 10_000, (name, path)
