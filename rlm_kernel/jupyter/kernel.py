@@ -12,8 +12,10 @@ in the ``python3`` kernel.
 Every behaviour is a method of :class:`RLMKernel` or :class:`RLMShell`; nothing is
 assigned to a live kernel or shell instance.  A ``python3`` kernel with ``%load_ext
 rlm_kernel`` gets the magic but not these overrides (ipykernel has no hook for them):
-there, a task cell's reply carries the last step's execution count, and a step swaps
-the stock shell's hooks for its length
+there, a task's steps take no execution count (the reply and ``Out[n]`` are numbered
+from the shell's counter after the cell, so the task cell keeps its own only if its
+steps took none: :func:`~rlm_kernel.jupyter.shell_executor.numbers_steps`), and a step
+swaps the stock shell's hooks for its length
 (:func:`~rlm_kernel.jupyter.shell_executor.stock_shell_hooks`).
 """
 
