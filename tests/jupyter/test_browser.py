@@ -776,6 +776,8 @@ def test_every_view_of_a_run_is_checked_and_saved(scripted_lab, page, extension)
     nb.select_cell(cell_of("running")[0])
     nb.palette("RLM export")
     nb.wait_for(lambda: "Exported RLM run" in nb.toasts(), 60, "the export's toast")
+    nb.page.wait_for_timeout(2000)  # it has slid in, and is still there to be read
+    assert "Exported RLM run" in nb.toasts(), "the export's toast went within 2 s"
     shots["export_toast"] = nb.screenshot("view_export_toast")
     for name, path in shots.items():
         assert path.exists() and path.stat().st_size > 10_000, (name, path)
