@@ -130,21 +130,20 @@ const plugin: JupyterFrontEndPlugin<void> = {
       const model = notebook.model;
       if (model && cell.model.type === 'code') {
         supersedeSteps(model, cell.model.id);
-        // A prose task cell of the rlm kernel is plain text from now on: the kernel's
-        // `run_started` confirms it (or not), which may come only after the model
-        // has started, or never (a failed start).
+        // A prose task cell of the rlm kernel is plain text from now on (and a cell
+        // once prose, now code, is code again): the kernel's `run_started` confirms
+        // it (or not), which may come only after the model has started, or never (a
+        // failed start).
         const check = parses;
         const kernel = connection?.panel.sessionContext.session?.kernel;
-        if (check && kernel && !isProse(cell.model)) {
+        if (check && kernel) {
           const source = cell.model.sharedModel.getSource();
           void kernel.info.then(info => {
-            if (
-              info.implementation === RLM_IMPLEMENTATION &&
-              !cell.isDisposed &&
-              cell.model.sharedModel.getSource() === source &&
-              readsAsProse(source, check)
-            ) {
-              markProse(cell.model, true);
+            if (!cell.isDisposed && cell.model.sharedModel.getSource() === source) {
+              markProse(
+                cell.model,
+                info.implementation === RLM_IMPLEMENTATION && readsAsProse(source, check)
+              );
               scheduleMark(notebook);
             }
           });

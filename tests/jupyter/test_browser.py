@@ -779,5 +779,15 @@ def test_every_view_of_a_run_is_checked_and_saved(scripted_lab, page, extension)
     nb.page.wait_for_timeout(2000)  # it has slid in, and is still there to be read
     assert "Exported RLM run" in nb.toasts(), "the export's toast went within 2 s"
     shots["export_toast"] = nb.screenshot("view_export_toast")
+
+    # a prose task cell the user turns into code is code again when it runs
+    index, _ = cell_of("no_data")
+    nb.edit_cell(index, "greeting = 'hello'\nprint(greeting)")
+    nb.page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-cell')")
+    nb.wait_for(lambda: "hello" in cell_of("no_data")[1]["text"].split("print(greeting)")[-1],
+                60, "the edited cell's output")
+    nb.scroll_to(cell_of("no_data")[0])
+    _, task = cell_of("no_data")
+    assert task["mime"] != "text/plain" and task["highlighted"], task
     for name, path in shots.items():
         assert path.exists() and path.stat().st_size > 10_000, (name, path)
