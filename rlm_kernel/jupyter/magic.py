@@ -383,10 +383,13 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         if results and not (isolated or config.executor == "isolated" or config.workdir):
             raise UsageError("%rlm: --results copies names out of an --isolated task's "
                              f"REPL; without --isolated they are in the notebook already\n{_USAGE}")
+        aside = self.session.set_aside
         plan = self.session.plan(cell_id or run_id, config, context=opts.context,
                                  new=bool(getattr(opts, "new", False)),
                                  follow_ups=self.follow_ups, isolated=isolated,
-                                 results=results, has_tools=bool(tools))
+                                 results=results, has_tools=bool(tools),
+                                 restore=aside[1] if aside and aside[0] == continues
+                                 and continues else None)
         setup = self._setup_cells() + _earlier_cells(plan.history)
         # Running from before the widgets appear: the subshell request they make the
         # frontend send must not turn its status to idle (RLMKernel._publish_status).
@@ -417,6 +420,8 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
             finally:
                 if view is not None:
                     view.close()
+        if plan.removed:  # a continuation of this run gets them back
+            self.session.set_aside = (run_id, plan.removed)
         self.session.record(result, plan, run_id)
         return self._finish(RunRecord(run_id, result, cell_id, setup, renderer.step_outputs,
                                       renderer.execution_counts, renderer.messages))

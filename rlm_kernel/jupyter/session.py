@@ -193,8 +193,12 @@ class TaskPlan:
     isolated: bool = False
     results: list[str] = field(default_factory=list)
     notice: str | None = None
-    removed: list[str] = field(default_factory=list)
-    """The names a task without data added and the session removed when it ended."""
+    removed: dict[str, Any] = field(default_factory=dict)
+    """The names (and values) a task without data added and the session removed when it
+    ended."""
+    restored: list[str] = field(default_factory=list)
+    """Names put back for a continuation (:meth:`NotebookSession.plan`'s ``restore``):
+    the run's own, as if it had made them."""
 
     @property
     def no_data(self) -> bool:
@@ -232,6 +236,10 @@ class NotebookSession:
         status busy, and the user's cell log and the prose hint skip the steps' cells."""
         self.cell_log: list[str] = []
         """The user's cells, for an export's setup cells."""
+        self.set_aside: tuple[str, dict[str, Any]] | None = None
+        """``(run id, {name: value})``: what the last task without data made, removed
+        when it ended; ``%rlm continue`` of that run puts it back (its earlier steps are
+        not run again).  Only the last such run's is kept."""
         if shell is not None:
             shell.events.register("pre_run_cell", self.log_cell)
 
@@ -267,7 +275,8 @@ class NotebookSession:
 
     def plan(self, key: str, config: RLMConfig, *, context: list[str] | None = None,
              new: bool = False, follow_ups: bool = True, isolated: bool = False,
-             results: list[str] | None = None, has_tools: bool = False) -> TaskPlan:
+             results: list[str] | None = None, has_tools: bool = False,
+             restore: Mapping[str, Any] | None = None) -> TaskPlan:
         """Decide one task: its inputs (named with ``context``, theirs from now on),
         the conversation it continues (cleared first with ``new``; none without
         ``follow_ups``), and where its code runs (isolated with ``isolated``,
@@ -276,7 +285,9 @@ class NotebookSession:
         would move the user's).  A task with no input (and no tools, no working folder)
         gets a :attr:`TaskPlan.notice`, which the task cell shows on stdout once the run
         has started, before any model call (a caution: stderr is red in JupyterLab; a
-        start that fails, on a missing key say, shows only its error).
+        start that fails, on a missing key say, shows only its error).  ``restore``
+        (a continuation of a task without data: what its earlier steps made, removed when
+        it ended, :attr:`set_aside`) is put back first, as model-made names of the run.
 
         Raises:
             UsageError: a named variable is missing; the working folder or the worker
@@ -284,6 +295,9 @@ class NotebookSession:
         from .shell_executor import ShellExecutor, numbers_steps
 
         ns = self.shell.user_ns
+        restore = {n: v for n, v in (restore or {}).items() if n not in ns}
+        ns.update(restore)
+        self.made.note(restore, ns)
         self.made.adopt(context or ())  # named by the user: theirs from now on
         variables = self.inputs(context)
         if new:
@@ -299,7 +313,7 @@ class NotebookSession:
         notice = (no_data_notice(ns, self.made.names(ns))
                   if not variables and not has_tools and not config.workdir else None)
         return TaskPlan(key, variables, list(variables), history, executor, isolated,
-                        list(results or ()), notice)
+                        list(results or ()), notice, restored=list(restore))
 
     def clients(self, config: RLMConfig) -> dict[str, Any]:
         """The engine's ``root_client`` / ``sub_client`` from :attr:`client_factory`
@@ -330,7 +344,7 @@ class NotebookSession:
         (the REPL's working state, for the user and for later tasks)."""
         ns = self.shell.user_ns
         before = self.made.snapshot(ns)
-        names_before = set(ns)
+        names_before = set(ns) - set(plan.restored)
         self.running = True
         try:
             yield
@@ -362,9 +376,7 @@ class NotebookSession:
         ``results``) and say which on stdout."""
         ns = self.shell.user_ns
         added = [n for n in added_names(names_before, ns) if n not in plan.results]
-        for name in added:
-            ns.pop(name, None)
-        plan.removed = added
+        plan.removed = {name: ns.pop(name) for name in added if name in ns}
         if added:
             log.debug("removed the names of a task without data: %s", ", ".join(added))
             print(f"RLM: this task had no data of yours, so the names its code made were "

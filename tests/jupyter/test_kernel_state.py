@@ -122,3 +122,20 @@ def test_the_no_data_notice_is_not_said_before_a_start_that_fails(kc):
     reply, messages = execute(kc, "%rlm What is two plus two?")
     out = text_of(messages)
     assert out.index("RLM: this task has no data of yours") < out.index("STEP RAN"), out
+
+
+def test_continuing_a_task_without_data_gets_back_what_its_earlier_steps_made(kc):
+    script_model(kc, [block("n = 6\nprint(n)", THOUGHT), block("half = n // 3\nprint(half)",
+                                                                  THOUGHT),
+                      block("FINAL(half)", THOUGHT), block("FINAL(half)", THOUGHT)],
+                 widgets=False)
+    reply, messages = execute(kc, "%rlm How much is a third of six?", cell_id="task-1")
+    assert "names its code made were removed: n, half." in text_of(messages)
+    # its step 1 is not run again: what it made is put back for the continuation
+    reply, messages = execute(kc, "%%rlm continue --from 2\nhalf = n // 2\nprint(half)",
+                              cell_id="task-1")
+    out = text_of(messages)
+    assert reply["content"]["status"] == "ok" and "NameError" not in out, out
+    assert "names its code made were removed: n, half." in out, out
+    assert printed_json(kc, "import json\nprint(json.dumps([rlm_answers, 'n' in globals()]))") \
+        == [[2, 3], False]
