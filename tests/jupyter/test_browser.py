@@ -789,5 +789,23 @@ def test_every_view_of_a_run_is_checked_and_saved(scripted_lab, page, extension)
     nb.scroll_to(cell_of("no_data")[0])
     _, task = cell_of("no_data")
     assert task["mime"] != "text/plain" and task["highlighted"], task
+
+    # a python3 kernel: the body of a %%rlm cell is prose too, before and after its run
+    write_notebook(scripted_lab.root / "magic.ipynb", "python3", "Python 3",
+                   ["%load_ext rlm_kernel", _script_cell(VIEW_REPLIES["no_data"]),
+                    "%%rlm\nWhat's the greeting? Say hello.", "x = 'hello'"])
+    py = NotebookPage(page, scripted_lab, "magic.ipynb").open()
+    assert py.cells()[2]["mime"] == "text/plain" and py.cells()[2]["highlighted"] == 0, \
+        py.cells()[2]
+    py.run_all()
+    py.wait_for(lambda: prompt_count(py.cells()[-1]["prompt"]) is not None, RUN_TIMEOUT,
+                "the python3 notebook's last cell")
+    py.page.wait_for_timeout(500)
+    cells = py.cells()
+    task = next(c for c in cells if c["source"].startswith("%%rlm"))
+    assert "hello to you" in task["text"], task["text"]
+    assert task["mime"] == "text/plain" and task["highlighted"] == 0, task
+    assert cells[-1]["mime"] != "text/plain" and cells[-1]["highlighted"], cells[-1]
+    shots["python3_magic"] = py.screenshot("view_python3_rlm_cell", cell=0)
     for name, path in shots.items():
         assert path.exists() and path.stat().st_size > 10_000, (name, path)
