@@ -557,7 +557,7 @@ VIEW_REPLIES = {
     "no_data": [block("FINAL('hello to you')")],
     "running": [block("import time\nwords = context.split()\ntime.sleep(6)\nprint(len(words))"),
                 block("FINAL(len(words))")],
-    "stuck": [block("print(undefined_name)")] * 3 + ["FINAL('no idea')"],
+    "stuck": [block("print(undefined_name)")] * 3 + [block("FINAL('no idea')")],
     "isolated": [block("def f(x):\n    return x / 0\nprint('made f')"), block("y = 1\nf(y)"),
                  block("FINAL(len(context))")],
     "candidates": [block("x = 41\nFINAL_VAR('x')"), block("x = len(context)\nFINAL_VAR('x')"),
@@ -713,6 +713,10 @@ def test_every_view_of_a_run_is_checked_and_saved(scripted_lab, page, extension)
     assert [k for k, v in ANSWER_SOURCES.items() if k != "data" and v in task["text"]], task
     assert "jp-rlm-tone-caution" in answer_of("stuck")["classes"]
     assert len(steps_of("stuck")) <= 3, nb.summary()
+    # the "answer now" call after the stop is labelled as that, not as one more step
+    labels = [c["label"] for c in steps_of("stuck")]
+    assert labels[-1].startswith("answer now · run "), labels
+    assert not [x for x in labels[:-1] if x.startswith("answer now")], labels
 
     # isolated: step cells with execution counts; the error is an IPython traceback
     index, task = cell_of("isolated")
@@ -752,7 +756,16 @@ def test_every_view_of_a_run_is_checked_and_saved(scripted_lab, page, extension)
     # each ending: its words and its colour, as the kernel sent them from the one table
     # (the answer cell's edge is TONES[tone]["bar"]), one screenshot each
     for view, (tone, words) in ENDINGS.items():
-        shots[f"ending_{view}"] = nb.screenshot(f"ending_{view}", cell=cell_of(view)[0])
+        # from the task cell, or from the last step when the answer cell is then below
+        # the window
+        nb.scroll_to(cell_of(view)[0])
+        ids_now = [c["id"] for c in nb.cells()]
+        at = ids_now.index(answer_of(view)["id"])
+        shown = nb.page.evaluate(
+            "(i) => { const n = document.querySelectorAll('.jp-Notebook .jp-Cell')[i];"
+            " return !!n && n.getBoundingClientRect().bottom <= window.innerHeight; }", at)
+        shots[f"ending_{view}"] = nb.screenshot(
+            f"ending_{view}", cell=cell_of(view)[0] if shown else at - 1)
         answer = answer_of(view)
         sent = answer["rlm"]
         assert sent.get("tone") == tone, (view, sent)
