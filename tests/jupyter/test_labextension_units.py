@@ -42,3 +42,17 @@ def test_the_words_a_prose_task_does_not_start_with_are_pythons():
     expected = {n for n in names if not n.startswith("_")
                 and (n.islower() or n in ("True", "False", "None"))}
     assert listed == expected, (sorted(expected - listed), sorted(listed - expected))
+
+
+def test_the_answer_cells_colours_are_the_tables():
+    """style/base.css draws an answer cell's edge in its tone's colour: each tone's is
+    `TONES[tone]["bar"]` of rlm_kernel/engine/answer/sources.py (the one table), and the
+    extension knows the tones the table has (protocol.ts `TONES`)."""
+    from rlm_kernel.engine.answer.sources import TONES
+
+    css = (LAB / "style" / "base.css").read_text(encoding="utf-8")
+    drawn = dict(re.findall(r"--jp-rlm-tone-(\w+):\s*(#[0-9a-fA-F]{6})", css))
+    assert drawn == {tone: colours["bar"] for tone, colours in TONES.items()}, drawn
+    protocol = (LAB / "src" / "protocol.ts").read_text(encoding="utf-8")
+    listed = re.search(r"export const TONES = \[(.*?)\]", protocol, re.S)
+    assert listed and set(re.findall(r"'(\w+)'", listed.group(1))) == set(TONES), listed
