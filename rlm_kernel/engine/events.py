@@ -152,12 +152,14 @@ class ModelCall(Event):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepStarted(Event):
     """``step_started``: ``step``'s ``code`` is about to run; ``reasoning``: the
-    model's prose before it."""
+    model's prose before it; ``answer_now``: this is the "answer now" call after the
+    run stopped early (the step limit, a stuck run), not a further step."""
 
     kind: ClassVar[str] = "step_started"
     step: int
     code: str
     reasoning: str
+    answer_now: bool = False
 
     def deliver(self, observer: RunObserver) -> None:
         """Call ``observer.on_step_started(self)``."""

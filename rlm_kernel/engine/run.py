@@ -517,7 +517,8 @@ class Run:
         # a step whose executor records reads but gives no result (interrupted, failed)
         # claims none; an executor that records none is read from its code
         outcome.names_read = frozenset() if hasattr(self.executor, "read_watch") else None
-        self.notify(StepStarted(step=step, code=code, reasoning=reasoning))
+        self.notify(StepStarted(step=step, code=code, reasoning=reasoning,
+                                answer_now=final_only))
         try:
             res = self._execute(code, step)
         except KeyboardInterrupt:  # the user's stop: the step is kept, and told finished

@@ -30,6 +30,9 @@ class CellRLM(_CellRLMKeys, total=False):
     during that step, the reply that produced the cell's code among them; see
     :mod:`rlm_kernel.engine.replay.recording` for their form and size caps) and
     ``output_sha256`` (step cells: the digest of the step's text output).
+    ``answer_now`` (true only): the step cell holds the "answer now" call the run made
+    after it stopped early (the step limit, a stuck run), not a further step: it is
+    labelled so (``answer now · run 3f2a``), not ``step 6``.
     """
 
     task_cell: str | None
@@ -38,3 +41,4 @@ class CellRLM(_CellRLMKeys, total=False):
     candidate: int
     chosen: int | None
     candidates: list[dict[str, Any]]
+    answer_now: bool

@@ -19,8 +19,10 @@ candidates' cells), and inline the other candidates' blocks are emptied.  Either
 the run's record (:attr:`StepRenderer.step_outputs`, for ``%rlm export``) keeps the
 chosen candidate's steps only.
 
-``run_finished`` also says how the answer was reached (``answer_source``, ``votes`` and
-the sentence, ``answer_note``: :mod:`.outcome`), and ``run_started`` whether the task
+``run_finished`` also says how the run ended, from the engine's one table
+(:mod:`.outcome`): ``answer_source``, ``votes``, ``tone`` (``ok``, ``caution``,
+``error``), ``ending`` (the kind) and its sentence ``ending_words`` (``answer_note``:
+the same sentence when the tone is not ``ok``), and ``run_started`` whether the task
 cell is prose (``prose``: the extension then shows it as plain text, not Python).
 """
 
@@ -47,7 +49,7 @@ from ..engine import (
 )
 from ..export import CellRLM
 from ..redaction import redact_data
-from .outcome import answer_note
+from .outcome import ending_of
 from .protocol import (
     FRONTEND_TARGET,
     RUN_TARGET,
@@ -68,6 +70,8 @@ from .variables_view import ROOT_STYLE
 __all__ = ["RUN_TARGET", "FRONTEND_TARGET", "FrontendRegistry", "StepRenderer",
            "candidates_summary"]
 _UPDATE_INTERVAL = 0.25  # seconds between inline refreshes of a running step
+ANSWER_NOW_TITLE = "Answer now (the run had stopped; its last call for an answer)"
+"""The title of the "answer now" call's block or cell: not a further step."""
 
 
 class FrontendRegistry:
@@ -130,6 +134,7 @@ class StepRenderer(RunObserver):
         self.candidate: int | None = None  # in a candidates run: the one running now
         self.candidates = 0  # in a candidates run: how many were asked for
         self.step_candidates: list[int | None] = []  # per item of step_outputs
+        self.no_data: bool | None = None  # the run had no data at all (run_started says)
         self._blocks: list[dict[str, Any]] = []  # a candidates run: each finished step
 
     # -- engine events ----------------------------------------------------------------
@@ -153,6 +158,7 @@ class StepRenderer(RunObserver):
 
     def on_run_started(self, event: RunStarted) -> None:
         """Open the run's comm with ``run_started`` (with the extension)."""
+        self.no_data = bool(getattr(event, "no_data", False))
         if not self.use_comm:
             return
         from comm import create_comm
@@ -180,12 +186,16 @@ class StepRenderer(RunObserver):
         """Add the step's cell (``step_added``), or its inline block."""
         self.current = {"step": event.step, "source": step_source(event.reasoning, event.code),
                         "outputs": [], "started": time.monotonic(),
-                        "candidate": event.candidate}
+                        "candidate": event.candidate,
+                        "answer_now": bool(getattr(event, "answer_now", False))}
         if self.use_comm:
             rlm = self._cell_rlm(event.step)
-            self._send(StepAdded(type="step_added", run_id=self.run_id, cell_id=self.cell_id,
-                                 step=event.step, source=self.current["source"],
-                                 metadata=CellMetadata(rlm=rlm)))
+            msg = StepAdded(type="step_added", run_id=self.run_id, cell_id=self.cell_id,
+                            step=event.step, source=self.current["source"],
+                            metadata=CellMetadata(rlm=rlm))
+            if self.current["answer_now"]:
+                msg["answer_now"] = True
+            self._send(msg)
         else:
             self._render_inline(update=False)
 
@@ -195,6 +205,8 @@ class StepRenderer(RunObserver):
                       **more)
         if self.current is not None and self.current.get("candidate") is not None:
             rlm["candidate"] = self.current["candidate"]
+        if self.current is not None and self.current.get("answer_now"):
+            rlm["answer_now"] = True
         return rlm
 
     def on_step_notice(self, event: StepNotice) -> None:
@@ -241,6 +253,7 @@ class StepRenderer(RunObserver):
             self._candidates_finished(candidates, chosen)
         if self.use_comm:
             source, votes = getattr(res, "answer_source", None), getattr(res, "votes", None)
+            end = ending_of(res, self.no_data)
             msg = RunFinishedMessage(type="run_finished", run_id=self.run_id,
                                      cell_id=self.cell_id, answer=res.answer,
                                      stopped_by=res.stopped_by, error=res.error,
@@ -248,7 +261,10 @@ class StepRenderer(RunObserver):
                                      seconds=round(res.seconds, 3),
                                      answer_source=source,
                                      votes=list(votes) if votes else None,
-                                     answer_note=answer_note(res.answer, source, votes))
+                                     answer_note=(end.words if res.answer is not None
+                                                  and end.tone != "ok" else None),
+                                     tone=end.tone,  # type: ignore[typeddict-item]
+                                     ending=end.kind, ending_words=end.words)
             if candidates:
                 msg["chosen"] = chosen
                 msg["candidates"] = [dict(c) for c in candidates]
@@ -303,11 +319,11 @@ class StepRenderer(RunObserver):
         text = "".join(output_text(o) for o in outputs)
         count = cur.get("count")
         status = (f"[{count}] {cur['seconds']:.2f} s" if "seconds" in cur else "running…")
-        head = f"Step {cur['step']} · {status}"
+        name = ANSWER_NOW_TITLE if cur.get("answer_now") else f"Step {cur['step']}"
+        head = f"{name} · {status}"
         display_id = self._display_id(cur)
         if cur.get("candidate") is not None:
-            head = f"Step {cur['step']} · candidate {cur['candidate']}/{self.candidates}" \
-                f" · {status}"
+            head = f"{name} · candidate {cur['candidate']}/{self.candidates} · {status}"
         body = (f"<details open><summary><b>{html.escape(head)}</b></summary>"
                 f"<pre style='border-left:3px solid #7b61ff;padding-left:6px'>"
                 f"{html.escape(cur['source'])}</pre>"

@@ -86,13 +86,20 @@ class RunStarted(_RunStartedKeys, total=False):
     prose: bool
 
 
-class StepAdded(_Message):
-    """``step_added``: insert a code cell with ``source`` below the previous step."""
-
+class _StepAddedKeys(_Message):
     type: Literal["step_added"]
     step: int  # from 1
     source: str  # reasoning as "#" comment lines, then the code
     metadata: CellMetadata
+
+
+class StepAdded(_StepAddedKeys, total=False):
+    """``step_added``: insert a code cell with ``source`` below the previous step;
+    ``answer_now`` (only when true, also in ``metadata.rlm``): the cell holds the
+    "answer now" call after the run stopped early, to be labelled as that, not as a
+    further step."""
+
+    answer_now: bool
 
 
 class StepOutput(_Message):
@@ -130,15 +137,23 @@ class RunFinished(_RunFinishedKeys, total=False):
     """``run_finished``: the answer, why the run stopped, totals; the comm closes.
 
     ``answer_source``: how the answer was reached (a key of
-    ``rlm_kernel.engine.result.ANSWER_SOURCES``; None without an answer), ``votes``:
-    ``[k, n]`` after a vote, ``answer_note``: the sentence to show when the answer is
-    not from the user's data (None otherwise).  After a candidates run, ``chosen`` (the
+    ``rlm_kernel.engine.answer.sources.ANSWER_SOURCE_KINDS``; None without an answer),
+    ``votes``: ``[k, n]`` after a vote, ``answer_note``: ``ending_words`` for an answer
+    whose tone is not ``ok`` (None otherwise, and without an answer).  How the run ended, from the engine's one
+    table (``run_ending``), for the extension to show as it is, with no mapping of its
+    own: ``tone`` (``ok`` green, ``caution`` amber, ``error`` red), ``ending`` (the
+    ``answer_source`` kind, ``unknown``, or ``no_answer``) and ``ending_words`` (one
+    sentence: ``The answer was computed by the model's code from your data.``, ``No
+    answer: you interrupted the run.``).  After a candidates run, ``chosen`` (the
     candidate whose steps are the run's: the others' cells are removed) and
     ``candidates`` (the summaries of ``RLMResult.candidates``)."""
 
     answer_source: str | None
     votes: list[int] | None
     answer_note: str | None
+    tone: Literal["ok", "caution", "error"]
+    ending: str
+    ending_words: str
     chosen: int | None
     candidates: list[dict[str, Any]]
 

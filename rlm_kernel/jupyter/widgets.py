@@ -16,9 +16,12 @@ long as its run: :meth:`RunView.show` displays each widget under a display id, a
 rendering (the same HTML, and a ``text/plain`` summary: what nbviewer, GitHub and a
 reopened notebook show), then closes the widgets' comms.  At the end the progress
 bar is full and reads the steps run (``2 steps, final``), not the step budget; its
-colour and a last line say how the answer was reached (:mod:`.outcome`: green only for
-an answer computed from the user's data, red only for an error without an answer,
-amber otherwise, with the sentence).
+colour and a last line say, in words, how the run ended, from the engine's one table
+(:mod:`.outcome`: ``The answer was computed by the model's code from your data.`` in
+green only for an answer from the user's data, ``No answer: you interrupted the run.``
+in amber, red only for an error without an answer); the stop's details (a stuck run:
+what it repeated; an error's message), when there are any, follow once.  The "answer
+now" call a run makes after it stopped early reads as that, not as a further step.
 """
 
 from __future__ import annotations
@@ -45,8 +48,9 @@ from ..engine import (
     SubCall,
     short_answer,
 )
+from ..engine.answer.sources import TONES
 from ..executors import host_thread
-from .outcome import answer_note, end_style, stop_text
+from .outcome import ending_of
 from .variables_view import (
     ROOT_STYLE,
     VariablesView,
@@ -72,8 +76,11 @@ class _Bar:
         self.value, self.max, self.bar_style = 0, max_value, ""
 
 
-_BAR_COLOURS = {"": "#2196f3", "success": "#4caf50", "warning": "#ff9800", "danger": "#f44336"}
-_NOTE_COLOURS = {"warning": "#b26a00", "danger": "#c62828"}  # text on a light background
+_RUNNING_COLOUR = "#2196f3"  # the bar while the run goes on (Material blue 500)
+_BAR_COLOURS = {"": _RUNNING_COLOUR, **{t["widget"]: t["bar"] for t in TONES.values()}}
+_NOTE_COLOURS = {t["widget"]: t["text"] for t in TONES.values()}  # on a light background
+ANSWER_NOW = "answer now (the run had stopped)"
+"""What the progress view calls the "answer now" call, in place of a step number."""
 
 
 def _phrase(event: Event) -> str | None:
@@ -104,7 +111,10 @@ class ProgressView(RunObserver):
         self.activity, self._active = "starting…", False
         self.candidate: str = ""  # in a candidates run: "candidate 2/3 · "
         self.final: str | None = None  # once the run has ended: "2 steps, final"
-        self.note: str | None = None  # how the answer was reached, when not from the data
+        self.note: str | None = None  # once the run has ended: how, in words (one sentence)
+        self.answer_now = False  # the "answer now" call runs (after the run stopped)
+        self.tone = ""  # once the run has ended: ok, caution or error (TONES)
+        self.no_data: bool | None = None  # the run had no data at all (run_started says)
         self.started = False  # run_started was seen (a run that failed to start: False)
         self.last_notice: str | None = None  # the host's last note on a step
         self._tick, self._origin = tick, time.monotonic()
@@ -145,6 +155,8 @@ class ProgressView(RunObserver):
         self.bar.max, self.bar.bar_style = max(1, self.max_iterations), ""
         self.step, self._active, self.activity = 0, True, "started"
         self.final, self.note, self.started = None, None, True
+        self.answer_now, self.tone = False, ""
+        self.no_data = bool(getattr(event, "no_data", False))
 
     def on_step_notice(self, event: StepNotice) -> None:
         """Keep the host's last note (a stuck run's end says it)."""
@@ -155,8 +167,10 @@ class ProgressView(RunObserver):
         self.step, self.activity = event.step, _phrase(event) or ""
 
     def on_step_started(self, event: StepStarted) -> None:
-        """A step's code runs."""
+        """A step's code runs (or the "answer now" call's, said so)."""
         self.step, self.activity = event.step, _phrase(event) or ""
+        if getattr(event, "answer_now", False):
+            self.answer_now, self.activity = True, f"running the {ANSWER_NOW}"
 
     def on_sub_call(self, event: SubCall) -> None:
         """The running step's sub-calls so far."""
@@ -188,11 +202,12 @@ class ProgressView(RunObserver):
             self.step = int(chosen[0].get("steps") or 0)
         steps = int(getattr(res, "steps", self.step))
         self.final = f"{steps} step{'s' * (steps != 1)}, {res.stopped_by}"
-        answer, source = res.answer, getattr(res, "answer_source", None)
-        self.bar.bar_style = end_style(answer, res.stopped_by, source)
-        self.note = answer_note(answer, source, getattr(res, "votes", None))
-        why = res.error or (self.last_notice if res.stopped_by == "stuck" else None)
-        self.activity = stop_text(res.stopped_by, why)
+        end = ending_of(res, self.no_data)
+        self.bar.bar_style = TONES[end.tone]["widget"]
+        self.note, self.tone = end.words, end.tone  # once: how the run ended (why it stopped)
+        # then the stop's details, once: an error's message, what a stuck run repeated
+        self.activity = res.error or (self.last_notice if res.stopped_by == "stuck" else "") \
+            or ""
 
     def _sub_run(self, event: Event) -> None:
         """A child run's event: the activity names it (its start, calls, steps, end)."""
@@ -213,9 +228,8 @@ class ProgressView(RunObserver):
         else:
             self.bar.value = max(0, min(self.step, self.max_iterations))
             self.step_label.value = self.candidate + (
-                f"step {self.step} of {self.max_iterations}"
-                if self.step <= self.max_iterations
-                else f"answer-now step (after {self.max_iterations})")
+                ANSWER_NOW if self.answer_now or self.step > self.max_iterations
+                else f"step {self.step} of {self.max_iterations}")
         self.elapsed_label.value = f"{self.elapsed:.1f} s"
         t = self.totals
         self.tokens_label.value = (f"{t['prompt_tokens']:,} prompt + "
@@ -226,21 +240,21 @@ class ProgressView(RunObserver):
 
     def _paint(self) -> None:
         """Draw the state into the one HTML widget: a bar and its label, the time,
-        tokens and cost, what is happening (at the end: how the run ended), and at the
-        end of a run whose answer is not from the data, how it was reached.  Every
-        element carries its own style, so the drawing is the same once static."""
+        tokens and cost, what is happening; at the end, how the run ended in words (in
+        its tone's colour), then the stop's details if any.  Every element carries its
+        own style, so the drawing is the same once static."""
         share = 100 * self.bar.value / max(1, self.bar.max)
         style = self.bar.bar_style
         colour = _BAR_COLOURS.get(style, _BAR_COLOURS[""])
         esc = html.escape
-        ended = self.final is not None and style in _NOTE_COLOURS
-        activity = (f'<div style="margin:0;color:{_NOTE_COLOURS[style]}">' if ended
-                    else '<div style="margin:0">') + f"{esc(self.activity_label.value)}</div>"
+        shown = self.activity_label.value
+        activity = f'<div style="margin:0">{esc(shown)}</div>' if shown else ""
         note = (f'<div class="rlm-answer-note" style="margin:0;font-weight:bold;'
-                f'color:{_NOTE_COLOURS["warning"]}">{esc(self.note)}</div>'
+                f'color:{_NOTE_COLOURS.get(style, "inherit")}">{esc(self.note)}</div>'
                 if self.note else "")
         self.widget.value = (
-            f'<div class="rlm-progress" data-rlm-end="{esc(style)}" style="{ROOT_STYLE}">'
+            f'<div class="rlm-progress" data-rlm-end="{esc(style)}" '
+            f'data-rlm-tone="{esc(self.tone)}" style="{ROOT_STYLE}">'
             '<div style="display:flex;align-items:center;gap:12px;margin:0">'
             '<div style="width:240px;height:10px;background:#e0e0e0;border-radius:2px;'
             'flex:none">'
@@ -249,7 +263,7 @@ class ProgressView(RunObserver):
             f"<span>{esc(self.step_label.value)}</span></div>"
             f'<div style="margin:0">{esc(self.elapsed_label.value)} &nbsp;·&nbsp; '
             f"{esc(self.tokens_label.value)} &nbsp;·&nbsp; {esc(self.cost_label.value)}</div>"
-            f"{activity}{note}</div>")
+            f"{note}{activity}</div>")
 
     def _start_ticker(self) -> None:
         if self._tick is None or (self.ticking and not self._stop.is_set()):
@@ -289,8 +303,9 @@ class ProgressView(RunObserver):
         """One line: ``step 2 of 10 · 3.4 s · 20 prompt + 10 completion tokens · ...``."""
         with self._lock:
             return " · ".join([self.step_label.value, f"{self.elapsed:.1f} s",
-                               self.tokens_label.value, self.cost_label.value, self.activity,
-                               *([self.note] if self.note else [])])
+                               self.tokens_label.value, self.cost_label.value,
+                               *([self.note] if self.note else []),
+                               *([self.activity] if self.activity else [])])
 
     def static(self) -> dict[str, str]:
         """What the widget shows, as a display's ``text/html`` (the same bar and lines)

@@ -104,6 +104,9 @@ def test_each_message_of_a_run_matches_its_typeddict(ip, monkeypatch):
     assert record["exchanges"][0]["role"] == "root" and "n = len(context)" in \
         record["exchanges"][0]["response"]
     assert len(record["output_sha256"]) == 64 and finished[0]["diverged"] is False
+    end = messages[-1]
+    assert (end["tone"], end["ending"], end["ending_words"], end["answer_note"]) == (
+        "ok", "data", "The answer was computed by the model's code from your data.", None)
 
 
 def test_typeddict_fields_are_the_documents():
@@ -116,7 +119,8 @@ def test_typeddict_fields_are_the_documents():
         assert own <= named, (kind, own - named)
     assert set(typing.get_type_hints(protocol.CellRLM)) == {
         "run_id", "step", "role", "task_cell", "exchanges", "output_sha256",
-        "candidate", "chosen", "candidates"}  # the last three: a candidates run's cells
+        "candidate", "chosen", "candidates",  # these three: a candidates run's cells
+        "answer_now"}  # the "answer now" call's cell
     candidates = doc.split("### A candidates run", 1)[1].split("\n## ", 1)[0]
     assert {"candidate", "chosen", "candidates"} <= set(re.findall(r"`(\w+)`", candidates))
     assert protocol.CellRLM.__required_keys__ == {"run_id", "step", "role"}
@@ -125,3 +129,27 @@ def test_typeddict_fields_are_the_documents():
     totals = {"llm_calls", "prompt_tokens", "completion_tokens", "cost_usd"}
     assert set(typing.get_type_hints(protocol.Totals)) == totals
     assert '"version": 1' in doc and "version" in protocol.Announcement.__optional_keys__
+
+
+def test_a_stuck_runs_answer_now_call_is_sent_as_that_and_its_end_says_why(ip, monkeypatch):
+    step = block("print(len(context))")
+    script(monkeypatch, [step, step, step, block("FINAL(11)")])
+    comms = run_comms(ip, monkeypatch)
+    ip.user_ns["context"] = "hello world"
+    ip.run_cell("%%rlm --context context\nHow long?", store_history=True)
+    (run_comm,) = comms
+    messages = [run_comm.opened, *run_comm.sent]
+    for msg in messages:
+        check(msg, protocol.MESSAGE_TYPES[msg["type"]])
+    added = [m for m in messages if m["type"] == "step_added"]
+    end = messages[-1]
+    assert end["stopped_by"] == "stuck" and end["answer_source"] == "forced"
+    # only the last cell is the "answer now" call, said so; the others are steps
+    assert [bool(m.get("answer_now")) for m in added] == [False] * (len(added) - 1) + [True]
+    assert added[-1]["metadata"]["rlm"]["answer_now"] is True
+    finished = [m for m in messages if m["type"] == "step_finished"]
+    assert finished[-1]["metadata"]["rlm"]["answer_now"] is True
+    assert end["tone"] == "caution" and end["ending"] == "forced"
+    assert end["ending_words"] == end["answer_note"] == (
+        "The answer was the model's best guess, asked for after the run stopped early; "
+        "the run stopped because the model repeated itself.")

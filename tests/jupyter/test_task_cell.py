@@ -46,6 +46,8 @@ def test_a_task_cells_result_carries_the_task_cells_own_count(kc, task):
     assert result["execution_count"] == own  # Out[own], not Out[last step]
     (end,) = [d for d in comm_data(messages) if d["type"] == "run_finished"]
     assert (end["answer_source"], end["answer_note"]) == ("data", None)  # a plain success
+    words = "The answer was computed by the model's code from your data."
+    assert (end["tone"], end["ending"], end["ending_words"]) == ("ok", "data", words)
     reply, messages = execute(kc, f"print(Out[{own}], _{own})\n1 + 1")
     assert reply["content"]["execution_count"] > max(steps)
     assert "11 11" in "".join(m["content"].get("text", "") for m in messages)
@@ -70,12 +72,14 @@ def test_run_finished_tells_the_extension_how_an_answer_was_reached(kc):
     _, messages = execute(kc, "%%rlm\nWhat is seven?", cell_id="task")
     (end,) = [d for d in comm_data(messages) if d["type"] == "run_finished"]
     assert end["answer"] == "7" and end["answer_source"] == "no_input"
-    assert end["answer_note"] == "Answer: reached without reading any data the user gave"
+    words = "The answer was reached without reading your data."
+    assert (end["answer_note"], end["ending_words"], end["tone"]) == (words, words, "caution")
     progress = [m["content"]["data"]["text/html"] for m in messages
                 if m["msg_type"] == "update_display_data"
                 and "rlm-progress" in m["content"]["data"].get("text/html", "")]
     assert progress and 'data-rlm-end="warning"' in progress[-1]  # amber, not green
-    assert "reached without reading any data the user gave" in progress[-1]
+    assert 'data-rlm-tone="caution"' in progress[-1]
+    assert words in progress[-1]  # the task cell says what the extension is sent
 
 
 @pytest.mark.parametrize("extension", [True, False], ids=["extension", "inline"])

@@ -65,7 +65,8 @@ def test_progress_replays_a_run(events):
     assert "waiting for the model (step 2)" in seen
     assert "running step 3" in seen
     assert any("sub-calls 3 done, 0 in flight" in s for s in seen)
-    assert view.activity_label.value == "finished: final"
+    assert view.activity_label.value == ""  # nothing more to say than the ending
+    assert view.note == "The answer was computed by the model's code from your data."
     assert view.bar.bar_style == "success"
     # 3 root calls + 3 sub-calls, 10 prompt / 5 completion tokens and $0.00125 each
     assert view.tokens_label.value == "60 prompt + 30 completion tokens"
@@ -74,7 +75,8 @@ def test_progress_replays_a_run(events):
     assert view.elapsed_label.value == f"{final:.1f} s"
     line = view.text()
     assert "3 steps, final" in line and "60 prompt" in line and "$0.0075" in line
-    assert line.endswith("finished: final") and "\n" not in line
+    assert line.endswith(" · The answer was computed by the model's code from your data.")
+    assert "\n" not in line
 
 
 def test_progress_shows_budget_stop_and_error(events):
@@ -82,9 +84,11 @@ def test_progress_shows_budget_stop_and_error(events):
     view = ProgressView(10, tick=None)
     for ev in stop:
         view.on_event(ev)
-    assert view.activity_label.value.startswith("stopped: budget — ")
+    # said once, in words (the ending), then the details (the budget's message)
+    assert view.note == "No answer: the run reached its budget."
     assert "2 LLM calls" in view.activity_label.value
     assert view.bar.bar_style == "warning"  # a limit the user set, not an error: amber
+    assert 'data-rlm-tone="caution"' in view.widget.value
 
 
 def test_sub_run_events_only_change_activity(events):
@@ -106,8 +110,21 @@ def test_answer_now_step_is_past_the_budget():
         view.on_event(ev)
     assert view.bar.value == 1 and view.bar.max == 1
     assert view.step_label.value == "2 steps, max_iterations"  # the answer-now step ran
-    assert view.activity_label.value == "stopped: max_iterations (the step limit)"
+    assert view.note == ("The answer was reached without reading your data; the run stopped "
+                         "because it reached its step limit.")
+    assert view.activity_label.value == ""  # no details: the reason is said once
     assert view.bar.bar_style == "warning"
+
+
+def test_the_answer_now_call_is_shown_as_that_while_it_runs():
+    evs = record([block("print(1)"), block("FINAL('late')")], max_iterations=1)
+    view = ProgressView(1, tick=None)
+    for ev in evs:
+        view.on_event(ev)
+        if isinstance(ev, StepStarted) and ev.answer_now:
+            assert view.step_label.value == "answer now (the run had stopped)"
+            assert view.activity_label.value == "running the answer now (the run had stopped)"
+    assert [ev.answer_now for ev in evs if isinstance(ev, StepStarted)] == [False, True]
 
 
 def test_ticker_moves_time_and_stops_at_run_finished(events):
@@ -198,7 +215,7 @@ def test_run_view_refreshes_from_namespace():
                      ["context", "n", "parts"]]
     assert "[ &quot;sub:a&quot;, &quot;sub:b&quot;, &quot;sub:c&quot; ]" in view.variables.widget.value
     line = view.text()
-    assert "finished: final" in line and "context (str, 11 characters)" in line
+    assert "3 steps, final" in line and "context (str, 11 characters)" in line
     assert "parts (list, " in line and "\n" not in line
 
 
@@ -338,9 +355,10 @@ def finished(**result) -> list[Event]:
 @pytest.mark.parametrize("source, votes, sentence", [
     ("output", None, ANSWER_SOURCES["output"]),
     ("ungrounded", None, ANSWER_SOURCES["ungrounded"]),
-    ("no_input", None, ANSWER_SOURCES["no_input"]),
+    # run_started said the run had no data at all: the words say so, as `rlm run` does
+    ("no_input", None, "reached without any data (none was given)"),
     ("forced", None, ANSWER_SOURCES["forced"]),
-    ("vote", (2, 3), ANSWER_SOURCES["vote"] + " (2 of 3 agreed)"),
+    ("vote", (2, 3), ANSWER_SOURCES["vote"] + ": 2 of 3 candidates agreed"),
 ])
 def test_an_answer_not_from_the_data_is_amber_and_says_how_it_was_reached(source, votes,
                                                                           sentence):
@@ -348,17 +366,20 @@ def test_an_answer_not_from_the_data_is_amber_and_says_how_it_was_reached(source
     for ev in finished(answer="7", stopped_by="final", answer_source=source, votes=votes):
         view.on_event(ev)
     assert view.bar.bar_style == "warning" and "background:#ff9800" in view.widget.value
-    assert view.note == f"Answer: {sentence}"
-    assert f">Answer: {sentence}</div>" in view.widget.value.replace("&#x27;", "'")
-    assert view.text().endswith(f"finished: final · Answer: {sentence}")
+    assert view.note == f"The answer was {sentence}."
+    assert f">The answer was {sentence}.</div>" in view.widget.value.replace("&#x27;", "'")
+    assert view.text().endswith(f"$0.0000 · The answer was {sentence}.")
 
 
 def test_only_an_answer_from_the_data_is_a_plain_green_success():
     view = ProgressView(4, tick=None)
     for ev in finished(answer="7", stopped_by="final", answer_source="data"):
         view.on_event(ev)
-    assert view.bar.bar_style == "success" and view.note is None
-    assert "background:#4caf50" in view.widget.value and "Answer:" not in view.widget.value
+    assert view.bar.bar_style == "success" and "background:#4caf50" in view.widget.value
+    # said in words too, not only by colour: the export's words
+    assert view.note == "The answer was computed by the model's code from your data."
+    assert "computed by the model&#x27;s code from your data" in view.widget.value
+    assert 'data-rlm-tone="ok"' in view.widget.value
 
 
 @pytest.mark.parametrize("stopped_by, answer, style", [
@@ -374,6 +395,9 @@ def test_red_only_for_an_error_without_an_answer(stopped_by, answer, style):
         view.on_event(ev)
     assert view.bar.bar_style == style
     assert ("#f44336" in view.widget.value) == (style == "danger")
+    assert "#4caf50" not in view.widget.value  # never green
+    if answer is None:
+        assert view.note.startswith("No answer: ")
 
 
 def test_a_stuck_run_says_why_it_stopped():
@@ -384,10 +408,12 @@ def test_a_stuck_run_says_why_it_stopped():
                              text="Step 3 repeats step 2 (same code)."))
     view.on_event(end)
     assert view.step_label.value == "0 steps, stuck"
-    assert view.activity_label.value == ("stopped: stuck (the model repeated itself) — "
-                                         "Step 3 repeats step 2 (same code).")
-    assert view.note == f"Answer: {ANSWER_SOURCES['forced']}"
-    assert view.bar.bar_style == "warning"
+    # that the run stopped is said once (the ending), what it repeated once (the details)
+    assert view.note == (f"The answer was {ANSWER_SOURCES['forced']}; "
+                         "the run stopped because the model repeated itself.")
+    assert view.activity_label.value == "Step 3 repeats step 2 (same code)."
+    assert view.text().count("stopped") == 2  # "stopped early" (the kind) and the stop
+    assert view.text().count("repeat") == 2 and view.bar.bar_style == "warning"
 
 
 def test_a_run_that_never_started_leaves_no_progress_block(ip):
@@ -446,5 +472,5 @@ def test_a_run_whose_code_never_reads_the_data_is_not_shown_as_a_success():
         for ev in record([block(first), block("FINAL(n)")], max_iterations=4):
             view.on_event(ev)
         shown[name] = (view.bar.bar_style, view.note)
-    assert shown["read"] == ("success", None)
-    assert shown["not read"] == ("warning", f"Answer: {ANSWER_SOURCES['no_input']}")
+    assert shown["read"] == ("success", f"The answer was {ANSWER_SOURCES['data']}.")
+    assert shown["not read"] == ("warning", f"The answer was {ANSWER_SOURCES['no_input']}.")

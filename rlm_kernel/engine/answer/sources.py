@@ -73,8 +73,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from ...repl_types import REPLEntry
 
 __all__ = ["ANSWER_SOURCES", "ANSWER_SOURCE_KINDS", "DATA_HELPERS", "FOLDER_READERS",
-           "AnswerSource", "answer_source", "any_input_read", "how_reached", "inputs_in_reads",
-           "inputs_read", "is_plain", "read_watch", "voted_source"]
+           "STOP_REASONS", "TONES", "AnswerSource", "RunEnding", "StopReason", "answer_source",
+           "any_input_read", "how_reached", "inputs_in_reads", "inputs_read", "is_plain",
+           "read_watch", "run_ending", "voted_source"]
 
 log = logging.getLogger(__name__)
 
@@ -223,54 +224,154 @@ def voted_source(source: str | None) -> str | None:
     return "vote" if source in _SOURCES_BEFORE_A_VOTE else source
 
 
+TONES: dict[str, dict[str, str]] = {
+    "ok": {"bar": "#4caf50", "text": "#2e7d32", "widget": "success"},
+    "caution": {"bar": "#ff9800", "text": "#b26a00", "widget": "warning"},
+    "error": {"bar": "#f44336", "text": "#c62828", "widget": "danger"},
+}
+"""The tones a run's end is shown in, each view's colour for it: ``bar`` (a bar or an
+edge), ``text`` (words on a light background), ``widget`` (the ipywidgets bar style).
+``ok`` (green): an answer computed by the model's code from the user's data, at a
+``FINAL``; ``caution`` (amber): any other answer, and a stop without one; ``error``
+(red): a run that failed without an answer.  Colours: Material Design's green 500/800,
+orange 500 and red 500/800 (material.io, "The color system", 2014 palette)."""
+
+
 @dataclass(frozen=True)
 class AnswerSource:
-    """One kind of ``RLMResult.answer_source``, in the words each view uses.
+    """One kind of ``RLMResult.answer_source``: its words and its tone, for every view.
 
     Attributes:
-        phrase (str): the command line's and the exported notebook's words, lower-case,
-            without a final period, read after "The answer was ..." (:func:`how_reached`).
-        sentence (str): the notebook's words (the task cell's progress view, the answer
-            cell the JupyterLab extension adds), read after "Answer: ".
-        plain (bool): a plain success, shown green (only ``data``); every other kind
-            is shown for what it is, amber.
+        phrase (str): the words, lower-case, without a final period, read after "The
+            answer was ..." (:func:`how_reached`, :func:`run_ending`): the same words in
+            the task cell, the answer cell, the export, ``rlm run`` and ``--json``.
+        tone (str): a key of :data:`TONES`: ``ok`` (green) for ``data`` only; every
+            other kind is shown for what it is, ``caution`` (amber).
         no_data_phrase (str | None): :attr:`phrase` when the run was given no data at
             all (``no_input`` only).
     """
 
     phrase: str
-    sentence: str
-    plain: bool = False
+    tone: str = "caution"
     no_data_phrase: str | None = None
+
+    @property
+    def plain(self) -> bool:
+        """True for a plain success, shown green (``tone`` ``ok``)."""
+        return self.tone == "ok"
+
+    @property
+    def sentence(self) -> str:
+        """The words (:attr:`phrase`; one wording for every view)."""
+        return self.phrase
 
 
 ANSWER_SOURCE_KINDS: dict[str, AnswerSource] = {
-    "data": AnswerSource(
-        "computed by the model's code from your data",
-        "computed by the model's code from the data the user gave", plain=True),
-    "output": AnswerSource(
-        "taken from text the model wrote, not from a FINAL its code ran",
-        "taken from text the model or its code printed, not from a FINAL call"),
+    "data": AnswerSource("computed by the model's code from your data", tone="ok"),
+    "output": AnswerSource("taken from text the model wrote, not from a FINAL its code ran"),
     "ungrounded": AnswerSource(
         "not found in your data or in any output of the model's code "
-        "(the grounding check could not find it)",
-        "the grounding check could not find it in the data or the output"),
-    "vote": AnswerSource("chosen by a vote", "chosen by a vote of candidates"),
-    "no_input": AnswerSource(
-        "reached without reading your data",
-        "reached without reading any data the user gave",
-        no_data_phrase="reached without any data (none was given)"),
-    "forced": AnswerSource(
-        "the model's best guess, asked for after the run stopped early",
-        "the best answer so far, asked for after the run stopped early"),
+        "(the grounding check could not find it)"),
+    "vote": AnswerSource("chosen by a vote"),
+    "no_input": AnswerSource("reached without reading your data",
+                             no_data_phrase="reached without any data (none was given)"),
+    "forced": AnswerSource("the model's best guess, asked for after the run stopped early"),
 }
-"""How an answer was reached, by ``RLMResult.answer_source`` kind: the one table the
-command line, the notebook and the export read (:class:`AnswerSource`)."""
+"""How an answer was reached, by ``RLMResult.answer_source`` kind: the one table of
+words and tones the command line, the notebook (task cell, answer cell) and the export
+read (:class:`AnswerSource`)."""
 
-ANSWER_SOURCES: dict[str, str] = {kind: s.sentence for kind, s in ANSWER_SOURCE_KINDS.items()}
-"""How an answer was reached (``RLMResult.answer_source``), in the notebook's words
-(:attr:`AnswerSource.sentence`).  Only ``data`` is a plain success; every other kind
+ANSWER_SOURCES: dict[str, str] = {kind: s.phrase for kind, s in ANSWER_SOURCE_KINDS.items()}
+"""How an answer was reached (``RLMResult.answer_source``), in words
+(:attr:`AnswerSource.phrase`).  Only ``data`` is a plain success; every other kind
 is shown for what it is."""
+
+
+@dataclass(frozen=True)
+class StopReason:
+    """One ``RLMResult.stopped_by`` reason: what it means and how a run that ended
+    so without an answer is said and shown.
+
+    Attributes:
+        meaning (str): what the reason means, lower-case, read after "the run stopped
+            because" (``you interrupted it``).
+        no_answer (str): the sentence for a run that ended so without an answer
+            (``No answer: you interrupted the run.``).
+        tone (str): a key of :data:`TONES` for such a run: ``error`` for ``error``
+            only, ``caution`` otherwise.
+    """
+
+    meaning: str
+    no_answer: str
+    tone: str = "caution"
+
+
+STOP_REASONS: dict[str, StopReason] = {
+    "final": StopReason("the model gave its answer", "No answer."),
+    "max_iterations": StopReason("it reached its step limit",
+                                 "No answer: the run reached its step limit."),
+    "budget": StopReason("it reached its budget", "No answer: the run reached its budget."),
+    "interrupt": StopReason("you interrupted it", "No answer: you interrupted the run."),
+    "stuck": StopReason("the model repeated itself",
+                        "No answer: the run stopped because the model repeated itself."),
+    "error": StopReason("it failed", "No answer: the run failed.", tone="error"),
+}
+"""The endings of a run by ``stopped_by``, in words and tone (:class:`StopReason`)."""
+
+
+@dataclass(frozen=True)
+class RunEnding:
+    """How a run ended, as every view shows it (:func:`run_ending`).
+
+    Attributes:
+        kind (str): the answer's ``answer_source`` kind (a key of
+            :data:`ANSWER_SOURCE_KINDS`; ``unknown``: a result that does not say), or
+            ``no_answer`` for a run that ended without one.
+        tone (str): a key of :data:`TONES` (``ok``, ``caution``, ``error``).
+        words (str): one sentence: ``The answer was computed by the model's code from
+            your data.``, ``No answer: you interrupted the run.``
+    """
+
+    kind: str
+    tone: str
+    words: str
+
+
+def run_ending(has_answer: bool, stopped_by: str, source: str | None,
+               votes: tuple[int, int] | list[int] | None = None, *,
+               no_data: bool = False) -> RunEnding:
+    """How a run ended, from the one table: its kind, tone and sentence.
+
+    Args:
+        has_answer (bool): the run has an answer (``RLMResult.answer`` is not None).
+        stopped_by (str): ``RLMResult.stopped_by``.
+        source (str | None): ``RLMResult.answer_source``.
+        votes (tuple[int, int] | None): ``RLMResult.votes``.
+        no_data (bool): the run was given no data at all.
+
+    Returns:
+        RunEnding: ``ok`` only for an answer from the user's data at a ``FINAL`` (or a
+        result that does not say how, at a ``FINAL``); an answer kept when the run then
+        stopped otherwise is ``caution`` and says why it stopped; no answer is
+        ``caution``, or ``error`` after an error; never ``ok``.
+    """
+    stop = STOP_REASONS.get(stopped_by)
+    if not has_answer:
+        if stop is None:
+            return RunEnding("no_answer", "caution", f"No answer: the run stopped ({stopped_by}).")
+        return RunEnding("no_answer", stop.tone, stop.no_answer)
+    if source is None:
+        words = "The run does not say how the answer was reached."
+        tone = "ok"
+    else:
+        words = f"The answer was {how_reached(source, votes, no_data=no_data)}."
+        kind = ANSWER_SOURCE_KINDS.get(source)
+        tone = kind.tone if kind is not None else "caution"
+    if stopped_by != "final":
+        tone = "caution" if tone == "ok" else tone
+        meaning = stop.meaning if stop is not None else stopped_by
+        words = f"{words[:-1]}; the run stopped because {meaning}."
+    return RunEnding(source or "unknown", tone, words)
 
 
 def is_plain(source: str | None) -> bool:

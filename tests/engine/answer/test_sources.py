@@ -10,10 +10,14 @@ import pytest
 from rlm_kernel import RLM
 from rlm_kernel.engine.answer.sources import (
     ANSWER_SOURCE_KINDS,
+    STOP_REASONS,
+    TONES,
+    RunEnding,
     answer_source,
     how_reached,
     inputs_read,
     is_plain,
+    run_ending,
     voted_source,
 )
 from rlm_kernel.engine.events import Event
@@ -101,19 +105,54 @@ def test_how_reached_in_words():
         assert how_reached(source)
 
 
-def test_one_table_gives_each_kind_its_words_for_every_view():
-    # the notebook's sentences are the table's; the command line's phrases too
-    assert ANSWER_SOURCES == {k: s.sentence for k, s in ANSWER_SOURCE_KINDS.items()}
+def test_one_table_gives_each_kind_its_words_and_tone_for_every_view():
+    # one wording per kind: the notebook's words are the command line's and the export's
+    assert ANSWER_SOURCES == {k: s.phrase for k, s in ANSWER_SOURCE_KINDS.items()}
     for kind, words in ANSWER_SOURCE_KINDS.items():
-        assert how_reached(kind) == words.phrase and words.phrase != words.sentence
+        assert how_reached(kind) == words.phrase == words.sentence
         assert words.phrase[0].islower() and not words.phrase.endswith(".")
+        assert words.tone in TONES
     assert how_reached("output") == "taken from text the model wrote, not from a FINAL its code ran"
-    assert ANSWER_SOURCES["forced"] == (
-        "the best answer so far, asked for after the run stopped early")
     # only an answer from the data is a plain success (and a result that does not say)
     assert [k for k in ANSWER_SOURCE_KINDS if is_plain(k)] == ["data"]
+    assert [k for k, s in ANSWER_SOURCE_KINDS.items() if s.tone == "ok"] == ["data"]
     assert is_plain(None) and not is_plain("a kind from elsewhere")
     assert how_reached("a kind from elsewhere") == "a kind from elsewhere"
+
+
+@pytest.mark.parametrize("kind", sorted(ANSWER_SOURCE_KINDS))
+def test_each_answer_ending_is_the_kinds_words_and_tone(kind):
+    end = run_ending(True, "final", kind)
+    assert end == RunEnding(kind, ANSWER_SOURCE_KINDS[kind].tone,
+                            f"The answer was {ANSWER_SOURCE_KINDS[kind].phrase}.")
+    # an answer kept when the run then stopped otherwise is never a plain success
+    late = run_ending(True, "interrupt", kind)
+    assert late.tone != "ok"
+    assert late.words.endswith("; the run stopped because you interrupted it.")
+
+
+@pytest.mark.parametrize("stopped_by", sorted(STOP_REASONS))
+def test_each_ending_without_an_answer_is_said_and_never_green(stopped_by):
+    end = run_ending(False, stopped_by, None)
+    assert end.kind == "no_answer" and end.words.startswith("No answer")
+    assert end.tone == ("error" if stopped_by == "error" else "caution")
+    # a source left on a result without an answer changes nothing (never green)
+    assert run_ending(False, stopped_by, "data") == end
+    assert run_ending(False, "a reason from elsewhere", "data").tone == "caution"
+
+
+def test_the_interrupted_ending_is_amber_and_says_so():
+    end = run_ending(False, "interrupt", None)
+    assert (end.tone, end.words) == ("caution", "No answer: you interrupted the run.")
+    assert TONES[end.tone]["widget"] == "warning" and TONES["ok"]["bar"] != TONES[end.tone]["bar"]
+
+
+def test_a_vote_and_no_data_say_so_in_the_ending():
+    assert run_ending(True, "final", "vote", (2, 3)).words == (
+        "The answer was chosen by a vote: 2 of 3 candidates agreed.")
+    assert run_ending(True, "final", "no_input", no_data=True).words == (
+        "The answer was reached without any data (none was given).")
+    assert run_ending(True, "final", None).tone == "ok"
 
 
 # -- each kind on a run ---------------------------------------------------------------------
