@@ -38,7 +38,9 @@ from typing import Any
 import nbformat
 from nbformat import v4
 
-from ..engine import how_reached, output_digest, step_exchanges, step_source
+from ..engine import output_digest, step_exchanges, step_source
+from ..engine.answer.sources import run_ending
+from ..models.factory import model_label
 from ..redaction import redact_data
 from ..text import middle_cut
 from .cells import CellRLM
@@ -258,8 +260,8 @@ def _cell_text(value: Any) -> str:
 def _task_markdown(result: Any) -> str:
     quoted = "\n".join(f"> {line}".rstrip() for line in result.question.splitlines()) or ">"
     rows = [
-        ("Model", f"`{_cell_text(result.model or 'default')}`"),
-        ("Sub model", f"`{_cell_text(result.sub_model or result.model or 'default')}`"),
+        ("Model", f"`{_cell_text(model_label(result.model or None))}`"),
+        ("Sub model", f"`{_cell_text(model_label(result.sub_model or result.model or None))}`"),
         ("Stopped by", f"`{result.stopped_by}`"),
         ("Steps", f"{result.steps}"),
         ("LLM calls", f"{result.llm_calls}"),
@@ -307,19 +309,19 @@ def _fenced(text: str) -> str:
 
 
 def _answer_markdown(result: Any) -> str:
+    """The answer cell: the answer, then how the run ended in the one table's words
+    (:func:`~rlm_kernel.engine.answer.sources.run_ending`, the task cell's and the
+    command line's words), and an error's details."""
+    end = run_ending(result.answer is not None, result.stopped_by,
+                     getattr(result, "answer_source", None), getattr(result, "votes", None),
+                     no_data=not result.variables)
     if result.answer is None:
-        reason = f"**No answer.** The run stopped by `{result.stopped_by}`"
-        return reason + (f":\n\n{_fenced(result.error)}" if result.error else ".")
+        text = f"**{end.words}** (stopped by `{result.stopped_by}`)"
+        return text + (f":\n\n{_fenced(result.error)}" if result.error else "")
     answer = str(result.answer)
     text = (f"**Answer:** {answer.strip()}" if "\n" not in answer.strip()
             else f"**Answer:**\n\n{_fenced(answer.strip())}")
-    if result.stopped_by != "final":
-        text += f"\n\n(The run stopped by `{result.stopped_by}`.)"
-    how = how_reached(getattr(result, "answer_source", None), getattr(result, "votes", None),
-                      no_data=not result.variables)
-    if how is not None:
-        text += f"\n\n*How it was reached:* {how}."
-    return text
+    return f"{text}\n\n*{end.words}*"
 
 
 def _run_metadata(result: Any, run_id: str, entries: list[Any]) -> dict[str, Any]:

@@ -8,13 +8,38 @@ from typing import Any
 
 from .base import LanguageModel
 
-__all__ = ["is_embedded", "make_client"]
+__all__ = ["is_embedded", "make_client", "model_label"]
 
 
 def is_embedded(model: str | None) -> bool:
     """Whether ``model`` selects the embedded model: ``None``, ``""``, ``"local"`` or
     ``"local/<name>"``."""
     return not model or model == "local" or model.startswith("local/")
+
+
+def model_label(model: str | None) -> str:
+    """The name a user reads for a model string: the embedded model is named as local
+    (``local model qwen2.5-coder-1.5b (embedded, no network)``), never as the
+    ``openai/<name>`` string its client speaks to the local server with; any other
+    model string is shown as it is.
+
+    A model string ``openai/<name>`` is read as the embedded model when ``<name>`` is one
+    of the embedded models (:data:`rlm_kernel.models.local.weights.MODELS`): that is the
+    string a run of the embedded model records (``LocalModelClient``).
+
+    Args:
+        model (str | None): a model string as a run records it (``RLMResult.model``).
+    """
+    if is_embedded(model):
+        name = model.split("/", 1)[1] if model and "/" in model else "default"
+        return f"local model {name} (embedded, no network)"
+    from .local.weights import MODELS
+
+    assert model is not None  # is_embedded(None) is True
+    provider, _, name = model.partition("/")
+    if provider == "openai" and name in MODELS:
+        return f"local model {name} (embedded, no network)"
+    return model
 
 
 def make_client(model: str | None, router: Any = None, **kwargs: Any) -> LanguageModel:

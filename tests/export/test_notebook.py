@@ -63,8 +63,8 @@ def test_cells_in_order_with_roles_sources_and_outputs():
     assert s3.source == "# Done.\nFINAL(f'{n} chars: {summary}')"
     assert all(c.execution_count is None for c in (s1, s2, s3))
     assert answer.cell_type == "markdown"
-    assert answer.source == "**Answer:** 11 chars: sub:sum up hello\n\n*How it was " \
-        "reached:* computed by the model's code from your data."
+    assert answer.source == "**Answer:** 11 chars: sub:sum up hello\n\n*The answer was " \
+        "computed by the model's code from your data.*"
 
 
 def test_notebook_metadata_totals_equal_the_result():
@@ -118,12 +118,12 @@ def test_no_answer_shows_the_stop_reason():
     nb = export_run(res)
     assert "max_iterations" in nb.cells[-1].source
     assert res.answer is None  # the "answer now" reply called no FINAL: no answer
-    assert nb.cells[-1].source.startswith("**No answer.**")
+    assert nb.cells[-1].source.startswith("**No answer: the run reached its step limit.**")
     step = nb.cells[1]
     assert step.source == "# Thinking.\nx = 1" and step.outputs == []  # empty output omitted
     res.answer, res.stopped_by, res.error = None, "error", "boom | bad"
     last = export_run(res).cells[-1].source
-    assert last.startswith("**No answer.**") and "`error`" in last and "boom | bad" in last
+    assert last.startswith("**No answer: the run failed.**") and "`error`" in last and "boom | bad" in last
 
 
 def test_multiline_answer_is_fenced():
