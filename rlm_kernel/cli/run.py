@@ -34,6 +34,7 @@ from ..engine import (
     vote_line,
 )
 from ..executors import WorkerError, filter_streams
+from ..models.factory import model_label
 from ..redaction import redact_data, redact_text
 
 __all__ = ["main", "build_parser", "json_text"]
@@ -354,6 +355,8 @@ def _report(result: Any, args: argparse.Namespace, json_fd: int | None = None) -
     export_error = _export(result, args) if args.export else None
     if args.json:
         data = result.to_dict() if args.trajectory else result.summary()
+        end = _ending(result)  # the one table's words and tone, as every view shows them
+        data.update(tone=end.tone, ending=end.kind, ending_words=end.words)
         if args.export and export_error is None:
             data["export"] = args.export
         _write_json(data, args, json_fd)
@@ -403,22 +406,26 @@ def _export(result: Any, args: argparse.Namespace) -> str | None:
     return None
 
 
-def _print_answer(result: Any) -> None:
-    """The answer, how it was reached when that is not from the user's data by code (one
-    line: ``The answer was reached without reading your data.``), and the totals;
-    secrets redacted."""
-    from ..engine import how_reached
+def _ending(result: Any) -> Any:
+    """How ``result``'s run ended: the one table's kind, tone and words
+    (:func:`~rlm_kernel.engine.answer.sources.run_ending`)."""
+    from ..engine.answer.sources import run_ending
 
+    return run_ending(result.answer is not None, result.stopped_by,
+                      getattr(result, "answer_source", None), getattr(result, "votes", None),
+                      no_data=not result.variables)
+
+
+def _print_answer(result: Any) -> None:
+    """The answer, then how the run ended in the words every view uses (one line: ``The
+    answer was computed by the model's code from your data.``, ``No answer: you
+    interrupted the run.``), the error's details, and the totals; secrets redacted."""
     print()
     if result.answer is not None:
         print(redact_text(f"Answer: {result.answer}"))
-        source = getattr(result, "answer_source", None)
-        if source not in (None, "data"):
-            how = how_reached(source, getattr(result, "votes", None),
-                              no_data=not result.variables)
-            print(f"The answer was {how}.")
-    else:
-        print(redact_text(f"No answer: {result.error}") if result.error else "No answer.")
+    print(_ending(result).words)
+    if result.answer is None and result.error:
+        print(redact_text(f"  {result.error}"))
     print(f"({result.steps} steps, {result.llm_calls} LLM calls, "
           f"{result.prompt_tokens:,}+{result.completion_tokens:,} tokens, "
           f"${result.cost_usd:.4f}, {result.seconds:.1f} s, stopped by {result.stopped_by})")
@@ -452,7 +459,7 @@ class StepPrinter(RunObserver):
                   flush=True)
             return
         names = ", ".join(f"{v.name} ({v.type_name})" for v in event.variables) or "none"
-        print(f"Model: {event.model}   variables: {names}", file=out, flush=True)
+        print(f"Model: {model_label(event.model)}   variables: {names}", file=out, flush=True)
         if event.no_data:
             print("No data: the model is told there is none and must answer from its "
                   "own knowledge or computation (give files with --context PATH).",

@@ -53,12 +53,12 @@ def test_an_answer_that_did_not_read_the_given_file_is_marked(replies, capsys, t
     assert "No data:" not in out
 
 
-def test_an_answer_from_the_data_gets_no_line(replies, capsys, tmp_path):
+def test_an_answer_from_the_data_says_so_in_the_views_words(replies, capsys, tmp_path):
     (tmp_path / "a.txt").write_text("hello world\n")
     replies += [block("FINAL(len(context))")]
     assert main(["run", "--context", str(tmp_path / "a.txt"), "How long?"]) == 0
     out = capsys.readouterr().out
-    assert "Answer: 12\n(" in out and "The answer was" not in out
+    assert "Answer: 12\nThe answer was computed by the model's code from your data.\n(" in out
 
 
 def test_json_carries_the_source(replies, capsys, tmp_path):
@@ -67,6 +67,8 @@ def test_json_carries_the_source(replies, capsys, tmp_path):
     assert main(["run", "--json", "--context", str(tmp_path / "a.txt"), "How long?"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["answer_source"] == "data" and data["votes"] is None
+    assert (data["tone"], data["ending"], data["ending_words"]) == (
+        "ok", "data", "The answer was computed by the model's code from your data.")
 
 
 def test_a_stuck_run_says_why_once_in_its_line_and_its_json(replies, capsys, tmp_path):
@@ -74,10 +76,15 @@ def test_a_stuck_run_says_why_once_in_its_line_and_its_json(replies, capsys, tmp
     replies += [block("print(data)")] * 4 + ["I cannot tell."]
     main(["run", "--context", str(tmp_path / "a.txt"), "How long?"])
     out = capsys.readouterr().out
-    assert "No answer: step 2 repeats step 1 (" in out and "stuck: step" not in out
+    # the ending in the views' words once, then what it repeated once
+    assert "\nNo answer: the run stopped because the model repeated itself.\n" \
+        "  step 2 repeats step 1 (" in out and "stuck: step" not in out
+    assert out.count("repeated itself") == 1 and out.count("step 2 repeats step 1") == 1
     assert out.rstrip().endswith("stopped by stuck)")
     replies += [block("print(data)")] * 4 + ["I cannot tell."]
     main(["run", "--json", "--context", str(tmp_path / "a.txt"), "How long?"])
     data = json.loads(capsys.readouterr().out)
     assert data["stopped_by"] == "stuck" and data["answer"] is None
     assert data["error"].startswith("step 2 repeats step 1 (same ")
+    assert (data["tone"], data["ending"], data["ending_words"]) == (
+        "caution", "no_answer", "No answer: the run stopped because the model repeated itself.")
