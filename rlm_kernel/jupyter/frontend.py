@@ -48,6 +48,7 @@ from ..engine import (
     step_source,
 )
 from ..export import CellRLM
+from ..models.factory import model_label
 from ..redaction import redact_data
 from .outcome import ending_of
 from .protocol import (
@@ -170,7 +171,7 @@ class StepRenderer(RunObserver):
                                                         length=v.total_length,
                                                         unit=v.length_unit)
                                            for v in event.variables],
-                                prose=_task_is_prose())
+                                prose=_task_is_prose(), model_label=model_label(event.model))
         if self.continues is not None:
             msg["continues"] = Continues(run_id=self.continues["run_id"],
                                          from_step=self.continues["from_step"])

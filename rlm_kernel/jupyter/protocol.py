@@ -80,10 +80,14 @@ class _RunStartedKeys(_Message):
 class RunStarted(_RunStartedKeys, total=False):
     """``run_started``: the ``comm_open`` data of a run; ``continues`` when the run
     goes on from a step of an earlier run (``%rlm continue``); ``prose``: the task cell
-    is prose (a task written as plain text in the RLM kernel), not code."""
+    is prose (a task written as plain text in the RLM kernel), not code;
+    ``model_label``: the model as a user reads it (the embedded model named as local:
+    ``local model qwen2.5-coder-1.5b (embedded, no network)``), to show instead of
+    ``model``."""
 
     continues: Continues
     prose: bool
+    model_label: str
 
 
 class _StepAddedKeys(_Message):

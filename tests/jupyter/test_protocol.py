@@ -12,6 +12,7 @@ import comm as comm_module
 import pytest
 
 from rlm_kernel.jupyter import protocol
+from rlm_kernel.models.factory import model_label
 from tests.jupyter.scripted_magic import script
 from tests.replies import block
 
@@ -104,6 +105,7 @@ def test_each_message_of_a_run_matches_its_typeddict(ip, monkeypatch):
     assert record["exchanges"][0]["role"] == "root" and "n = len(context)" in \
         record["exchanges"][0]["response"]
     assert len(record["output_sha256"]) == 64 and finished[0]["diverged"] is False
+    assert run_comm.opened["model_label"] == model_label(run_comm.opened["model"])
     end = messages[-1]
     assert (end["tone"], end["ending"], end["ending_words"], end["answer_note"]) == (
         "ok", "data", "The answer was computed by the model's code from your data.", None)
