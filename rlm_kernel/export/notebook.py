@@ -220,11 +220,10 @@ def _step_cells(entries: list[Any], run_id: str,
 
 def _recorded_cells(result: Any, run_id: str) -> list[Any]:
     """The ``%%rlm recorded`` cell (role ``recorded``): the sub-calls and child runs the
-    steps' code made, so that re-running the notebook answers them without a model.
-    None when the steps asked no model."""
+    steps' code made, so that re-running the notebook answers them without a model; an
+    empty list when the steps asked no model (the cell still marks a re-run of a record:
+    its ``FINAL`` keeps the answer without showing it, as the live step showed none)."""
     calls = step_exchanges(list(getattr(result, "exchanges", [])))
-    if not calls:
-        return []
     body = ",\n".join(json.dumps(c, ensure_ascii=False) for c in calls)
     source = ("%%rlm recorded\n"
               f"[{body}]")

@@ -546,14 +546,19 @@ def bind_session_functions(shell: Any, sub_model: str | None,
     repl_functions = session_functions(sub_model, shell.user_ns, recorded=recorded,
                                        router=router)
     functions = repl_functions.functions()
+    # re-running a record (an exported notebook): its last step printed nothing live,
+    # the answer cell below it says the answer, so FINAL only keeps it
+    show = recorded is None
 
     def final(answer: Any) -> None:
-        """Outside a run: show the answer and keep it in ``rlm_answer``."""
-        _show_final(shell, {"type": "direct", "answer": answer})
+        """Outside a run: keep the answer in ``rlm_answer`` (and show it, unless a
+        record is re-running)."""
+        _show_final(shell, {"type": "direct", "answer": answer}, show=show)
 
     def final_var(variable_name: str) -> None:
-        """Outside a run: show the named variable as the answer."""
-        _show_final(shell, {"type": "variable", "var": variable_name})
+        """Outside a run: keep the named variable as the answer (and show it, unless a
+        record is re-running)."""
+        _show_final(shell, {"type": "variable", "var": variable_name}, show=show)
 
     functions.update(FINAL=final, FINAL_VAR=final_var)
     trap = shell.builtin_trap
@@ -566,7 +571,7 @@ def bind_session_functions(shell: Any, sub_model: str | None,
                 trap.add_builtin(name, fn)
 
 
-def _show_final(shell: Any, out: dict[str, Any]) -> None:
+def _show_final(shell: Any, out: dict[str, Any], *, show: bool = True) -> None:
     from IPython.display import display
 
     try:
@@ -576,7 +581,8 @@ def _show_final(shell: Any, out: dict[str, Any]) -> None:
         print(f"FINAL_VAR: {exc.args[0]}", file=sys.stderr)
         return
     shell.user_ns["rlm_answer"] = answer
-    display({"text/plain": f"Final answer: {answer_text(answer)}"}, raw=True)
+    if show:
+        display({"text/plain": f"Final answer: {answer_text(answer)}"}, raw=True)
 
 
 def final_outside_run(shell, etype, value, tb, tb_offset=None):

@@ -27,7 +27,7 @@ def test_the_notebook_sums_up_the_candidates_and_holds_the_chosen_steps(tmp_path
     nb = export_run(result, tmp_path / "run.ipynb")
     nbformat.validate(nb)
     roles = [c.metadata["rlm"]["role"] for c in nb.cells]
-    assert roles == ["task", "candidates", "step", "step", "answer"]
+    assert roles == ["task", "candidates", "recorded", "step", "step", "answer"]
     summary = nb.cells[1].source
     assert summary.startswith("### Candidates\n\n3 candidates ran; the answer most of them "
                               "agree on won (candidate 2, 2 votes)")

@@ -119,7 +119,7 @@ def test_no_answer_shows_the_stop_reason():
     assert "max_iterations" in nb.cells[-1].source
     assert res.answer is None  # the "answer now" reply called no FINAL: no answer
     assert nb.cells[-1].source.startswith("**No answer: the run reached its step limit.**")
-    step = nb.cells[1]
+    step = next(c for c in nb.cells if c.metadata.rlm["role"] == "step")
     assert step.source == "# Thinking.\nx = 1" and step.outputs == []  # empty output omitted
     res.answer, res.stopped_by, res.error = None, "error", "boom | bad"
     last = export_run(res).cells[-1].source

@@ -95,12 +95,14 @@ def test_export_writes_a_valid_notebook_with_setup_cells(ip, monkeypatch, tmp_pa
     nb = nbformat.read(out, as_version=4)
     nbformat.validate(nb)
     roles = [c.metadata["rlm"]["role"] for c in nb.cells]
-    assert roles == ["task", "setup", "step", "step", "answer"]
+    # a record cell even with no sub-calls: it marks the re-run as one of a record
+    assert roles == ["task", "setup", "recorded", "step", "step", "answer"]
     assert nb.cells[1].source == "context = 'abc' * 3"
-    assert nb.cells[2].outputs[0]["text"] == "9\n"
+    assert nb.cells[2].source == "%%rlm recorded\n[]"
+    assert nb.cells[3].outputs[0]["text"] == "9\n"
     # a stock shell's steps take no count (shell_executor.numbers_steps): the task cell
     # keeps its own; the RLM kernel's steps have theirs (tests/jupyter/test_task_cell.py)
-    assert nb.cells[2].execution_count is None
+    assert nb.cells[3].execution_count is None
     assert nb.metadata.kernelspec.name == "rlm"
 
 

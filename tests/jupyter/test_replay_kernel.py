@@ -94,3 +94,10 @@ def test_an_exported_notebook_reruns_offline_from_its_recorded_sub_calls(tmp_pat
                for c in steps]
     assert printed[0] == "".join(o.get("text", "") for o in nb.cells[3].outputs)
     assert sorted(eval(printed[0])) == ["ONE", "TWO"] and printed[1].startswith("THREE")
+    # each step shows what it showed live: the last one's FINAL printed nothing then,
+    # and its re-run shows no "Final answer: ..." either (the answer cell says it)
+    live = [c for c in nb.cells if c.metadata.rlm["role"] == "step"]
+    shown = [[o.get("text") or o.get("data", {}).get("text/plain") for o in c.outputs]
+             for c in steps]
+    assert shown == [[o.get("text") or o.get("data", {}).get("text/plain")
+                      for o in c.outputs] for c in live], shown
