@@ -480,11 +480,14 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         if result.diverged_at is not None:
             print(f"RLM replay of run {record.run_id}: step {result.diverged_at} printed "
                   "other output than the record (diverged_at)", file=sys.stderr)
-        if result.stopped_by != "final":
+        if result.stopped_by == "error" or (result.stopped_by != "final"
+                                            and not self.registry.present):
+            # an error is said on stderr (red in JupyterLab), the one readable message;
+            # a limit, an interrupt or a stuck run is said once: in JupyterLab with the
+            # extension by the progress view's ending (amber) and the answer cell, in
+            # another frontend (one that may show no widget) by this line
             reason = f": {result.error}" if result.error else ""
             steps = f"{result.steps} step{'' if result.steps == 1 else 's'} kept"
-            # stderr (red in JupyterLab) only for an error; a limit, an interrupt or a
-            # stuck run is said plainly (the progress view shows it in amber)
             print(f"RLM run {record.run_id} stopped by {result.stopped_by}{reason} "
                   f"({steps})", file=sys.stderr if result.stopped_by == "error" else sys.stdout)
         if kept and ns["rlm_answer"] is not None:

@@ -117,6 +117,21 @@ def test_a_stuck_runs_message_says_why_once(kc):
     assert "stuck: stuck" not in out and not stderr_of(messages)
 
 
+def test_with_the_extension_a_stop_is_said_by_the_view_alone(kc):
+    """With the JupyterLab extension the progress view's ending and the answer cell say
+    that the run stopped and why: no line of the magic's says it again."""
+    announce_frontend(kc)
+    execute(kc, "context = 'hello world'")
+    same = block("print('the same output every time')", THOUGHT)
+    script_model(kc, [same] * 4 + [block("FINAL('so far')", THOUGHT)])
+    _, messages = execute(kc, "%rlm Go on", cell_id="task-1")
+    assert "stopped by" not in stdout_of(messages) + stderr_of(messages), stdout_of(messages)
+    ends = [m["content"]["data"] for m in messages if m["msg_type"] == "comm_msg"
+            and (m["content"]["data"] or {}).get("type") == "run_finished"]
+    assert len(ends) == 1 and ends[0]["ending_words"].count("repeated itself") == 1, ends
+    assert ends[0]["tone"] == "caution", ends
+
+
 def test_export_takes_the_run_of_the_cell_that_asks(kc, tmp_path):
     """The toolbar's export sends the selected task cell's id (``metadata.cellId``):
     that cell's last run is exported, the session's last run only when it ran none;
