@@ -214,6 +214,7 @@ def test_a_step_in_the_rlm_kernel_swaps_no_method_of_the_shell(kernel):
     ``python3`` kernel's stock shell has the smallest swap for the step's length (and
     its methods back afterwards).  In both the step's display is the step's output."""
     name, kc = kernel
+    execute(kc, "context = 'some data'")  # a task with data keeps what its steps made
     script_model(kc, [reply_block(STEP_SWAPS), reply_block("FINAL('done')")])
     reply, messages = execute(kc, "%rlm Show something, then say done.")
     assert reply["content"]["status"] == "ok", text_of(messages)
