@@ -34,7 +34,7 @@ from ..engine import (
     vote_line,
 )
 from ..executors import WorkerError, filter_streams
-from ..models.factory import model_label
+from ..models import model_label
 from ..redaction import redact_data, redact_text
 
 __all__ = ["main", "build_parser", "json_text"]
@@ -409,7 +409,7 @@ def _export(result: Any, args: argparse.Namespace) -> str | None:
 def _ending(result: Any) -> Any:
     """How ``result``'s run ended: the one table's kind, tone and words
     (:func:`~rlm_kernel.engine.answer.sources.run_ending`)."""
-    from ..engine.answer.sources import run_ending
+    from ..engine import run_ending
 
     return run_ending(result.answer is not None, result.stopped_by,
                       getattr(result, "answer_source", None), getattr(result, "votes", None),

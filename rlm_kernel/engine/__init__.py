@@ -30,7 +30,16 @@ from __future__ import annotations
 from typing import Any
 
 from . import moved_modules
-from .answer.sources import ANSWER_SOURCE_KINDS, AnswerSource, how_reached, is_plain
+from .answer.sources import (
+    ANSWER_SOURCE_KINDS,
+    STOP_REASONS,
+    TONES,
+    AnswerSource,
+    RunEnding,
+    how_reached,
+    is_plain,
+    run_ending,
+)
 from .answer.text import answer_text, describe_variable
 from .answer.types import parse_type
 from .config import RLMConfig, Setting, settings
@@ -65,7 +74,7 @@ from .mapping import (
 )
 from .options import add_setting_options, config_overrides, non_empty, positive_int
 from .repetition import without_comments
-from .repl_functions import RESERVED_NAMES, session_functions, user_variables
+from .repl_functions import RESERVED_NAMES, SESSION_NAMES, session_functions, user_variables
 from .replay.recording import load_recording, output_digest, step_exchanges
 from .replay.resume import Continuation
 from .result import ANSWER_SOURCES, RLMResult
@@ -92,11 +101,12 @@ __all__ = [
     "StepOutput", "SubCall", "StepNotice", "StepFinished", "AnswerCheck", "RunFinished",
     "CandidateStarted", "CandidateFinished",
     # answers
-    "ANSWER_SOURCES", "ANSWER_SOURCE_KINDS", "AnswerSource", "answer_text",
+    "ANSWER_SOURCES", "ANSWER_SOURCE_KINDS", "AnswerSource", "RunEnding", "STOP_REASONS",
+    "TONES", "answer_text", "run_ending",
     "describe_variable", "how_reached", "is_plain", "parse_type",
     "short_answer", "vote_line",
     # the REPL namespace and the task's terms
-    "HISTORY_NAME", "RESERVED_NAMES", "SIGNAL_NAMES", "check_tools", "describe_tool",
+    "HISTORY_NAME", "RESERVED_NAMES", "SESSION_NAMES", "SIGNAL_NAMES", "check_tools", "describe_tool",
     "session_functions", "user_variables",
     # steps and replay
     "TRACEBACK_LINE", "load_recording", "output_digest", "step_exchanges", "step_source",

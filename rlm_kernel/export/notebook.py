@@ -38,9 +38,8 @@ from typing import Any
 import nbformat
 from nbformat import v4
 
-from ..engine import output_digest, step_exchanges, step_source
-from ..engine.answer.sources import run_ending
-from ..models.factory import model_label
+from ..engine import output_digest, run_ending, step_exchanges, step_source
+from ..models import model_label
 from ..redaction import redact_data
 from ..text import middle_cut
 from .cells import CellRLM

@@ -48,7 +48,7 @@ from ..engine import (
     step_source,
 )
 from ..export import CellRLM
-from ..models.factory import model_label
+from ..models import model_label
 from ..redaction import redact_data
 from .outcome import ending_of
 from .protocol import (

@@ -51,13 +51,13 @@ from IPython.core.error import UsageError
 from ..engine import (
     HISTORY_NAME,
     RESERVED_NAMES,
+    SESSION_NAMES,
     SIGNAL_NAMES,
     Conversation,
     RLMConfig,
     answer_text,
     user_variables,
 )
-from ..engine.repl_functions import SESSION_NAMES
 from ..termination import resolve_final_var
 
 __all__ = ["RUN_NAMES", "ClientFactory", "ModelVariables", "NotebookSession", "TaskPlan",

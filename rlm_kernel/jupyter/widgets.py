@@ -35,6 +35,7 @@ from typing import Any
 from IPython.display import DisplayHandle, display
 
 from ..engine import (
+    TONES,
     CandidateFinished,
     CandidateStarted,
     Event,
@@ -48,7 +49,6 @@ from ..engine import (
     SubCall,
     short_answer,
 )
-from ..engine.answer.sources import TONES
 from ..executors import host_thread
 from .outcome import ending_of
 from .variables_view import (

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import tracing
 from .base import ClientWrapper, LanguageModel, LLMError, Message
-from .factory import is_embedded, make_client
+from .factory import is_embedded, make_client, model_label
 from .litellm_client import LiteLLMClient, import_litellm
 from .prices import TokenPrices, token_prices
 from .usage import Completion, LLMCall, UsageLedger
@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .router import Fleet, RouterClient, fleet_yaml, load_fleet
 
 __all__ = ["ClientWrapper", "LanguageModel", "LiteLLMClient", "LLMError", "Message", "import_litellm",
-           "is_embedded", "make_client", "Completion", "LLMCall", "UsageLedger",
+           "is_embedded", "make_client", "model_label", "Completion", "LLMCall", "UsageLedger",
            "configure_cache", "ensure_server", "find_running", "stop_all_servers", "stop_server",
            "LocalModelError", "get_spec", "is_prepared", "prepare", "weights_path", "tracing",
            "Fleet", "RouterClient", "fleet_yaml", "load_fleet", "running_replicas",
