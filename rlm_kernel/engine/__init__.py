@@ -27,9 +27,6 @@ and no litellm.
 
 from __future__ import annotations
 
-from typing import Any
-
-from . import moved_modules
 from .answer.sources import (
     ANSWER_SOURCE_KINDS,
     STOP_REASONS,
@@ -85,8 +82,6 @@ from .session.warmup import prewarm
 from .step import SIGNAL_NAMES, TRACEBACK_LINE, step_source
 from .strategies.candidates import short_answer, vote_line
 
-moved_modules.install()  # the old module paths (engine/loop.py ...) still import
-
 __all__ = [
     # running
     "RLM", "RLMConfig", "RLMResult", "Continuation", "Conversation", "prewarm",
@@ -114,16 +109,3 @@ __all__ = [
     "without_comments",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    """Names renamed since (``session_tools``, now :func:`session_functions`) still
-    resolve, with a :class:`DeprecationWarning` naming the new one.
-
-    Raises:
-        AttributeError: any other unknown name.
-    """
-    if name == "session_tools":
-        from . import repl_functions
-
-        return getattr(repl_functions, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

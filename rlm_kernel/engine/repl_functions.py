@@ -294,18 +294,3 @@ def session_functions(sub_model: str | None, namespace: MutableMapping[str, Any]
     guard = BudgetGuard(Budget(), ledger, time.monotonic())
     return REPLFunctions(sub, guard, namespace, depth=0, max_concurrency=max_concurrency)
 
-
-def __getattr__(name: str) -> Any:
-    """``session_tools``, this function's name before the REPL's functions stopped
-    being called tools, still resolves, with a :class:`DeprecationWarning`.
-
-    Raises:
-        AttributeError: any other unknown name.
-    """
-    if name == "session_tools":
-        import warnings
-
-        warnings.warn("session_tools is now session_functions", DeprecationWarning,
-                      stacklevel=2)
-        return session_functions
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
