@@ -172,15 +172,17 @@ def remember_settings(settings: Any, environ: Mapping[str, str] | None = None) -
         How many values were remembered (short ones are not secrets).
     """
     env = os.environ if environ is None else environ
-    count, stack, seen = 0, [(None, settings)], set()
+    count, seen = 0, set()
+    stack: list[tuple[str | None, Any]] = [(None, settings)]
     while stack:
         key, value = stack.pop()
         if type(value) is str:
             if value.startswith(ENV_PREFIX):
-                name = value[len(ENV_PREFIX):]
-                value = env.get(name)
+                variable = value[len(ENV_PREFIX):]
+                value = env.get(variable)
                 if not isinstance(value, str):
                     continue
+                name: str | None = variable
             else:
                 name = key
             for password in url_passwords(value):

@@ -56,7 +56,7 @@ def _json_chunks(value: Any, limit: int, indent: str | None = "  ", depth: int =
         yield _plain_text(int(value), limit)
     elif isinstance(value, dict) or isinstance(value, _SEQUENCES):
         is_map, path = isinstance(value, dict), path if path is not None else set()
-        items = iter(value.items() if is_map else value)
+        items: Iterator[Any] = iter(value.items() if isinstance(value, dict) else value)
         first = next(items, _EMPTY)
         if first is _EMPTY or id(value) in path:
             yield ("{}" if is_map else "[]") if first is _EMPTY else '"<circular reference>"'

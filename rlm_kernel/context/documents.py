@@ -78,6 +78,7 @@ class Hit(dict):
     works on records; otherwise the ``KeyError`` names the keys there are."""
 
     __slots__ = ("_document",)
+    _document: str
 
     def __missing__(self, key: Any) -> Any:
         record = parse_block(getattr(self, "_document", "") or "")

@@ -86,15 +86,23 @@ def _set_gc(enabled: bool) -> None:
 
 
 def _set_filters(filters: list[Any]) -> None:
-    warnings.filters[:] = filters
-    warnings._filters_mutated()  # type: ignore[attr-defined] - the module's own refresh
+    # typeshed types warnings.filters as a Sequence: it is the module's list, shared with
+    # the C accelerator, so it is changed in place; _filters_mutated (private, not in the
+    # stubs) is the module's own refresh of its cache.
+    warnings.filters[:] = filters  # type: ignore[index]
+    warnings._filters_mutated()  # type: ignore[attr-defined]
+
+
+def _set_cwd(path: str | None) -> None:
+    if path is not None:
+        os.chdir(path)
 
 
 SETTINGS: tuple[tuple[str, Callable[[], Any], Callable[[Any], Any]], ...] = (
     ("recursion limit", sys.getrecursionlimit, sys.setrecursionlimit),
     ("switch interval", sys.getswitchinterval, sys.setswitchinterval),
     ("int max str digits", sys.get_int_max_str_digits, sys.set_int_max_str_digits),
-    ("working folder", _cwd, lambda path: path is not None and os.chdir(path)),
+    ("working folder", _cwd, _set_cwd),
     ("umask", _umask, os.umask),
     ("garbage collection", gc.isenabled, _set_gc),
     ("warning filters", lambda: list(warnings.filters), _set_filters),
@@ -215,13 +223,12 @@ def step_scope(stdout: TextIO | None = None, stderr: TextIO | None = None,
     if main:
         _note_interrupts(scope, saved_signals.get(signal.SIGINT))
     if own_exit:
-        builtins.exit = _Exit("exit")  # type: ignore[attr-defined]
-        builtins.quit = _Exit("quit")  # type: ignore[attr-defined]
+        for name in ("exit", "quit"):
+            setattr(builtins, name, _Exit(name))
     sys.stdin = io.StringIO()
-    if stdout is not None:
-        sys.__stdout__ = stdout  # type: ignore[misc]
-    if stderr is not None:
-        sys.__stderr__ = stderr  # type: ignore[misc]
+    for name, stream in (("__stdout__", stdout), ("__stderr__", stderr)):
+        if stream is not None:
+            setattr(sys, name, stream)
     try:
         yield scope
     finally:

@@ -293,30 +293,32 @@ class MemoryWatch:
             meter = self.current()
             if meter is None:
                 return MAX_INTERVAL
-            counted = self.max_processes is not None and self.too_many is not None
-            if counted:
+            max_processes, too_many, limit = self.max_processes, self.too_many, self.limit
+            counted = False
+            if max_processes is not None and too_many is not None:
+                counted = True
                 count = meter.count()
-                if count > self.max_processes:
-                    self.too_many(meter, count)
+                if count > max_processes:
+                    too_many(meter, count)
                     return MIN_INTERVAL
-            if self.limit is None:
+            if limit is None:
                 return PROCESS_INTERVAL
             usage = meter.measure()
-            if usage.total > self.limit:  # pages forks share: split between them
-                usage = self._proportional(meter, usage)
+            if usage.total > limit:  # pages forks share: split between them
+                usage = self._proportional(meter, usage, limit)
             else:
                 self._split = None
-            if usage.total > self.limit:
+            if usage.total > limit:
                 self.over(meter, usage)
                 return MIN_INTERVAL
-            left = (self.limit - usage.total) / FILL_BYTES_PER_SECOND
+            left = (limit - usage.total) / FILL_BYTES_PER_SECOND
             wait = min(MAX_INTERVAL, max(MIN_INTERVAL, left))
             return min(wait, PROCESS_INTERVAL) if counted else wait
         finally:
             self.looks += 1
             self.cpu_seconds += time.thread_time() - started
 
-    def _proportional(self, meter: SandboxMeter, usage: MemoryUsage) -> MemoryUsage:
+    def _proportional(self, meter: SandboxMeter, usage: MemoryUsage, limit: int) -> MemoryUsage:
         """The sandbox's usage with shared pages split between their processes, for a
         sandbox whose quick count is over the limit: measured again at most every
         :data:`MAX_INTERVAL` seconds (it costs ~10 ms a GB), and in between estimated
@@ -328,7 +330,7 @@ class MemoryWatch:
             _, _, quick, split = held
             grown = max(usage.processes - quick.processes, 0)
             guess = MemoryUsage(split.processes + grown, usage.files, usage.memfd)
-            if guess.total <= self.limit:
+            if guess.total <= limit:
                 return guess
         split = meter.measure(proportional=True)
         self._split = (meter, now, usage, split)

@@ -737,7 +737,8 @@ def make_cgroups(max_pids: int | None, memory_bytes: int | None) -> Cgroups:
 
 def process_tree(root: int) -> list[int]:
     """``root`` and its descendants now (``/proc/PID/task/TID/children``)."""
-    found, todo = [], [root]
+    found: list[int] = []
+    todo = [root]
     while todo and len(found) < 100_000:
         pid = todo.pop()
         found.append(pid)

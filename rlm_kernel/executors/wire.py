@@ -327,9 +327,10 @@ class _Decoder:
         if code == _PATH:
             return pathlib.PurePosixPath(str(tree))
         if code in (_ORDEREDDICT, _DEFAULTDICT, _COUNTER):
-            kind = {_ORDEREDDICT: collections.OrderedDict, _COUNTER: collections.Counter,
-                    _DEFAULTDICT: lambda pairs: collections.defaultdict(None, pairs)}[code]
-            return kind({k: v for k, v in tree})
+            kinds: dict[int, Callable[[dict[Any, Any]], Any]] = {
+                _ORDEREDDICT: collections.OrderedDict, _COUNTER: collections.Counter,
+                _DEFAULTDICT: lambda pairs: collections.defaultdict(None, pairs)}
+            return kinds[code]({k: v for k, v in tree})
         if code == _DEQUE:
             return collections.deque(tree)
         if code == _NDARRAY:

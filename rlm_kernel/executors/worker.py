@@ -45,7 +45,7 @@ import threading
 import time
 import traceback
 import types
-from typing import Any
+from typing import Any, TextIO, cast
 
 from ..repl_types import REPLVariable
 from ..termination import FinalOutput
@@ -271,6 +271,13 @@ class _StepRunner(PlainExecutor):
         err.write(text)
 
 
+def _cached_lines(filename: str) -> list[str] | None:
+    """The lines :mod:`linecache` holds for ``filename``, or None (not cached, or only a
+    lazy entry)."""
+    entry = linecache.cache.get(filename)
+    return entry[2] if entry is not None and len(entry) == 4 else None
+
+
 def error_report(exc: BaseException, filename: str, text: str) -> dict[str, Any]:
     """The data the host shows an error of model code from, in the notebook as IPython
     shows one: ``ename``, ``evalue``, ``frames`` (``[file, line, function]`` from the
@@ -292,15 +299,15 @@ def error_report(exc: BaseException, filename: str, text: str) -> dict[str, Any]
         files = [str(exc.filename or filename)]
         report["frames"] = []
     else:
-        frames = [[f.filename, f.lineno or 0, f.name]
+        frames: list[list[Any]] = [[f.filename, f.lineno or 0, f.name]
                   for f in traceback.extract_tb(model_traceback(exc, filename))]
         if len(frames) > ERROR_FRAMES:
             frames = frames[: ERROR_FRAMES // 2] + frames[-ERROR_FRAMES // 2:]
         report["frames"] = frames
         files = [f[0] for f in frames]
-    report["sources"] = {f: "".join(linecache.cache[f][2])[:ERROR_SOURCE_CHARS]
+    report["sources"] = {f: "".join(lines)[:ERROR_SOURCE_CHARS]
                          for f in dict.fromkeys(files)
-                         if f.startswith("<rlm-step-") and f in linecache.cache}
+                         if f.startswith("<rlm-step-") and (lines := _cached_lines(f)) is not None}
     return report
 
 
@@ -336,8 +343,9 @@ class Worker:
         self.nonce = ""
         self.calls = 0
         self.sigterm_from: float | None = None  # monotonic time after which SIGTERM is the host's
-        self.stdout = _FdWriter(1, "<stdout>")
-        self.stderr = _FdWriter(2, "<stderr>")
+        # Text streams (io.TextIOBase), which typeshed's nominal TextIO does not include.
+        self.stdout = cast(TextIO, _FdWriter(1, "<stdout>"))
+        self.stderr = cast(TextIO, _FdWriter(2, "<stderr>"))
 
     # -- the channel ------------------------------------------------------------------
     def send(self, message: dict[str, Any]) -> None:
@@ -405,7 +413,8 @@ class Worker:
         (its name), ``ref`` (an object described to the host earlier), ``keep`` (leave
         the name as it is, or bind ``payload`` as a placeholder when unbound) or
         ``placeholder`` (a text: the host could not copy the value)."""
-        name, kind, payload, version = m["name"], m["kind"], m.get("payload"), m["version"]
+        name, kind, version = m["name"], m["kind"], m["version"]
+        payload: Any = m.get("payload")  # its shape depends on the kind
         if kind == "value":
             payload = m["payload"]  # the pickle, sent raw after the message
             value = pickle.loads(payload)
@@ -797,7 +806,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.path.insert(0, "")
     worker = Worker(sock, out_fd, err_fd)
     _running.append(worker)
-    sys.stdout, sys.stderr = worker.stdout, worker.stderr  # type: ignore[assignment]
+    sys.stdout, sys.stderr = worker.stdout, worker.stderr
     sys.stdin = io.StringIO()
     worker.send({"op": "ready", "id": 0, "pid": os.getpid(), "notes": notes})
     try:

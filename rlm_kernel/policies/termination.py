@@ -174,8 +174,9 @@ class ConfidenceTerminationPolicy(TerminationPolicy):
     ) -> tuple[bool, str | None]:
         if context.step < self.config["min_steps_before_termination"]:
             return False, None
+        raw = result.metadata.get(self.config["confidence_key"])
         try:
-            confidence = float(result.metadata.get(self.config["confidence_key"]))
+            confidence = float(raw) if raw is not None else None
         except (TypeError, ValueError):
             confidence = None
         if confidence is not None and confidence >= self.config["confidence_threshold"]:
