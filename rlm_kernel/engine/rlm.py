@@ -21,7 +21,6 @@ from ..executors import (
     Executor,
     WorkFolder,
     close_executor,
-    executor_kind,
     host_thread,
     new_executor,
 )
@@ -277,7 +276,8 @@ class RLM:
         candidates and their vote (``config.candidates`` > 1, not a replay)."""
         cfg = services.config
         if cfg.executor is None:  # rlm_query's child runs take the top-level run's kind
-            services = replace(services, config=cfg.replace(executor=executor_kind(executor)))
+            services = replace(services, config=cfg.replace(
+                executor="in-process" if executor.in_process else "isolated"))
         if cfg.candidates > 1 and self.replay is None:
             runs = CandidateRuns(question, variables, services, executor=executor, task=task)
             return runs.execute(continuation)

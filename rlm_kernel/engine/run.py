@@ -60,7 +60,6 @@ from ..executors import (
     SupportsDescribe,
     WorkerError,
     combined_output,
-    executor_kind,
     run_deadline,
     variable_ids,
 )
@@ -227,7 +226,7 @@ class Run:
         # the user's tools (in-process: copies, tool_guard), the folder's, the earlier
         # tasks' record
         self.lent = LentTools(task.tools, self.ns,
-                              copy=executor_kind(executor) == "in-process")
+                              copy=executor.in_process)
         bound = dict(self.lent.bound)
         if task.folder is not None:
             bound.update(task.folder.functions())

@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .workfolder import WorkFolder
 
 __all__ = ["Executor", "PlainExecutor", "OutputCallback", "StreamTee", "combined_output",
-           "new_executor", "close_executor", "executor_kind", "EXECUTOR_KINDS",
+           "new_executor", "close_executor", "EXECUTOR_KINDS",
            "IsolatedExecutor", "WorkerError", "WorkFolder", "MIN_SECONDS", "StepTimeout",
            "time_limit", "timeout_message", "Redactor", "redact_messages", "redact_output",
            "guarded_render", "guarded_repr", "type_name", "REPR_SECONDS", "exit_hooks_added", "step_scope", "filter_streams", "host_thread",
@@ -96,18 +96,10 @@ def new_executor(kind: str, **options: Any) -> Executor:
     raise ValueError(f"unknown executor {kind!r}: one of {', '.join(EXECUTOR_KINDS)}")
 
 
-def executor_kind(executor: Executor) -> str:
-    """``"isolated"`` for an executor whose code runs behind the process wall (an
-    :class:`~rlm_kernel.executors.isolated.IsolatedExecutor` or a subclass), else
-    ``"in-process"``."""
-    from .isolated import IsolatedExecutor
-
-    return "isolated" if isinstance(executor, IsolatedExecutor) else "in-process"
-
-
-def close_executor(executor: Executor) -> None:
-    """Release what ``executor`` holds (an isolated one's worker process); executors
-    without a ``close`` method hold nothing."""
+def close_executor(executor: Any) -> None:
+    """Release what ``executor`` holds (:meth:`Executor.close`); an object without a
+    ``close`` method (an executor written before the protocol declared it) holds
+    nothing."""
     close = getattr(executor, "close", None)
     if callable(close):
         close()

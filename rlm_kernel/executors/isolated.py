@@ -835,6 +835,10 @@ class IsolatedExecutor:
             ``pass_env`` is not a variable's name.
     """
 
+    in_process = False
+    """Model code runs in the sandboxed worker, not in this process
+    (:attr:`~rlm_kernel.executors.Executor.in_process`)."""
+
     def __init__(self, namespace: Mapping[str, Any] | None = None, *,
                  memory_limit: int | None = DEFAULT_MEMORY,
                  max_processes: int | None = DEFAULT_PROCESSES,

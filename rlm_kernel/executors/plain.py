@@ -42,9 +42,25 @@ ReadWatch = tuple[frozenset[str], frozenset[str]]
 (:mod:`~rlm_kernel.executors.reads`)."""
 
 class Executor(Protocol):
-    """Runs one code block at a time in a namespace that persists between calls."""
+    """Runs one code block at a time in a namespace that persists between calls.
+
+    What callers read besides :meth:`execute`: :attr:`in_process` (whether model code
+    shares the caller's process: the engine lends the user's tools as copies then, and
+    a child run of ``rlm_query`` gets an executor of the same kind) and :meth:`close`
+    (release what the executor holds, a worker process; idempotent)."""
 
     namespace: MutableMapping[str, Any]
+
+    @property
+    def in_process(self) -> bool:
+        """True when model code runs in the caller's process (``exec``, an IPython
+        shell); False when it runs behind the process wall (a sandboxed worker)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the executor holds (a worker process, its sandbox); idempotent.
+        An in-process executor holds nothing."""
+        ...
 
     def execute(self, code: str, *, timeout: float | None = None,
                 on_output: OutputCallback | None = None) -> REPLResult:
@@ -108,6 +124,9 @@ class PlainExecutor:
             elsewhere: the isolated executor walls the folder.
     """
 
+    in_process = True
+    """Model code runs in this process (:attr:`Executor.in_process`)."""
+
     def __init__(self, namespace: MutableMapping[str, Any] | None = None,
                  *, show_last_expr: bool = True,
                  max_output_chars: int = MAX_KEPT_CHARS,
@@ -123,6 +142,9 @@ class PlainExecutor:
         """The names (and attribute names) whose reads each step records in
         ``REPLResult.names_read``; None: no record (``names_read`` None)."""
         self.last_reads: frozenset[str] | None = None
+
+    def close(self) -> None:
+        """Nothing to release: the namespace is the caller's (:meth:`Executor.close`)."""
 
     def execute(self, code: str, *, timeout: float | None = None,
                 on_output: OutputCallback | None = None) -> REPLResult:

@@ -263,6 +263,10 @@ class ShellExecutor:
             names its code (in tracebacks: ``Cell In[n]``) after the running cell's.
     """
 
+    in_process = True
+    """Model code runs in the kernel's own process, in its shell
+    (:attr:`~rlm_kernel.executors.Executor.in_process`)."""
+
     def __init__(self, shell: Any, *, on_rich_output: RichOutputCallback | None = None,
                  store_history: bool = True) -> None:
         self.shell = shell
@@ -278,6 +282,10 @@ class ShellExecutor:
         """The names (and attribute names) whose reads each step records in
         ``REPLResult.names_read`` (an IPython AST transformer for the step,
         :mod:`rlm_kernel.executors.reads`); None: no record."""
+
+    def close(self) -> None:
+        """Nothing to release: the namespace is the shell's
+        (:meth:`~rlm_kernel.executors.Executor.close`)."""
 
     def execute(self, code: str, *, timeout: float | None = None,
                 on_output: OutputCallback | None = None) -> REPLResult:

@@ -130,6 +130,7 @@ class Recorded:
 
     def __init__(self, inner: Any) -> None:
         self.inner, self.namespace, self.results = inner, inner.namespace, []
+        self.in_process = inner.in_process
 
     def execute(self, code, **kwargs):
         self.results.append(self.inner.execute(code, **kwargs))
