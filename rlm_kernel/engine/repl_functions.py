@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-import types
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn
 
@@ -23,6 +22,7 @@ from .answer.final import FinalRecord
 from .answer.text import describe_variable
 from .budget import Budget, BudgetGuard
 from .events import Event, SubCall
+from .names import RESERVED_NAMES, SESSION_NAMES, user_variables
 from .prompts import SUB_CALL_SYSTEM_PROMPT, prompt_text, sub_call_error, sub_call_prompt
 from .replay.recording import Recorder
 from .services import compose_client
@@ -30,39 +30,7 @@ from .services import compose_client
 __all__ = ["REPLFunctions", "RESERVED_NAMES", "SESSION_NAMES", "session_functions",
            "user_variables"]
 
-RESERVED_NAMES = ("llm_query", "llm_query_batched", "rlm_query", "FINAL", "FINAL_VAR",
-                  "SHOW_VARS", "search", "split_documents", "parse_records", "code_outline")
 _RECORD_CHARS = 500  # characters of a sub-call's prompt/response kept in the step record
-
-
-# IPython's own helpers and the magic's answer slots: never data for the model.
-SESSION_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython", "rlm_answer",
-                           "rlm_history",
-                           "rlm_answers"})
-
-
-def user_variables(namespace: Mapping[str, Any],
-                   names: Sequence[str] | None = None) -> dict[str, Any]:
-    """The data variables of ``namespace``, the ones a model is told about.
-
-    Args:
-        namespace: a REPL namespace.
-        names: exactly these names, in this order; default: every name that is not
-            private (``_x``), reserved (``llm_query`` ...), an IPython helper
-            (:data:`SESSION_NAMES`), a module or a callable.
-
-    Raises:
-        KeyError: a name in ``names`` is not in ``namespace`` (the message names it).
-    """
-    if names is not None:
-        for name in names:
-            if name not in namespace:
-                raise KeyError(f"no variable named {name!r} in the namespace")
-        return {name: namespace[name] for name in names}
-    return {name: value for name, value in list(namespace.items())
-            if not name.startswith("_") and name not in RESERVED_NAMES
-            and name not in SESSION_NAMES
-            and not isinstance(value, types.ModuleType) and not callable(value)}
 
 
 class REPLFunctions:

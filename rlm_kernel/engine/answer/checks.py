@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...repl_types import REPLHistory
+from ..names import user_variables
 from ..prompts import (
     answer_type_notice,
     answer_type_refusal,
     check_answer_message,
     grounding_message,
 )
-from ..repl_functions import user_variables
 from .final import record_value
 from .grounding import finding, is_grounded
 from .sources import answer_source, any_input_read, read_watch

@@ -57,8 +57,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from ...executors import guarded_repr
+from ..names import RESERVED_NAMES, SESSION_NAMES
 from ..prompts import ungrounded_answer
-from ..repl_functions import RESERVED_NAMES, SESSION_NAMES
 
 __all__ = ["MEMBERS", "SCAN_CHARS", "finding", "is_grounded", "is_literal_final"]
 
