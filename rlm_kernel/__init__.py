@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from ._version import __version__
+
 __all__ = ["RLM", "RLMConfig", "RLMResult", "__version__"]
 
 from .redaction import redact_log_records

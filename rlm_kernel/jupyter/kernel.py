@@ -30,7 +30,7 @@ from ipykernel.ipkernel import IPythonKernel
 from ipykernel.zmqshell import ZMQDisplayPublisher, ZMQInteractiveShell
 from traitlets import Bool, Type
 
-from .. import __version__
+from .._version import __version__
 from ..executors import StepTimeout
 from ..termination import FinalOutput
 from .magic import RLMMagics
