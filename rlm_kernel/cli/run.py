@@ -16,14 +16,13 @@ import time
 from typing import Any
 
 from ..context import ContextError, load_contexts
-from ..engine import (
+from ..engine import Event, RunObserver
+from ..engine.frontends import (
     AnswerCheck,
     CandidateFinished,
     CandidateStarted,
-    Event,
     ModelCall,
     RunFinished,
-    RunObserver,
     RunStarted,
     StepFinished,
     StepStarted,
@@ -273,7 +272,8 @@ def _context_size(context: Any) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..engine import RLM, parse_type
+    from ..engine import RLM
+    from ..engine.frontends import parse_type
     from ..models import LLMError, is_embedded
 
     if args.export and not args.export.endswith((".ipynb", ".jsonl")):
@@ -282,9 +282,12 @@ def _run(args: argparse.Namespace) -> int:
     context: Any = load_contexts(args.context) if args.context else None
     printer = None if args.json else StepPrinter()
     recording = _recording(args.replay) if args.replay else None
-    if args.question is None and recording is None:
+    if recording is not None and not args.question:
+        question = recording.question
+    elif args.question:
+        question = args.question
+    else:
         return _fail(args, "the question is missing", 2)
-    question = args.question or recording.question
     try:
         returns = args.returns or (recording.answer_type if recording else None)
         answer_type = parse_type(returns) if returns else None
@@ -409,7 +412,7 @@ def _export(result: Any, args: argparse.Namespace) -> str | None:
 def _ending(result: Any) -> Any:
     """How ``result``'s run ended: the one table's kind, tone and words
     (:func:`~rlm_kernel.engine.answer.sources.run_ending`)."""
-    from ..engine import run_ending
+    from ..engine.frontends import run_ending
 
     return run_ending(result.answer is not None, result.stopped_by,
                       getattr(result, "answer_source", None), getattr(result, "votes", None),

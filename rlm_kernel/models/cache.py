@@ -44,15 +44,16 @@ def configure_cache(kind: str | None, directory: str | os.PathLike[str] | None =
         return
     litellm = import_litellm()
     from litellm.caching.caching import Cache, CacheMode
+    from litellm.types.caching import LiteLLMCacheType
 
     if kind is None:
         litellm.cache = None
     elif kind == "memory":
-        litellm.cache = Cache(type="local", mode=CacheMode.default_off)
+        litellm.cache = Cache(type=LiteLLMCacheType.LOCAL, mode=CacheMode.default_off)
     else:
         folder = Path(directory) if directory else cache_folder()
         folder.mkdir(parents=True, exist_ok=True)
-        cache = Cache(type="local", mode=CacheMode.default_off)
+        cache = Cache(type=LiteLLMCacheType.LOCAL, mode=CacheMode.default_off)
         cache.cache = disk_cache(folder)
         litellm.cache = cache
     _current["kind"] = key

@@ -74,7 +74,7 @@ def make_client(model: str | None, router: Any = None, **kwargs: Any) -> Languag
             return RouterClient(model, fleet, **kwargs)
         if model and not is_embedded(model) and "/" not in model:
             raise fleet.unknown(model)
-    if is_embedded(model):
+    if model is None or is_embedded(model):
         from .local.server import LocalModelClient
         from .local.weights import get_spec
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanContext, Status, StatusCode
@@ -183,7 +183,15 @@ def use_redacting_span(span: RedactingSpan) -> Any:
                           set_status_on_exception=False)
 
 
-class RedactingSpanExporter:
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter as _SpanExporter
+else:
+    # The SDK's interface, duck-typed at run time: this module needs only the API
+    # (models/tracing.py imports it without the SDK).
+    _SpanExporter = object
+
+
+class RedactingSpanExporter(_SpanExporter):
     """A span exporter that sends, through ``exporter``, copies of the spans with every
     text redacted (see the module docstring).  The SDK's ``SpanExporter`` interface:
     :meth:`export`, :meth:`shutdown`, :meth:`force_flush`.

@@ -263,7 +263,7 @@ class RouterClient(LiteLLMClient):
                 if limit:
                     limits.append(int(limit))
             self._context_window = min(limits) if limits else None
-        return self._context_window  # type: ignore[return-value]
+        return self._context_window
 
     def check(self) -> None:
         """Build the fleet's Router now, so a fleet litellm refuses fails before a run.

@@ -119,8 +119,9 @@ def inputs_in_reads(reads: Iterable[str], inputs: Collection[str], *,
             found.add(name)
         elif name in readers:
             found.add("<folder>")
-        elif name.endswith("()") and name[:-2] in DATA_HELPERS and data_name in inputs:
-            found.add(data_name)  # type: ignore[arg-type] - data_name in inputs: a str
+        elif name.endswith("()") and name[:-2] in DATA_HELPERS and data_name is not None \
+                and data_name in inputs:
+            found.add(data_name)
     return found
 
 _SOURCES_BEFORE_A_VOTE = frozenset({"data", "output"})
@@ -166,9 +167,9 @@ def inputs_read(code: str, inputs: Collection[str], *, data_name: str | None = N
             found.add(node.value)
         elif isinstance(node, ast.Attribute) and node.attr in readers:
             found.add("<folder>")
-        if isinstance(node, ast.Call) and data_name in names \
+        if isinstance(node, ast.Call) and data_name is not None and data_name in names \
                 and reads_main_variable(node):
-            found.add(data_name)  # type: ignore[arg-type] - data_name in names: a str
+            found.add(data_name)
     return found
 
 

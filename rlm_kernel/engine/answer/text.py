@@ -104,15 +104,16 @@ def describe_variable(name: str, value: Any, *, preview_length: int = REPLVariab
     if type(value) in _PLAIN:
         var = REPLVariable.from_value(name, value, preview_length=preview_length)
     else:
-        var = None
+        described: REPLVariable | None = None
         with user_interrupts_kept():
             try:
                 with time_limit(seconds):
-                    var = REPLVariable.from_value(name, value, preview_length=preview_length)
+                    described = REPLVariable.from_value(
+                        name, value, preview_length=preview_length)
             except BaseException:  # noqa: BLE001 - the value's code is model code
                 pass
-        if var is None:
-            var = REPLVariable(name, type_name(value), preview=f"<{type_name(value)} object>")
+        var = described if described is not None else REPLVariable(
+            name, type_name(value), preview=f"<{type_name(value)} object>")
     redact = redact if redact is not None else Redactor()
     if redact:
         var.preview = redact(var.preview)
