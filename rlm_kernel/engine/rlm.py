@@ -12,18 +12,12 @@ per step, at most ``max_iterations`` steps, then one last "answer now" call.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Executor as FuturesExecutor
-from dataclasses import replace
+from contextlib import contextmanager
 from typing import Any
 
-from ..executors import (
-    Executor,
-    WorkFolder,
-    close_executor,
-    host_thread,
-    new_executor,
-)
+from ..executors import Executor, WorkFolder, executor_for, host_thread
 from ..models import LanguageModel, configure_cache, is_embedded, make_client, tracing
 from .answer.types import as_answer_type
 from .budget import Budget
@@ -119,9 +113,8 @@ class RLM:
             context: the main input (any Python value; a str, a dict of files...),
                 bound to ``context`` in the REPL.  Omitted if None.
             executor: where code runs (default: a new one of ``config.executor``'s
-                kind, an :class:`~rlm_kernel.executors.isolated.IsolatedExecutor`
-                when that is None, closed when the run ends); an existing namespace
-                keeps its variables.
+                kind, isolated when that is None, closed when the run ends,
+                :func:`~rlm_kernel.executors.executor_for`); its namespace is kept.
             variables: further REPL variables the model is told about, by name
                 (for names that clash with this method's parameters).
             continuation: continue an earlier run from one of its steps, with that
@@ -139,8 +132,7 @@ class RLM:
                 ``history.record(result, executor.namespace)`` to go on.
             tools: more tools for this run (as in the constructor).
             protected: names of the given variables restored if model code rebinds
-                or deletes them (default: all of them, with
-                ``config.protect_inputs``).
+                or deletes them (default: all, with ``config.protect_inputs``).
             **more: further REPL variables, as keywords (names used by this
                 method's parameters go through ``variables``).
 
@@ -160,36 +152,15 @@ class RLM:
                 sandbox cannot be built here) or take the inputs (one too large for
                 ``memory_limit``); the message says what to do.
         """
-        task = TaskSpec(output_type=as_answer_type(output_type), history=history,
-                        tools={**self.tools, **check_tools(tools)},
-                        protected=None if protected is None else set(protected),
-                        folder=self._folder())
-        variables = {**(variables or {}), **more}
-        if context is not None:
-            variables = {"context": context, **variables}
-        if self.config.callbacks:
-            tracing.enable(self.config.callbacks.split(","))
-        host_thread()  # the caller's thread is the host's, whichever step it began in
-        root, sub = self._clients()
-        root.check()
-        if sub is not root:
-            sub.check()
-        services = RunServices.start(self.config, root, sub, self._budget(),
-                                     observer=self.observer, replay=self.replay)
-        own = executor is None
-        if executor is None:
-            kind = self.config.executor or "isolated"
-            options: dict[str, Any] = {"workdir": task.folder.root} \
-                if task.folder is not None else {}
-            if kind == "isolated":
-                options.update(self.config.isolated_options())
-            executor = new_executor(kind, **options)
-        try:
-            return self._run(question, variables, executor, services, continuation, task)
-        finally:
-            services.guard.close()  # nothing spends the run's budget once it has returned
-            if own:
-                close_executor(executor)
+        task = self._task(output_type, history, tools, protected)
+        variables = {**({} if context is None else {"context": context}), **(variables or {}),
+                     **more}
+        services = self._services()
+        with self._executor(executor, task) as executor:
+            try:
+                return self._run(question, variables, executor, services, continuation, task)
+            finally:
+                services.guard.close()  # nothing spends the run's budget once it returned
 
     def map(self, questions: Sequence[str], contexts: Any = None, *,
             executor: FuturesExecutor | None = None, returns: Any = None) -> list[RLMResult]:
@@ -242,6 +213,53 @@ class RLM:
         except (FileNotFoundError, NotADirectoryError) as exc:
             raise ValueError(f"workdir: {exc}") from None
 
+    def _task(self, output_type: Any, history: Conversation | None, tools: Any,
+              protected: Any) -> TaskSpec:
+        """The task's terms from :meth:`run`'s arguments: the answer's type, the earlier
+        tasks, this RLM's tools and the run's, the protected names, the working folder.
+
+        Raises:
+            TypeError, ValueError: see :meth:`run`."""
+        return TaskSpec(output_type=as_answer_type(output_type), history=history,
+                        tools={**self.tools, **check_tools(tools)},
+                        protected=None if protected is None else set(protected),
+                        folder=self._folder())
+
+    @contextmanager
+    def _executor(self, given: Executor | None, task: TaskSpec) -> Iterator[Executor]:
+        """``given``; or a new executor of ``config.executor``'s kind (isolated when that
+        is None, :func:`~rlm_kernel.executors.executor_for`) in the task's working
+        folder, closed when the run ends.
+
+        Raises:
+            WorkerError: the isolated executor could not start."""
+        if given is not None:
+            yield given
+            return
+        executor = executor_for(self.config.executor,
+                                workdir=None if task.folder is None else task.folder.root,
+                                isolated_options=self.config.isolated_options())
+        try:
+            yield executor
+        finally:
+            executor.close()
+
+    def _services(self) -> RunServices:
+        """The run's services on checked clients (tracing turned on first when
+        ``config.callbacks`` names backends); the caller's thread is the host's.
+
+        Raises:
+            LLMError: a model is unknown or its key is missing."""
+        if self.config.callbacks:
+            tracing.enable(self.config.callbacks.split(","))
+        host_thread()  # the caller's thread is the host's, whichever step it began in
+        root, sub = self._clients()
+        root.check()
+        if sub is not root:
+            sub.check()
+        return RunServices.start(self.config, root, sub, self._budget(),
+                                 observer=self.observer, replay=self.replay)
+
     def _clients(self) -> tuple[LanguageModel, LanguageModel]:
         cfg = self.config
         if self.replay is not None and self._root_client is None:
@@ -274,13 +292,9 @@ class RLM:
              task: TaskSpec) -> RLMResult:
         """The top-level :class:`Run` on ready services (see :meth:`run`), or the
         candidates and their vote (``config.candidates`` > 1, not a replay)."""
-        cfg = services.config
-        if cfg.executor is None:  # rlm_query's child runs take the top-level run's kind
-            services = replace(services, config=cfg.replace(
-                executor="in-process" if executor.in_process else "isolated"))
-        if cfg.candidates > 1 and self.replay is None:
+        if services.config.candidates > 1 and self.replay is None:
             runs = CandidateRuns(question, variables, services, executor=executor, task=task)
             return runs.execute(continuation)
         run = Run(question, variables, services, executor=executor, depth=0,
-                  child_runner=child_runner(services, 0), task=task)
+                  child_runner=child_runner(services, 0, executor), task=task)
         return run.execute(continuation)

@@ -13,8 +13,9 @@ steps through a kernel's shell is Jupyter's (``rlm_kernel.jupyter.shell_executor
 from __future__ import annotations
 
 import contextlib
+import os
 import time
-from collections.abc import Collection, Hashable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..repl_types import REPLVariable
@@ -47,7 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .workfolder import WorkFolder
 
 __all__ = ["Executor", "PlainExecutor", "OutputCallback", "StreamTee", "combined_output",
-           "new_executor", "close_executor", "EXECUTOR_KINDS",
+           "new_executor", "executor_for", "close_executor", "EXECUTOR_KINDS",
            "IsolatedExecutor", "WorkerError", "WorkFolder", "MIN_SECONDS", "StepTimeout",
            "time_limit", "timeout_message", "Redactor", "redact_messages", "redact_output",
            "guarded_render", "guarded_repr", "type_name", "REPR_SECONDS", "exit_hooks_added", "step_scope", "filter_streams", "host_thread",
@@ -94,6 +95,47 @@ def new_executor(kind: str, **options: Any) -> Executor:
 
         return IsolatedExecutor(**options)
     raise ValueError(f"unknown executor {kind!r}: one of {', '.join(EXECUTOR_KINDS)}")
+
+
+def executor_for(kind: str | None, *, parent: Executor | None = None,
+                 workdir: str | os.PathLike[str] | None = None,
+                 isolated_options: Mapping[str, Any] | None = None,
+                 isolated: Callable[..., Executor] | None = None,
+                 in_process: Callable[..., Executor] | None = None) -> Executor:
+    """The executor a run's settings ask for: every run's executor is chosen here (a
+    top-level run's, an ``rlm_query`` child's, a notebook task's).
+
+    Which kind: ``kind`` when the settings name one (``RLMConfig.executor``); else the
+    kind of ``parent`` (a child run's executor is of its parent's kind, read from
+    :attr:`Executor.in_process`); else ``"isolated"``, the default of ``RLM.run`` and
+    ``rlm run``.  (The notebook's default, the kernel's live namespace, is the
+    notebook's to say: it passes its kind.)
+
+    Args:
+        kind: ``"isolated"``, ``"in-process"`` or None (see above).
+        parent: the executor of the run that starts this one (a child run's), or None.
+        workdir: the folder model code works in (given to the constructor when set):
+            the isolated executor's one writable folder, the in-process executor's
+            current folder during a step.
+        isolated_options: further keywords of the isolated kind only
+            (``RLMConfig.isolated_options()``: ``memory_limit`` in bytes, ``pass_env``).
+        isolated: the constructor of the isolated kind (default
+            :class:`~rlm_kernel.executors.isolated.IsolatedExecutor`; the notebook's is
+            its subclass ``IsolatedSteps``).
+        in_process: the constructor of the in-process kind (default
+            :class:`PlainExecutor`; the notebook's runs steps in its shell).
+
+    Raises:
+        ValueError: an unknown kind, or a ``workdir`` the isolated executor refuses.
+        WorkerError: the isolated worker did not start (the message says why).
+    """
+    if kind is None:
+        kind = "in-process" if parent is not None and parent.in_process else "isolated"
+    options: dict[str, Any] = {"workdir": workdir} if workdir else {}
+    if kind == "isolated":
+        options.update(isolated_options or {})
+    make = isolated if kind == "isolated" else in_process if kind == "in-process" else None
+    return make(**options) if make is not None else new_executor(kind, **options)
 
 
 def close_executor(executor: Any) -> None:

@@ -49,7 +49,11 @@ class Executor(Protocol):
     a child run of ``rlm_query`` gets an executor of the same kind) and :meth:`close`
     (release what the executor holds, a worker process; idempotent)."""
 
-    namespace: MutableMapping[str, Any]
+    @property
+    def namespace(self) -> MutableMapping[str, Any]:
+        """The variables model code sees, by name; they persist between steps (behind
+        the process wall, a proxy of the worker's)."""
+        ...
 
     @property
     def in_process(self) -> bool:

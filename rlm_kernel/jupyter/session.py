@@ -48,16 +48,15 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from ..engine import (
+from ..engine import RESERVED_NAMES, Conversation, RLMConfig
+from ..engine.frontends import (
     HISTORY_NAME,
-    RESERVED_NAMES,
     SESSION_NAMES,
     SIGNAL_NAMES,
-    Conversation,
-    RLMConfig,
     answer_text,
     user_variables,
 )
+from ..executors import Executor
 from ..termination import resolve_final_var
 
 __all__ = ["RUN_NAMES", "ClientFactory", "ModelVariables", "NotebookSession", "TaskPlan",
@@ -292,7 +291,7 @@ class NotebookSession:
         Raises:
             UsageError: a named variable is missing; the working folder or the worker
                 cannot be used."""
-        from .shell_executor import ShellExecutor, numbers_steps
+        from .shell_executor import numbers_steps
 
         ns = self.shell.user_ns
         restore = {n: v for n, v in (restore or {}).items() if n not in ns}
@@ -305,11 +304,7 @@ class NotebookSession:
         history = self.conversation.before(key) if follow_ups else None
         isolated = isolated or config.executor == "isolated" or bool(config.workdir)
         counted = numbers_steps(self.shell)  # steps' counts where the task cell keeps its own
-        if isolated:
-            executor = self._isolated_executor(config)
-            executor.take_counts = counted
-        else:
-            executor = ShellExecutor(self.shell, store_history=counted)
+        executor = self._executor(config, isolated, counted)
         notice = (no_data_notice(ns, self.made.names(ns))
                   if not variables and not has_tools and not config.workdir else None)
         return TaskPlan(key, variables, list(variables), history, executor, isolated,
@@ -423,22 +418,37 @@ class NotebookSession:
         settings = self.settings
         return settings.run_config().router if settings is not None else None
 
-    def _isolated_executor(self, config: RLMConfig) -> Any:
-        """A sandboxed worker for one isolated task (closed when the task ends),
-        writing only in ``config.workdir`` when one is given, within
-        ``config.memory_limit`` bytes, with the variables ``config.pass_env`` names.
+    def _executor(self, config: RLMConfig, isolated: bool, counted: bool) -> Executor:
+        """Where one task's code runs, chosen by
+        :func:`~rlm_kernel.executors.executor_for`: a sandboxed worker with ``isolated``
+        (:class:`~rlm_kernel.jupyter.isolated_steps.IsolatedSteps`, closed when the task
+        ends), writing only in ``config.workdir`` when one is given, within
+        ``config.memory_limit`` bytes, with the variables ``config.pass_env`` names; else
+        the kernel's shell on the live namespace
+        (:class:`~rlm_kernel.jupyter.shell_executor.ShellExecutor`).  ``counted``: the
+        steps take the shell's execution counts (:func:`numbers_steps`).
 
         Raises:
             UsageError: the folder does not exist, or the child could not start (the
                 message says why)."""
-        from ..executors import WorkerError
-        from .isolated_steps import IsolatedSteps
+        from ..executors import WorkerError, executor_for
+        from .shell_executor import ShellExecutor
+
+        def sandboxed(**options: Any) -> Any:  # the worker's modules load when one starts
+            from .isolated_steps import IsolatedSteps
+
+            steps = IsolatedSteps(**options)
+            steps.take_counts = counted
+            return steps
 
         workdir = config.workdir
-        if workdir and not os.path.isdir(workdir):
+        if isolated and workdir and not os.path.isdir(workdir):
             raise UsageError(f"%rlm --workdir: {workdir!r} is not a folder")
         try:
-            return IsolatedSteps(workdir=workdir or None, **config.isolated_options())
+            return executor_for(
+                "isolated" if isolated else "in-process", workdir=workdir or None,
+                isolated_options=config.isolated_options(), isolated=sandboxed,
+                in_process=lambda: ShellExecutor(self.shell, store_history=counted))
         except ValueError as exc:  # a folder the wall refuses (the root, ...)
             raise UsageError(f"%rlm --workdir: {exc}") from None
         except WorkerError as exc:
@@ -541,7 +551,7 @@ def bind_session_functions(shell: Any, sub_model: str | None,
     Raises:
         LLMError: the fleet cannot be read or has no model_name ``sub_model``.
     """
-    from ..engine import session_functions
+    from ..engine.frontends import session_functions
 
     repl_functions = session_functions(sub_model, shell.user_ns, recorded=recorded,
                                        router=router)

@@ -85,7 +85,7 @@ def test_a_context_too_large_for_the_walls_memory_is_one_json_error(tmp_path, ca
         raise WorkerError("the isolated REPL refused set: MemoryError (the value is "
                           "larger than the memory limit)")
 
-    monkeypatch.setattr(loop, "new_executor", too_small)
+    monkeypatch.setattr(loop, "executor_for", too_small)
     monkeypatch.setattr(RLM, "_clients", lambda self: (ScriptedModel(["x"]),) * 2)
     rc, out, err = _run_json(capsys, tmp_path)
     assert rc == 1 and out["stopped_by"] == "error" and out["answer"] is None

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ...executors import close_executor, new_executor
+from ...executors import Executor, executor_for
 from ..budget import BudgetExceeded
 from ..prompts import sub_run_failed
 from ..run import Run
@@ -16,10 +16,12 @@ from ..services import RunServices
 __all__ = ["child_runner"]
 
 
-def child_runner(services: RunServices, depth: int) -> Callable[[str, Any], str | None]:
+def child_runner(services: RunServices, depth: int,
+                 parent: Executor) -> Callable[[str, Any], str | None]:
     """``run_child(prompt, context)`` for a run at ``depth`` on ``services``: a child
-    :class:`Run` one level deeper (its own executor of ``config.executor``'s kind, in
-    ``config.workdir`` when one is set, closed when it ends; at most
+    :class:`Run` one level deeper (its own executor of ``config.executor``'s kind, of
+    its parent's kind when that is None (:func:`~rlm_kernel.executors.executor_for`),
+    in ``config.workdir`` when one is set, closed when it ends; at most
     ``child_max_iterations`` steps), or None when that is deeper than
     ``config.max_depth``.  The depth comes from the host (this closure and the frozen
     config), never from the caller.
@@ -31,6 +33,7 @@ def child_runner(services: RunServices, depth: int) -> Callable[[str, Any], str 
     Args:
         services: the parent run's services.
         depth: the parent run's depth (0 = top level).
+        parent: the parent run's executor (its kind is the child's default).
 
     The returned function returns the child's answer text, or ``"Error: ..."`` when the
     child ended without one.
@@ -47,17 +50,14 @@ def child_runner(services: RunServices, depth: int) -> Callable[[str, Any], str 
         if depth > config.max_depth:
             return None
         variables = {} if context is None else {"context": context}
-        kind = config.executor or "in-process"
-        options: dict[str, Any] = {"workdir": config.workdir} if config.workdir else {}
-        if kind == "isolated":  # the same wall
-            options.update(config.isolated_options())
-        executor = new_executor(kind, **options)
+        executor = executor_for(config.executor, parent=parent, workdir=config.workdir,
+                                isolated_options=config.isolated_options())
         try:
             run = Run(prompt, variables, child, executor=executor, depth=depth,
-                      child_runner=child_runner(child, depth))
+                      child_runner=child_runner(child, depth, executor))
             res = run.execute()
         finally:
-            close_executor(executor)
+            executor.close()
         if res.stopped_by == "budget":
             raise BudgetExceeded(res.error or "budget used up")
         if res.answer is None:
