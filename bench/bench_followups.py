@@ -97,7 +97,7 @@ from evals.sources import (  # noqa: E402
     stdlib_modules,
 )
 from rlm_kernel import RLM, RLMConfig  # noqa: E402
-from rlm_kernel.engine import without_comments  # noqa: E402
+from rlm_kernel.engine.repetition import without_comments  # noqa: E402
 from rlm_kernel.engine.session.conversation import Conversation  # noqa: E402
 from rlm_kernel.executors import PlainExecutor  # noqa: E402
 from rlm_kernel.models import is_embedded  # noqa: E402

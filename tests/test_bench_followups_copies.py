@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from rlm_kernel import RLM, RLMConfig
-from rlm_kernel.engine import without_comments
+from rlm_kernel.engine.repetition import without_comments
 from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block
 from tests.test_bench_followups import _load

@@ -1,6 +1,7 @@
-"""Where a batch runs: a Dask ``LocalCluster`` on this machine (``local:N``) or the
-scheduler of a running cluster (``tcp://host:8786``).  What is started here is closed
-here; a cluster that was already running is only disconnected from."""
+"""Where a batch (``rlm batch``) or :meth:`RLM.map <rlm_kernel.engine.RLM.map>` runs:
+a Dask ``LocalCluster`` on this machine (``local:N``) or the scheduler of a running
+cluster (``tcp://host:8786``).  What is started here is closed here; a cluster that was
+already running is only disconnected from."""
 
 from __future__ import annotations
 
@@ -8,14 +9,22 @@ import logging
 import os
 import re
 from collections.abc import Iterator
+from concurrent.futures import Executor as FuturesExecutor
 from contextlib import contextmanager
 from typing import Any
 
-from ..engine import CLUSTER_EXTRA, ClusterMissing
-
-__all__ = ["ClusterSpecError", "open_cluster", "parse_cluster"]
+__all__ = ["CLUSTER_EXTRA", "ClusterMissing", "ClusterSpecError", "local_executor",
+           "open_cluster", "parse_cluster"]
 
 log = logging.getLogger(__name__)
+
+CLUSTER_EXTRA = ("pip install distributed fsspec tqdm (the 'cluster' extra: "
+                 "pip install '.[cluster]' in rlm-kernel's checkout)")
+"""How to install what a Dask cluster and context URLs need."""
+
+
+class ClusterMissing(ImportError):
+    """Dask ``distributed`` (or fsspec) is not installed; the message says how to get it."""
 
 _LOCAL = re.compile(r"local(?::(\d+))?")
 _ADDRESS = re.compile(r"(tcp|tls|ucx|ws|wss|inproc)://\S+|[\w.-]+:\d+")
@@ -72,11 +81,9 @@ def open_cluster(spec: str | None, *, dashboard: str | None = ":8787") -> Iterat
             connect timeout).
     """
     kind, where = parse_cluster(spec)
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError:
-        raise ClusterMissing(f"rlm batch runs on Dask: {CLUSTER_EXTRA}") \
-            from None
+    _require_distributed("rlm batch runs on Dask")
+    from distributed import Client, LocalCluster
+
     if kind == "address":
         with Client(where) as client:
             log.info("connected to the Dask scheduler at %s", where)
@@ -86,3 +93,33 @@ def open_cluster(spec: str | None, *, dashboard: str | None = ":8787") -> Iterat
                       dashboard_address=dashboard) as cluster, Client(cluster) as client:
         log.info("started a Dask LocalCluster of %s workers", where)
         yield client
+
+
+@contextmanager
+def local_executor(n_workers: int) -> Iterator[FuturesExecutor]:
+    """A ``concurrent.futures`` executor on a Dask ``LocalCluster`` of ``n_workers``
+    worker processes, one thread each (:func:`open_cluster` of ``local:N``); the
+    cluster is closed on exit.
+
+    Args:
+        n_workers: worker processes (>= 1).
+
+    Raises:
+        ClusterMissing: Dask ``distributed`` is not installed; the message says what to
+            install, or to pass an executor of one's own.
+    """
+    _require_distributed("running tasks on Dask needs distributed",
+                         ", or pass executor= (a ThreadPoolExecutor ...)")
+    with open_cluster(f"local:{n_workers}") as client:
+        log.info("Dask LocalCluster of %d workers; dashboard %s", n_workers,
+                 client.dashboard_link)
+        yield client.get_executor()
+
+
+def _require_distributed(what: str, hint: str = "") -> None:
+    """Raise :class:`ClusterMissing` (``what``, how to install it, ``hint``) unless Dask
+    ``distributed`` imports."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise ClusterMissing(f"{what}: {CLUSTER_EXTRA}{hint}") from None

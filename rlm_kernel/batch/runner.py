@@ -111,7 +111,7 @@ def _export(result: RLMResult, row: TaskRow, folder: str | Path,
     if row.context is None:
         setup: list[str] = []
     elif "://" in row.context:
-        setup = ["from rlm_kernel.engine import load_context\n\n"
+        setup = ["from rlm_kernel.batch import load_context\n\n"
                  f"context = load_context({row.context!r})"]
     else:
         setup = cli_setup_cells([row.context])

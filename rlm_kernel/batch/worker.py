@@ -6,12 +6,17 @@ Module-level, so Dask pickles it by reference: the workers import ``rlm_kernel``
 from __future__ import annotations
 
 import logging
+import os
+import socket
+import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine import ContextRef, RLMConfig, RLMResult, run_task, worker_name
+from ..engine import RLMConfig, RLMResult
+from .contexts import ContextRef
+from .mapping import run_task
 
-__all__ = ["TaskOutcome", "run_row"]
+__all__ = ["TaskOutcome", "run_row", "worker_name"]
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +48,7 @@ def run_row(config: RLMConfig, row: dict[str, Any]) -> TaskOutcome:
     Returns:
         The :class:`TaskOutcome`; a task's failure (its context unreadable, a bad
         limit, the model unreachable) is in its result, never raised.  Its
-        ``answer_value`` is plain data (:func:`~rlm_kernel.engine.mapping.sendable`:
+        ``answer_value`` is plain data (:func:`~rlm_kernel.batch.sending.sendable`:
         a value of model code's own classes, whose unpickling would run its code on
         the client, or one too deep to pickle, is sent as its JSON form or text).
     """
@@ -59,4 +64,17 @@ def run_row(config: RLMConfig, row: dict[str, Any]) -> TaskOutcome:
         result = run_task(task_config, row["question"], context, row.get("returns"))
     log.info("task %s: %s", row["id"], result.stopped_by)
     return TaskOutcome(id=row["id"], result=result, worker=worker_name())
+
+
+def worker_name() -> str:
+    """Who runs this task: the Dask worker's address inside a Dask worker, else
+    ``host:pid``."""
+    if "distributed" in sys.modules:
+        try:
+            from distributed import get_worker
+
+            return str(get_worker().address)
+        except ValueError:  # not inside a Dask worker's task
+            pass
+    return f"{socket.gethostname()}:{os.getpid()}"
 

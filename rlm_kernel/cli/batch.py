@@ -16,7 +16,7 @@ import logging
 import sys
 from typing import Any
 
-from ..engine import ClusterMissing, add_setting_options, config_overrides
+from ..engine.frontends import add_setting_options, config_overrides
 from ..redaction import redact_text
 
 __all__ = ["add_batch_parser", "batch_command"]
@@ -80,6 +80,7 @@ def batch_command(args: argparse.Namespace) -> int:
     run, 2 bad input).  Every failure is one readable message on stderr."""
     from ..batch import (
         BatchProgress,
+        ClusterMissing,
         ClusterSpecError,
         ResultsFile,
         TaskFileError,

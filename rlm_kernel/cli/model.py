@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..engine import prewarm
+from ..engine.frontends import prewarm
 from ..models import (
     LocalModelError,
     ensure_server,

@@ -23,7 +23,7 @@ from .answer.types import as_answer_type
 from .budget import Budget
 from .config import RLMConfig
 from .events import Observer
-from .mapping import map_runs
+from .mapper import map_runner
 from .replay.recording import ReplayModel, load_recording
 from .replay.resume import Continuation
 from .result import RLMResult
@@ -165,12 +165,13 @@ class RLM:
     def map(self, questions: Sequence[str], contexts: Any = None, *,
             executor: FuturesExecutor | None = None, returns: Any = None) -> list[RLMResult]:
         """Answer many questions, each an independent run with this RLM's settings, on
-        ``executor``; see :mod:`rlm_kernel.engine.mapping`.
+        ``executor`` (:func:`rlm_kernel.batch.mapping.map_runs`, reached through
+        :mod:`~rlm_kernel.engine.mapper`).
 
         Args:
             questions: the tasks (a str alone is one task).
             contexts: one context per question (any picklable values, or
-                :class:`~rlm_kernel.engine.mapping.ContextRef` read on the worker), or
+                :class:`~rlm_kernel.batch.ContextRef` read on the worker), or
                 one value for all, or None.
             executor: any ``concurrent.futures.Executor``: Dask's
                 ``client.get_executor()``, a ``ThreadPoolExecutor``, a
@@ -195,8 +196,8 @@ class RLM:
                              "its worker: give model strings, not root_client/sub_client "
                              "or a replay")
         config = self.config.replace(model=self.model, sub_model=self.sub_model)
-        return map_runs(config, questions, contexts, executor=executor, returns=returns,
-                        tools=self.tools or None)
+        return map_runner()(config, questions, contexts, executor=executor, returns=returns,
+                            tools=self.tools or None)
 
     # -- internals ----------------------------------------------------------------------
     def _folder(self) -> WorkFolder | None:

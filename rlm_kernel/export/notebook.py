@@ -38,7 +38,7 @@ from typing import Any
 import nbformat
 from nbformat import v4
 
-from ..engine import output_digest, run_ending, step_exchanges, step_source
+from ..engine.frontends import output_digest, run_ending, step_exchanges, step_source
 from ..models import model_label
 from ..redaction import redact_data
 from ..text import middle_cut

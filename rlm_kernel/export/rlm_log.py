@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..engine import TRACEBACK_LINE
+from ..engine.frontends import TRACEBACK_LINE
 from ..redaction import redact_data
 from .notebook import write_atomic
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ..engine import prewarm
+from ..engine.frontends import prewarm
 from ..executors import host_thread_type
 from ..models import LLMError
 from ..termination import FinalOutput

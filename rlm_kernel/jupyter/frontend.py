@@ -33,11 +33,10 @@ import threading
 import time
 from typing import Any
 
-from ..engine import (
+from ..engine import Event, RunObserver
+from ..engine.frontends import (
     CandidateStarted,
-    Event,
     RunFinished,
-    RunObserver,
     RunStarted,
     StepFinished,
     StepNotice,

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from ..engine import TRACEBACK_LINE
+from ..engine.frontends import TRACEBACK_LINE
 from ..executors import IsolatedExecutor, OutputCallback, Redactor, WorkerError, redact_output
 from ..repl_types import REPLResult
 from .shell_executor import LIVE_CUT

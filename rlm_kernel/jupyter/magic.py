@@ -44,7 +44,8 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
-from ..engine import Conversation, add_setting_options, config_overrides, positive_int
+from ..engine import Conversation
+from ..engine.frontends import add_setting_options, config_overrides, positive_int
 from .frontend import FrontendRegistry, StepRenderer
 from .run_commands import RunCommands, RunRecord
 from .session import ClientFactory, ModelVariables, NotebookSession
@@ -367,7 +368,8 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
             UsageError: a ``--context`` name is not in the namespace, an option value
                 is out of bounds, the ``--returns`` type or a tool is not usable.
         """
-        from ..engine import RLM, RunStarted
+        from ..engine import RLM
+        from ..engine.frontends import RunStarted
         from ..models import LLMError
 
         try:
@@ -502,7 +504,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
             UsageError: the type cannot be read or checked."""
         if not text:
             return None
-        from ..engine import parse_type
+        from ..engine.frontends import parse_type
 
         try:
             return parse_type(text, self.shell.user_ns)
@@ -515,7 +517,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         Raises:
             UsageError: a name is missing from the namespace, not callable, or
                 reserved."""
-        from ..engine import check_tools
+        from ..engine.frontends import check_tools
 
         ns = self.shell.user_ns
         missing = [n for n in self.tools if n not in ns]
@@ -534,7 +536,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         Raises:
             UsageError: another verb, no names, a name that is not a callable of the
                 namespace or is reserved, removing a name that is not a tool."""
-        from ..engine import check_tools, describe_tool
+        from ..engine.frontends import check_tools, describe_tool
 
         verb, names = (args[0], args[1:]) if args else ("list", [])
         ns = self.shell.user_ns

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine import STOP_REASONS, TONES, RunEnding, run_ending
+from ..engine.frontends import STOP_REASONS, TONES, RunEnding, run_ending
 
 __all__ = ["answer_note", "end_style", "ending_of", "stop_text"]
 

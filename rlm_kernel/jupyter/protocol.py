@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
-from ..engine import Totals
+from ..engine.frontends import Totals
 from ..export import CellRLM
 
 __all__ = ["FRONTEND_TARGET", "RUN_TARGET", "Announcement", "CellMetadata", "CellRLM", "Continues",

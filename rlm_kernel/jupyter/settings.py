@@ -28,7 +28,8 @@ from traitlets import (
 )
 from traitlets.config import Configurable
 
-from ..engine import RLMConfig, Setting, settings
+from ..engine import RLMConfig, Setting
+from ..engine.frontends import settings
 
 __all__ = ["RLMSettings", "config_traits", "register_section"]
 

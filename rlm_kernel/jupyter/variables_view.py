@@ -18,7 +18,7 @@ from typing import Any
 import ipywidgets as w
 from ipywidgets.widgets.widget_string import HTMLStyle
 
-from ..engine import describe_variable, user_variables
+from ..engine.frontends import describe_variable, user_variables
 from ..repl_types import REPLVariable
 
 __all__ = ["PREVIEW_CHARS", "ROOT_STYLE", "VariablesView", "html_widget", "length_text",
@@ -77,7 +77,7 @@ def _tool_preview(var: REPLVariable, value: Any) -> REPLVariable:
     """A function named in ``names`` (a tool, ``%rlm tools``) previews as the model is
     told it: its signature and the first paragraph of its docstring."""
     if callable(value) and not isinstance(value, type):
-        from ..engine import describe_tool
+        from ..engine.frontends import describe_tool
 
         var.preview = describe_tool(var.name, value)[2:]
     return var

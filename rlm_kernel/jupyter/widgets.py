@@ -34,14 +34,13 @@ from typing import Any
 
 from IPython.display import DisplayHandle, display
 
-from ..engine import (
+from ..engine import Event, RunObserver
+from ..engine.frontends import (
     TONES,
     CandidateFinished,
     CandidateStarted,
-    Event,
     ModelCall,
     RunFinished,
-    RunObserver,
     RunStarted,
     StepFinished,
     StepNotice,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from rlm_kernel.engine import ANSWER_SOURCE_KINDS, RLMConfig
-from rlm_kernel.engine.answer.sources import TONES
+from rlm_kernel.engine import RLMConfig
+from rlm_kernel.engine.answer.sources import ANSWER_SOURCE_KINDS, TONES
 from rlm_kernel.executors import PlainExecutor
 from rlm_kernel.jupyter.outcome import answer_note, end_style, stop_text
 from tests.replies import block

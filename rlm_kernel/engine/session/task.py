@@ -16,7 +16,7 @@ from typing import Any
 
 from ...executors import WorkFolder
 from ..answer.types import AnswerType
-from ..repl_functions import RESERVED_NAMES, SESSION_NAMES
+from ..names import RESERVED_NAMES, SESSION_NAMES
 from .conversation import HISTORY_NAME, Conversation
 
 __all__ = ["TaskSpec", "check_tools", "describe_tool"]

@@ -13,7 +13,8 @@ from multiprocessing import get_context
 import pytest
 
 from rlm_kernel import RLM
-from rlm_kernel.engine import ContextRef, RLMResult, load_context
+from rlm_kernel.batch import ContextRef, load_context
+from rlm_kernel.engine import RLMResult
 from tests.batch.fleet import SETTINGS, local_cluster, provider_env
 from tests.fake_provider import fake_provider
 from tests.scripted import scripted_rlm
@@ -36,7 +37,7 @@ def test_map_on_a_thread_pool_returns_results_in_input_order(provider):
     # sys.stdout: tests/engine/test_threads.py), and these steps are the slow part
     rlm = RLM(**{**SETTINGS, "executor": "isolated"})
     with ThreadPoolExecutor(3) as pool:
-        from rlm_kernel.engine import map_runs
+        from rlm_kernel.batch import map_runs
 
         results = map_runs(rlm.config, QUESTIONS, CONTEXTS, executor=pool,
                            on_result=lambda i, r: finished.append(r.answer))
@@ -165,7 +166,7 @@ def test_a_typed_answer_of_the_callers_type_comes_back_as_that_type(exec_provide
 
 
 def test_sendable_keeps_plain_data_and_sends_the_rest_as_text_or_json():
-    from rlm_kernel.engine import plain_data, sendable
+    from rlm_kernel.batch import plain_data, sendable
     from rlm_kernel.engine.answer.types import as_answer_type
 
     assert plain_data({"a": [1, (2.0, None)], b"k": frozenset({"x"})})
