@@ -73,3 +73,90 @@ def test_the_wheel_ships_only_the_package_with_its_kernelspec_and_type_marker():
     assert (package / "py.typed").is_file()
     assert (package / "jupyter" / "resources" / "kernel.json").is_file()
     assert not (package / "evals.py").exists() and (ROOT / "evals" / "questions.py").is_file()
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """The package's modules and the package modules each imports at run time (grimp,
+    which import-linter uses; imports under ``if TYPE_CHECKING:`` left out)."""
+    import grimp
+
+    graph = grimp.build_graph("rlm_kernel", cache_dir=None, exclude_type_checking_imports=True)
+    return {m: {i for i in graph.find_modules_directly_imported_by(m)
+                if i == "rlm_kernel" or i.startswith("rlm_kernel.")}
+            for m in graph.modules if m == "rlm_kernel" or m.startswith("rlm_kernel.")}
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module, or of one that
+    imports itself (Tarjan 1972, "Depth-first search and linear graph algorithms",
+    iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in edges.get(node, ()):
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle_and_passes_a_tree():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"a"}}) == [["a"]]
+    assert _cycles({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_the_package_has_no_import_cycle():
+    edges = _import_graph()
+    assert "rlm_kernel.engine.rlm" in edges  # the graph is the package's
+    assert _cycles(edges) == []
+
+
+def test_the_reserved_names_sit_at_the_bottom_of_the_engine():
+    """engine.names imports nothing of the package, and no lower layer imports the
+    package root (its ``__version__`` comes from rlm_kernel._version)."""
+    edges = _import_graph()
+    assert edges["rlm_kernel.engine.names"] == set()
+    assert edges["rlm_kernel._version"] == set()
+    assert [m for m, imported in edges.items() if "rlm_kernel" in imported] == []
+
+
+def test_the_engine_exports_the_users_api_and_front_ends_have_one_module():
+    import rlm_kernel.engine as engine
+    from rlm_kernel.engine import frontends
+
+    assert len(engine.__all__) <= 15
+    assert {"RLM", "RLMConfig", "RLMResult"} <= set(engine.__all__)
+    assert all(hasattr(engine, name) for name in engine.__all__)
+    assert all(hasattr(frontends, name) for name in frontends.__all__)
+    assert not set(engine.__all__) & set(frontends.__all__)
