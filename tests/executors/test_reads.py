@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from rlm_kernel.executors import PlainExecutor, close_executor, new_executor
-from rlm_kernel.executors.isolated import _names_read
+from rlm_kernel.executors.isolated.executor import _names_read
 
 WATCH = (frozenset({"context", "search"}), frozenset())
 

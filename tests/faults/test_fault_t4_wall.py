@@ -361,7 +361,7 @@ def _pids_holder(holder: str, monkeypatch) -> None:
     """Make ``holder`` hold the sandbox's processes: ``cgroup`` (skipped where the host may
     make no ``pids`` cgroup: an ordinary user) or ``watch`` (the host's watch, as an
     ordinary user has it; as root, the ``pids`` cgroup is left out)."""
-    from rlm_kernel.executors import isolated
+    from rlm_kernel.executors.isolated import executor as isolated
     from rlm_kernel.executors.sandbox import make_cgroups
 
     if holder == "watch":

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from rlm_kernel.executors import isolated
 from rlm_kernel.executors.isolated import IsolatedExecutor
+from rlm_kernel.executors.isolated import executor as isolated  # where the sandbox is made
 from rlm_kernel.executors.sandbox import make_cgroups, process_tree
 
 pytestmark = [pytest.mark.skipif(sys.platform != "linux", reason="Linux process limits"),

@@ -1,93 +1,12 @@
-"""An executor that runs model code in a worker process inside a bubblewrap sandbox.
-
-:class:`IsolatedExecutor` is an :class:`~rlm_kernel.executors.Executor`: the engine binds
-its variables and its functions (``llm_query``, ``FINAL`` ... closures over the host's
-budget, depth and ``FINAL`` record) into :attr:`IsolatedExecutor.namespace` and calls
-:meth:`IsolatedExecutor.execute`, exactly as with the in-process
-:class:`~rlm_kernel.executors.plain.PlainExecutor`.  Here the namespace lives in a worker
-process (:mod:`rlm_kernel.executors.worker`) behind the wall of
-:mod:`rlm_kernel.executors.sandbox`, and :attr:`namespace` is a proxy:
-
-* setting a data value pickles it to the worker once (the host trusts its own data);
-  setting a host callable registers it in a table on the host and binds a stub in the
-  worker that calls it back (the host serves those calls while the step runs).  The
-  worker can call only what was registered.  Callables marked
-  :data:`~rlm_kernel.executors.workfolder.PORTABLE` (the working folder's and the
-  data helpers ``search`` & co.) are copied into the worker and run there, behind the
-  wall and under the step's limits;
-* getting a name fetches the value's *data form* (:mod:`~rlm_kernel.executors.wire`:
-  msgpack with caps on bytes, depth and items; never a pickle from the worker).  A
-  value with no data form arrives as a :class:`RemoteValue` (its description, made in
-  the worker) or a :class:`RemoteFunction`, which put back into the namespace rebind
-  the worker's own object.  A value the host bound and model code did not rebind is
-  answered by the host's own object (``is`` holds); a copy of a worker value is kept
-  while the worker's value is unchanged (a digest the worker compares), at most
-  :data:`COPIES_BYTES` of copies in all;
-* the variables' metadata (:meth:`IsolatedExecutor.describe_variables`) and which object
-  each name is bound to (:meth:`IsolatedExecutor.variable_ids`) are made in the worker:
-  no value crosses for them.
-
-The channel trusts nothing the worker sends: one reader at a time, a deadline on every
-read (a step's reply, a request's, a snapshot's load), a per-step nonce on the step's
-reply and calls, and a kill plus restart at the first frame outside the protocol.  The
-host's record of a step's ``FINAL`` (taken when model code called it) is kept whatever
-the worker does next.
-
-Limits held by the operating system:
-
-* **time**: the worker applies the in-process limit of
-  :mod:`~rlm_kernel.executors.timeouts` (the namespace survives); ``kill_grace``
-  seconds past the limit the host sends ``SIGTERM`` to the worker, and ``kill_grace``
-  seconds later kills the sandbox.  The worker is then restarted with the last good
-  snapshot of its namespace (pickled in the worker after every step that returned,
-  names that share an object in one pickle, so that they still do after a restart;
-  the host keeps the bytes, never loads them) and the step's output lists the names
-  that were lost;
-* a worker that dies on its own (``os._exit``, a segfault, ``SIGKILL``) or breaks the
-  protocol is a failed step with the reason, restarted likewise (one that died between
-  steps, before the next step runs);
-* **memory**: ``memory_limit`` bytes for everything the sandbox holds, its processes and
-  its private ``tmpfs`` files, during and between steps: a ``memory`` cgroup where the
-  host may make one (root), else the host's watch (:mod:`.memory_watch`: a thread that
-  kills the sandbox past the limit, whatever passes on the channel); the next step
-  says why.  Each private ``tmpfs`` holds at most a quarter of the limit; always
-  ``RLIMIT_AS`` of ``memory_limit`` per process; core dumps off; **CPU** per step
-  (``RLIMIT_CPU``, ``cpu_seconds``);
-* **time outside steps**: a request between steps waits ``request_timeout`` seconds at
-  most, and every wait ends by the run's deadline (:meth:`IsolatedExecutor.set_deadline`,
-  given by the engine) plus :data:`LATE_SECONDS`, all requests together: a worker that
-  goes silent or answers slowly (after ``FINAL`` too) is killed then, a name not read
-  in time reads as a :class:`RemoteValue` that says so, and ``max_seconds`` holds;
-* **processes**: a ``pids`` cgroup of ``max_processes`` where the host may make one,
-  else the host's watch, which kills a step past ``max_processes``, with
-  ``RLIMIT_NPROC`` (every thread of the uid) against a fork bomb;
-* the resource limits are set by ``prlimit`` before bubblewrap starts
-  (:func:`~rlm_kernel.executors.sandbox.limits_command`), and the worker starts from
-  the package (:data:`WORKER_BOOT`), not from a module in its working folder;
-* **network** off unless ``network=True``, **PID namespace**, **no capabilities**, an
-  unprivileged host uid whatever the caller's, a seccomp filter, a read-only file
-  system with the homes hidden, **files** writable only in ``workdir``: see
-  :mod:`~rlm_kernel.executors.sandbox`;
-* the worker's environment is an allow-list (:mod:`~rlm_kernel.executors.environment`),
-  and its stdout and stderr are pipes: output
-  (``print`` or ``os.write(1, ...)``) streams to ``on_output`` through the same capped,
-  coalesced, redacted :class:`~rlm_kernel.executors.streams.StreamTee` as in-process.
-
-* while an executor with a ``workdir`` lives, the host process imports no module from
-  that folder (:mod:`.import_guard`: the installed one is taken, one found only there
-  refused), and the modules the channel decodes with are imported when it starts.
-
-:meth:`IsolatedExecutor.close` (or leaving its ``with`` block, or garbage collection)
-kills the sandbox and every process of its cgroups.
-
-Not held: a value the host bound and model code changed in place (without rebinding
-it) reads back on the host as the host's own object when its pickle is over
-:data:`~rlm_kernel.executors.worker.RECHECK_BYTES` (smaller ones are compared).
+"""The isolated executor: :class:`IsolatedExecutor` (see :mod:`rlm_kernel.executors.isolated`
+for what it holds and how) and its request channel to the worker, one reader at a time,
+every wait bounded, the step's nonce checked; the host's memory and process watch where
+no cgroup holds the sandbox.  The values that cross: :mod:`.remote`; the sandboxed
+process: :mod:`.child`.
 """
 
 from __future__ import annotations
 
-import collections
 import contextvars
 import itertools
 import json
@@ -97,36 +16,28 @@ import pickle
 import queue
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
-import types
 import uuid
 import weakref
 from collections.abc import (
-    Callable,
-    ItemsView,
     Iterable,
-    Iterator,
     Mapping,
-    MutableMapping,
-    ValuesView,
 )
 from pathlib import Path
 from typing import Any
 
-from ..repl_types import REPLResult, REPLVariable
-from ..termination import FinalOutput
-from .environment import model_code_environ, passed_names
-from .guarded import REPR_SECONDS
-from .import_guard import guard_folder, warm_channel_modules
-from .launcher import MARK as LAUNCHER_MARK
-from .memory_watch import MAX_INTERVAL, MemoryUsage, MemoryWatch, SandboxMeter
-from .plain import ReadWatch
-from .redaction import Redactor, redact_data
-from .sandbox import (
-    PACKAGE_ROOT,
+from ...repl_types import REPLResult, REPLVariable
+from ...termination import FinalOutput
+from ..environment import passed_names
+from ..guarded import REPR_SECONDS
+from ..import_guard import guard_folder, warm_channel_modules
+from ..launcher import MARK as LAUNCHER_MARK
+from ..memory_watch import MAX_INTERVAL, MemoryUsage, MemoryWatch, SandboxMeter
+from ..plain import ReadWatch
+from ..redaction import Redactor, redact_data
+from ..sandbox import (
     PROC_HIDDEN,
     PROC_READ_ONLY,
     SANDBOX_UID,
@@ -139,26 +50,36 @@ from .sandbox import (
     interpreter_path,
     limits_command,
     make_cgroups,
-    process_tree,
     wall_command,
 )
-from .streams import MAX_KEPT_CHARS, OutputCallback, StreamTee
-from .syscall_filter import FilterUnavailable, denied_summary, filter_fd
-from .timeouts import timeout_message
-from .wire import (
-    MAX_VALUE_BYTES,
-    Channel,
-    ChannelClosed,
-    ProtocolError,
-    decode_counted,
-    decode_value,
+from ..streams import MAX_KEPT_CHARS, OutputCallback, StreamTee
+from ..syscall_filter import FilterUnavailable, denied_summary, filter_fd
+from ..timeouts import timeout_message
+from ..wire import MAX_VALUE_BYTES, ChannelClosed, ProtocolError
+from ..worker import SNAPSHOT_BYTES, SNAPSHOT_SECONDS
+from .child import (
+    NPROC_SLACK,
+    OWN_PROCESSES,
+    WORKER_BOOT,
+    Child,
+    channel_problem,
+    child_env,
+    cleanup,
+    exit_reason,
+    tmpfs_size,
+    user_processes,
 )
-from .worker import ERRORS, SNAPSHOT_BYTES, SNAPSHOT_SECONDS
-from .workfolder import PORTABLE, signal_name
+from .remote import (
+    IsolatedNamespace,
+    LateRead,
+    from_worker,
+    reply_bindings,
+    reply_snapshot,
+    reply_variables,
+)
 
-__all__ = ["IsolatedExecutor", "IsolatedNamespace", "RemoteValue", "RemoteFunction",
-           "WorkerError", "SandboxUnavailable", "DEFAULT_MEMORY", "DEFAULT_PROCESSES",
-           "DEFAULT_TMP_BYTES", "REQUEST_SECONDS", "LATE_SECONDS", "LateRead"]
+__all__ = ["IsolatedExecutor", "DEFAULT_MEMORY", "DEFAULT_PROCESSES", "DEFAULT_TMP_BYTES",
+           "REQUEST_SECONDS", "LATE_SECONDS"]
 
 log = logging.getLogger(__name__)
 
@@ -178,597 +99,7 @@ LATE_SECONDS = 3.0
 wait on the worker outside a step ends, all requests together (those that follow get no
 answer from the worker: :class:`LateRead`); the worker is told to answer within what is
 left (:meth:`IsolatedExecutor.work_seconds`)."""
-COPIES_BYTES = 64 << 20
-"""Most the host keeps of decoded copies of the worker's values, all names together
-(bytes: each copy's data form plus :data:`ITEM_BYTES` an item), the least recently read
-dropped first: one object bound under 40 names is not 40 copies on the host."""
-ITEM_BYTES = 64
-"""What one item of a decoded value (a list's member, a dict's pair) is counted as on
-the host, bytes (a Python object and its reference)."""
-_OWN_PROCESSES = 3  # outer bwrap, its init and the worker
-NPROC_SLACK = 64
-"""Tasks above the uid's count and ``max_processes`` that ``RLIMIT_NPROC`` leaves where
-the sandbox runs as the caller's uid (an ordinary user: it counts every thread of the
-uid, the host's reader, watch and call threads among them; as root the sandbox's host
-uid has only the sandbox's, and 16 are left for the worker's threads).  Where no
-``pids`` cgroup holds the sandbox, this limit only stops a fork bomb; the host's watch
-holds ``max_processes``."""
-_PRIVATE_MOUNTS = ("/tmp", "/var/tmp", "/dev/shm", "/run")  # the sandbox's own tmpfs
-_MISSING = object()
 
-
-class LateRead(WorkerError):
-    """A request outside a step that the worker was not asked, or did not answer, by the
-    run's deadline plus :data:`LATE_SECONDS` (a worker slow or silent then is killed,
-    and restarted at the next step).  Reading a name then gives a :class:`RemoteValue`
-    that says so, not this error."""
-
-
-class RemoteValue:
-    """A value of the worker's that has no data form: its description.
-
-    Attributes:
-        type_name: the type's name in the worker; text: the guarded repr; note: why
-            it is not here; ref: the worker's reference (binding this object to a name
-            of the namespace binds the worker's own object, while that worker lives);
-        generation: the worker it lives in; name: the variable it was read from;
-        length: its ``len`` where it has one, else None.
-    """
-
-    def __init__(self, type_name: str, text: str, note: str, ref: int | None = None,
-                 generation: int = -1, name: str | None = None,
-                 length: int | None = None) -> None:
-        self.type_name, self.text, self.note = type_name, text, note
-        self.ref, self.generation, self.name, self.length = ref, generation, name, length
-
-    def __repr__(self) -> str:
-        return self.text
-
-    def __str__(self) -> str:
-        return self.text
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (str, (self.text,))
-
-
-class RemoteFunction(RemoteValue):
-    """A callable of the worker's (a function model code defined): it lives in the
-    worker; calling it on the host raises."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError(f"{self.text} lives in the isolated REPL; call it from model code")
-
-
-def _remote(info: Mapping[str, Any], generation: int, name: str | None = None,
-            ref: Any = None) -> RemoteValue:
-    """A :class:`RemoteValue` (or :class:`RemoteFunction`) from a worker's description
-    (untrusted: every field is coerced)."""
-    cls = RemoteFunction if info.get("callable") is True else RemoteValue
-    length = info.get("length")
-    return cls(str(info.get("type", "object"))[:200], str(info.get("repr", "<?>"))[:4000],
-               str(info.get("reason", "no data form"))[:1000],
-               ref if isinstance(ref, int) else None, generation, name,
-               length if isinstance(length, int) else None)
-
-
-def _from_worker(packed: Any, generation: int) -> Any:
-    """A value the worker sent as ``{"data": ...}`` or ``{"description": ...}``."""
-    if isinstance(packed, dict) and isinstance(packed.get("data"), bytes):
-        try:
-            return decode_value(packed["data"])
-        except ProtocolError as exc:
-            return RemoteValue("object", "<malformed value>", str(exc), None, generation)
-    if isinstance(packed, dict) and isinstance(packed.get("description"), dict):
-        return _remote(packed["description"], generation)
-    return RemoteValue("object", "<malformed value>", "malformed", None, generation)
-
-
-# -- processes ---------------------------------------------------------------------------
-class _Spawner:
-    """One long-lived thread that starts every sandbox: bubblewrap's
-    ``--die-with-parent`` follows the *thread* that forked it (``PR_SET_PDEATHSIG``), so a
-    sandbox started from a short-lived thread (a Dask task, a pool's worker) would die
-    with that thread."""
-
-    def __init__(self) -> None:
-        self.jobs: queue.Queue[tuple[Callable[[], Any], queue.Queue[Any]]] = queue.Queue()
-        self.thread: threading.Thread | None = None
-        self.lock = threading.Lock()
-
-    def run(self, job: Callable[[], Any]) -> Any:
-        with self.lock:
-            if self.thread is None or not self.thread.is_alive():
-                self.thread = threading.Thread(target=self._loop, name="rlm-sandbox-spawner",
-                                               daemon=True)
-                self.thread.start()
-        box: queue.Queue[Any] = queue.Queue()
-        self.jobs.put((job, box))
-        ok, value = box.get()
-        if not ok:
-            raise value
-        return value
-
-    def _loop(self) -> None:
-        while True:
-            job, box = self.jobs.get()
-            try:
-                box.put((True, job()))
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                box.put((False, exc))
-
-
-_spawner = _Spawner()
-
-
-def _exit_reason(code: int | None) -> str:
-    """Readable words for a worker's exit status (``Popen.returncode``, or the
-    128 + signal bubblewrap reports)."""
-    if code is None:
-        return "stopped answering"
-    number = -code if code < 0 else code - 128 if code > 128 else 0
-    if number:
-        return f"was killed by {signal_name(number)}"
-    return f"exited with status {code}"
-
-
-def _ns_pid(pid: int) -> int | None:
-    """The innermost PID-namespace pid of host process ``pid`` (``NSpid``)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("NSpid:"):
-                return int(line.split()[-1])
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-class _Child:
-    """One sandbox: its bubblewrap process, the worker in it, its channel, its output
-    pipes and the threads reading them.
-
-    Raises:
-        WorkerError: the worker did not say ``ready`` within ``start_timeout`` seconds.
-    """
-
-    def __init__(self, command: list[str], fds: tuple[int, ...], sock: socket.socket,
-                 env: dict[str, str], start_timeout: float, max_frame: int) -> None:
-        self.proc: subprocess.Popen[bytes] = _spawner.run(lambda: subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, pass_fds=fds, start_new_session=True, env=env,
-            close_fds=True))
-        self.channel = Channel(sock, max_frame)
-        self.sink: Callable[[str, str], None] | None = None
-        self.marker = b""
-        self.seen = {"stdout": threading.Event(), "stderr": threading.Event()}
-        self.early: list[str] = []  # what the worker wrote outside any step (kept short)
-        self.readers = [threading.Thread(target=self._read, args=(name, pipe),
-                                         name=f"rlm-isolated-{name}", daemon=True)
-                        for name, pipe in (("stdout", self.proc.stdout),
-                                           ("stderr", self.proc.stderr))]
-        for reader in self.readers:
-            reader.start()
-        try:
-            ready = self.channel.receive(time.monotonic() + start_timeout)
-        except (TimeoutError, ChannelClosed, ProtocolError):
-            ready = {}
-        if ready.get("op") != "ready":
-            self.kill()
-            for reader in self.readers:
-                reader.join(1.0)
-            raise WorkerError("the isolated REPL process did not start "
-                              f"({_exit_reason(self.proc.poll())}): "
-                              + "".join(self.early)[-2000:].strip())
-        self.notes: list[str] = [str(n) for n in ready.get("notes", [])][:20]
-        self.pid = self._find_worker(ready.get("pid"))
-
-    def _find_worker(self, ns_pid: Any) -> int:
-        """The host pid of the worker (the sandbox's process whose namespace pid is the
-        one it reported), else bubblewrap's own."""
-        for pid in process_tree(self.proc.pid)[1:]:
-            if _ns_pid(pid) == ns_pid:
-                return pid
-        return self.proc.pid
-
-    def _read(self, name: str, pipe: Any) -> None:
-        """Forward a pipe to :attr:`sink`, decoded; strip and signal step markers."""
-        import codecs
-
-        decoder = codecs.getincrementaldecoder("utf-8")(ERRORS)
-        fd, carry = pipe.fileno(), b""
-        while True:
-            try:
-                chunk = os.read(fd, 1 << 16)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                self._emit(name, decoder.decode(carry, final=True))
-                self.seen[name].set()
-                return
-            data = carry + chunk
-            while True:
-                marker = self.marker
-                at = data.find(marker) if marker else -1
-                if at < 0:
-                    break
-                self._emit(name, decoder.decode(data[:at], final=True))
-                data = data[at + len(marker):]
-                self.seen[name].set()
-            keep = _partial_suffix(data, self.marker)
-            carry = data[len(data) - keep:] if keep else b""
-            self._emit(name, decoder.decode(data[: len(data) - keep]))
-
-    def _emit(self, name: str, text: str) -> None:
-        if not text:
-            return
-        sink = self.sink
-        if sink is not None:
-            sink(name, text)
-        else:
-            if sum(map(len, self.early)) < 20_000:
-                self.early.append(text)
-            log.debug("isolated REPL %s outside a step: %r", name, text[:200])
-
-    def signal_worker(self, sig: int) -> None:
-        try:
-            os.kill(self.pid, sig)
-        except OSError:
-            pass
-
-    killed_for: str | None = None
-    """Why the host's memory watch killed this sandbox (words for the model), or None."""
-    _meter: SandboxMeter | None = None
-
-    @property
-    def meter(self) -> SandboxMeter:
-        """What counts this sandbox's memory (:mod:`.memory_watch`), made at first use."""
-        if self._meter is None:
-            self._meter = SandboxMeter(self.proc.pid, self.pid)
-        return self._meter
-
-    def memory(self) -> int:
-        """The sandbox's memory now as the host counts it (bytes): its processes'
-        anonymous and shared resident memory, its tmpfs files and memfds
-        (:meth:`.memory_watch.SandboxMeter.measure`)."""
-        return self.meter.measure().total
-
-    def stop_processes(self) -> None:
-        """``SIGKILL`` every process of the sandbox now (from any thread: no wait, the
-        channel left open for its reader, which then finds it closed)."""
-        for pid in process_tree(self.proc.pid)[::-1]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        for target in (lambda: os.killpg(self.proc.pid, signal.SIGKILL), self.proc.kill):
-            try:
-                target()
-            except OSError:
-                pass
-
-    def kill(self) -> None:
-        """Kill the sandbox (its PID namespace goes with bubblewrap) and reap it."""
-        for target in (lambda: os.killpg(self.proc.pid, signal.SIGKILL), self.proc.kill):
-            try:
-                target()
-            except OSError:
-                pass
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            log.warning("isolated REPL process %d did not end after SIGKILL", self.proc.pid)
-        self.channel.close()
-
-
-def _partial_suffix(data: bytes, marker: bytes) -> int:
-    """Length of the longest end of ``data`` that begins ``marker``."""
-    for k in range(min(len(marker) - 1, len(data)), 0, -1):
-        if data.endswith(marker[:k]):
-            return k
-    return 0
-
-
-def _child_env(passed: str | Iterable[str] | None = None) -> dict[str, str]:
-    """The worker's environment: the allow-list of
-    :func:`~rlm_kernel.executors.environment.model_code_environ` (``PATH``, the locale,
-    the interpreter's ``PYTHON*``, ``HOME=/tmp``, and the variables named by ``passed``
-    or the host's ``RLM_PASS_ENV``), with this package first in ``PYTHONPATH``."""
-    env = model_code_environ(passed)
-    path = env.get("PYTHONPATH")
-    env["PYTHONPATH"] = PACKAGE_ROOT + (os.pathsep + path if path else "")
-    return env
-
-
-def _user_processes(uid: int | None = None) -> int:
-    """Tasks (threads) of the real user ``uid`` (default: this process's) now: what
-    ``RLIMIT_NPROC`` counts."""
-    uid, count = os.getuid() if uid is None else uid, 0
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                if entry.stat().st_uid == uid:
-                    count += max(len(os.listdir(f"/proc/{entry.name}/task")), 1)
-            except OSError:
-                pass
-    return count
-
-
-# -- the namespace proxy ----------------------------------------------------------------
-class IsolatedNamespace(MutableMapping[str, Any]):
-    """The host's view of the worker's namespace (see the module docstring).
-
-    Args:
-        executor: the executor whose worker holds the values.
-    """
-
-    def __init__(self, executor: IsolatedExecutor) -> None:
-        self._ex = weakref.proxy(executor)
-        self._functions: dict[int, Any] = {}
-        self._keys: dict[int, int] = {}  # id(host callable) -> key
-        self._host_values: dict[str, tuple[Any, int]] = {}
-        # name -> (decoded copy, digest, cost in bytes), least recently used first
-        self._copies: collections.OrderedDict[str, tuple[Any, str, int]] = \
-            collections.OrderedDict()
-        self._copies_bytes = 0
-        self._bindings: dict[str, tuple[Any, ...]] = {}
-        self._versions = itertools.count(1)
-        self._key_numbers = itertools.count(1)
-
-    # -- MutableMapping -------------------------------------------------------------------
-    def __getitem__(self, name: str) -> Any:
-        if not self._ex.in_step:
-            token = self._bindings.get(name)
-            if token is None:
-                raise KeyError(name)
-            local = self._local(name, token)
-            if local is not _MISSING:
-                return local
-        try:
-            reply = self._ex.request("get", name=name,
-                                     known=self._copies.get(name, (None, None))[1],
-                                     seconds=self._ex.work_seconds())
-        except LateRead as exc:  # the run's time is up: told as such, not a failure
-            return RemoteValue("object", f"<{name}: not read, {exc}>", str(exc), None,
-                               self._ex.generation, name)
-        if reply.get("missing"):
-            raise KeyError(name)
-        return self._value(name, reply)
-
-    def __setitem__(self, name: str, value: Any) -> None:
-        if not isinstance(name, str):
-            raise TypeError(f"namespace names are str, not {type(name).__name__}")
-        version = next(self._versions)
-        kind, payload = self._encode(name, value)
-        self._ex.request("set", name=name, kind=kind, payload=payload, version=version,
-                         check=True)
-        self._drop_copy(name)
-        if kind == "stub":
-            self._bindings[name] = ("stub", payload[0])
-            self._host_values.pop(name, None)
-        elif kind in ("ref", "keep"):
-            self._bindings[name] = ("child",)
-            self._host_values.pop(name, None)
-        else:
-            self._host_values[name] = (value, version)
-            self._bindings[name] = ("host", version)
-
-    def __delitem__(self, name: str) -> None:
-        reply = self._ex.request("del", name=name)
-        self._bindings.pop(name, None)
-        self._host_values.pop(name, None)
-        self._drop_copy(name)
-        if reply.get("missing"):
-            raise KeyError(name)
-
-    def __iter__(self) -> Iterator[str]:
-        if self._ex.in_step:
-            return iter(list(_bindings(self._ex.request("keys"))))
-        return iter(list(self._bindings))
-
-    def __len__(self) -> int:
-        return len(list(iter(self)))
-
-    def items(self) -> _LiveItems:  # type: ignore[override]
-        return _LiveItems(self)
-
-    def values(self) -> _LiveValues:  # type: ignore[override]
-        return _LiveValues(self)
-
-    def __contains__(self, name: object) -> bool:
-        if not self._ex.in_step:
-            return name in self._bindings
-        return isinstance(name, str) and not self._ex.request("has", name=name).get("missing")
-
-    # -- helpers ----------------------------------------------------------------------------
-    def _local(self, name: str, token: tuple[Any, ...]) -> Any:
-        """The value of ``name`` known on the host for ``token``, or ``_MISSING``."""
-        if token[0] == "stub" and token[1] in self._functions:
-            return self._functions[token[1]]
-        if token[0] == "host":
-            held = self._host_values.get(name)
-            if held is not None and held[1] == token[1]:
-                return held[0]
-        return _MISSING
-
-    def _value(self, name: str, reply: dict[str, Any]) -> Any:
-        """The host's object for a ``get`` reply (untrusted)."""
-        generation = self._ex.generation
-        token = reply.get("token")
-        if isinstance(token, list) and token:
-            local = self._local(name, tuple(token))
-            if local is not _MISSING:
-                return local
-            return RemoteValue("object", f"<{name}: a value of the host's no longer held>",
-                               "unknown host binding", None, generation, name)
-        if reply.get("same") is True and name in self._copies:
-            self._copies.move_to_end(name)
-            return self._copies[name][0]
-        kind = reply.get("kind")
-        if kind == "module":
-            module = sys.modules.get(str(reply.get("module")))  # never imported on request
-            return module if module is not None else types.ModuleType(str(reply.get("module")))
-        if kind == "value" and isinstance(reply.get("data"), bytes):
-            try:
-                value, items = decode_counted(reply["data"])
-            except ProtocolError as exc:
-                return _remote({**reply, "reason": str(exc)}, generation, name, reply.get("ref"))
-            self._keep_copy(name, value, str(reply.get("digest")),
-                            len(reply["data"]) + ITEM_BYTES * items)
-            return value
-        return _remote(reply, generation, name, reply.get("ref"))
-
-    def _encode(self, name: str, value: Any) -> tuple[str, Any]:
-        """How ``value`` goes to the worker: (kind, payload) for the worker's ``set``."""
-        if isinstance(value, RemoteValue):
-            if value.ref is not None and value.generation == self._ex.generation:
-                return "ref", value.ref
-            lost = (f"<{value.type_name} object: it lived in a REPL process that was "
-                    "restarted, and is lost>")
-            # the same name, read before a restart: the restarted worker's own (from the
-            # snapshot) stands; never the description's text in its place
-            return ("keep" if value.name == name else "placeholder"), lost
-        if isinstance(value, types.ModuleType):
-            return "module", value.__name__
-        if callable(value) and getattr(value, PORTABLE, False) is True:
-            try:  # runs in the worker (behind its wall), not served from the host
-                return "value", pickle.dumps(value, protocol=5)
-            except Exception as exc:  # noqa: BLE001 - served from the host instead
-                log.warning("%r cannot be copied into the isolated REPL (%s); the host "
-                            "serves it", value, exc)
-        if callable(value) and not isinstance(value, type):
-            key = self._keys.get(id(value))
-            if key is None or self._functions.get(key) is not value:
-                key = next(self._key_numbers)
-                self._functions[key] = value
-                self._keys[id(value)] = key
-            return "stub", [key, getattr(value, "__name__", name),
-                            getattr(value, "__doc__", None)]
-        try:
-            data = pickle.dumps(value, protocol=5)
-        except Exception as exc:  # noqa: BLE001 - the worker gets a stand-in
-            log.warning("variable %r (%s) cannot be copied into the isolated REPL: %s",
-                        name, type(value).__name__, exc)
-            return "placeholder", (f"<{type(value).__name__} object: could not be copied "
-                                   f"into the isolated REPL ({type(exc).__name__})>")
-        self._ex.check_size(name, len(data))
-        return "value", data
-
-    def resend(self) -> None:
-        """Bind the host's own values and functions again (in a new worker)."""
-        for name, token in list(self._bindings.items()):
-            if token[0] == "stub" and token[1] in self._functions:
-                fn = self._functions[token[1]]
-                self._ex.request("set", name=name, kind="stub",
-                                 payload=[token[1], getattr(fn, "__name__", name),
-                                          getattr(fn, "__doc__", None)],
-                                 version=0, check=True)
-            elif token[0] == "host" and name in self._host_values:
-                value, version = self._host_values[name]
-                kind, payload = self._encode(name, value)
-                self._ex.request("set", name=name, kind=kind, payload=payload,
-                                 version=version, check=True)
-        self._copies.clear()
-        self._copies_bytes = 0
-
-    def bindings(self) -> dict[str, tuple[Any, ...]]:
-        """How each name was bound after the last step or request (``{name: token}``:
-        ``("host", version)``, ``("stub", key)`` or ``("child",)``), without asking
-        the worker."""
-        return dict(self._bindings)
-
-    def function(self, key: Any) -> Any:
-        """The host callable registered as ``key``, or None."""
-        return self._functions.get(key) if isinstance(key, int) else None
-
-    def update_bindings(self, bindings: Mapping[str, tuple[Any, ...]]) -> None:
-        self._bindings = dict(bindings)
-        for name in [n for n in self._host_values if self._bindings.get(n, ("",))[0] != "host"]:
-            del self._host_values[name]
-        for name in [n for n in self._copies if n not in self._bindings]:
-            self._drop_copy(name)
-
-    def _keep_copy(self, name: str, value: Any, digest: str, cost: int) -> None:
-        """Keep the decoded copy of ``name``'s value (its worker value unchanged, the
-        next read answers ``same`` and gets it back), the least recently read copies
-        dropped past :data:`COPIES_BYTES` in all; one over it alone is not kept."""
-        self._drop_copy(name)
-        if cost > COPIES_BYTES:
-            return
-        self._copies[name] = (value, digest, cost)
-        self._copies_bytes += cost
-        while self._copies_bytes > COPIES_BYTES:
-            _, (_, _, dropped) = self._copies.popitem(last=False)
-            self._copies_bytes -= dropped
-
-    def _drop_copy(self, name: str) -> None:
-        held = self._copies.pop(name, None)
-        if held is not None:
-            self._copies_bytes -= held[2]
-
-
-class _LiveItems(ItemsView[str, Any]):
-    """The namespace's items, skipping a name gone since it was listed (a worker
-    restarted in between, from a snapshot that could not hold it)."""
-
-    def __iter__(self) -> Iterator[tuple[str, Any]]:
-        for name in list(self._mapping):
-            try:
-                yield name, self._mapping[name]
-            except KeyError:
-                continue
-
-
-class _LiveValues(ValuesView[Any]):
-    """The namespace's values (see :class:`_LiveItems`)."""
-
-    def __iter__(self) -> Iterator[Any]:
-        for _, value in _LiveItems(self._mapping):
-            yield value
-
-
-_UNITS = ("characters", "items", "rows", "bytes")
-
-
-def _variables(raw: Any, preview_length: int, skip: set[str]) -> list[REPLVariable]:
-    """A ``describe`` reply's variables (untrusted: every field coerced and capped,
-    previews redacted)."""
-    redact = Redactor()
-    found: list[REPLVariable] = []
-    for entry in raw if isinstance(raw, list) else ():
-        if not isinstance(entry, list) or len(entry) != 6 or not isinstance(entry[0], str) \
-                or entry[0].startswith("_") or entry[0] in skip:
-            continue
-        name, kind, total, preview, unit, _ = entry
-        text = str(preview)[:preview_length + 3]
-        found.append(REPLVariable(
-            name[:1000], str(kind)[:200], total_length=total if type(total) is int else 0,
-            preview=redact(text) if redact else text,
-            length_unit=unit if unit in _UNITS else "characters"))
-    return found
-
-
-def _snapshot_entries(raw: list[Any]) -> list[list[Any]]:
-    """A step reply's ``snapshot`` (``[[names], pickle], ...``), checked: the host
-    keeps the pickles as bytes and only sends them back to a new worker."""
-    return [[[str(n) for n in entry[0]], entry[1]] for entry in raw
-            if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], list)
-            and entry[0] and all(isinstance(n, str) for n in entry[0])
-            and isinstance(entry[1], bytes)]
-
-
-def _bindings(reply: Mapping[str, Any]) -> dict[str, tuple[Any, ...]]:
-    """The ``bindings`` of a worker's reply, checked: ``{name: token}``."""
-    raw = reply.get("bindings")
-    if not isinstance(raw, dict):
-        return {}
-    found: dict[str, tuple[Any, ...]] = {}
-    for name, token in raw.items():
-        if isinstance(name, str) and isinstance(token, list) and token \
-                and token[0] in ("host", "stub", "child"):
-            found[name] = tuple(token)
-    return found
-
-
-# -- the executor ------------------------------------------------------------------------
 
 def _watch_message(watch: ReadWatch | None) -> list[list[str]] | None:
     """``read_watch`` as the exec request carries it."""
@@ -890,7 +221,7 @@ class IsolatedExecutor:
         self._nonce = ""
         self._recovering = False
         self._cgroups = Cgroups()
-        self._child: _Child | None = None
+        self._child: Child | None = None
         self._closed = False
         self._deadline: float | None = None  # the run's (set_deadline)
         self._watch: MemoryWatch | None = None
@@ -908,7 +239,7 @@ class IsolatedExecutor:
             if self._unguard is not None:
                 self._unguard()
             raise
-        self._finalizer = weakref.finalize(self, _cleanup, self._child, self._cgroups)
+        self._finalizer = weakref.finalize(self, cleanup, self._child, self._cgroups)
         unheld_memory = memory_limit if self._cgroups.memory is None else None
         unheld_processes = max_processes if self._cgroups.pids is None else None
         if unheld_memory or unheld_processes is not None:
@@ -931,15 +262,15 @@ class IsolatedExecutor:
         """
         if not self._cgroups.folders:
             self._cgroups = make_cgroups(
-                None if self.max_processes is None else self.max_processes + _OWN_PROCESSES,
+                None if self.max_processes is None else self.max_processes + OWN_PROCESSES,
                 self.memory_limit)
         nproc = None
         if self._cgroups.pids is None and self.max_processes is not None:
             # RLIMIT_NPROC counts the tasks of the worker's real uid on the host: the
             # caller's own, or (root) the sandbox's host uid, which root itself is not
             owner = host_uid() if os.getuid() == 0 else os.getuid()
-            slack = _OWN_PROCESSES + 16 if os.getuid() == 0 else NPROC_SLACK
-            nproc = _user_processes(owner) + self.max_processes + slack
+            slack = OWN_PROCESSES + 16 if os.getuid() == 0 else NPROC_SLACK
+            nproc = user_processes(owner) + self.max_processes + slack
         try:
             seccomp = filter_fd(self.network)
         except FilterUnavailable as exc:
@@ -955,8 +286,8 @@ class IsolatedExecutor:
             # a step's reply: its snapshot, the FINAL's data form, the bindings
             max_frame = SNAPSHOT_BYTES + MAX_VALUE_BYTES + (8 << 20)
             start_by = self._by(self.start_timeout) - time.monotonic()
-            self._child = _Child(command, (inner.fileno(), seccomp), host,
-                                 _child_env(self.pass_env), start_by, max_frame)
+            self._child = Child(command, (inner.fileno(), seccomp), host,
+                                 child_env(self.pass_env), start_by, max_frame)
         except WorkerError as exc:
             host.close()
             if LAUNCHER_MARK in str(exc):  # the root launcher's own words: what to do
@@ -974,7 +305,7 @@ class IsolatedExecutor:
             log.warning("isolated REPL: %s", note)
         if hasattr(self, "_finalizer"):
             self._finalizer.detach()
-            self._finalizer = weakref.finalize(self, _cleanup, self._child, self._cgroups)
+            self._finalizer = weakref.finalize(self, cleanup, self._child, self._cgroups)
 
     def _describe(self, nproc: int | None) -> dict[str, str]:
         """What :attr:`limits` says: each limit and what holds it."""
@@ -1069,7 +400,7 @@ class IsolatedExecutor:
             return [REPLVariable(name, "object", preview=f"<{name}: not read, {exc}>")
                     for name, token in self.namespace.bindings().items()
                     if token[0] != "stub" and not name.startswith("_") and name not in skip]
-        return _variables(reply.get("variables"), preview_length, skip)
+        return reply_variables(reply.get("variables"), preview_length, skip)
 
     def variable_ids(self) -> dict[str, Any]:
         """Which object each name is bound to, for telling later which names were
@@ -1178,7 +509,7 @@ class IsolatedExecutor:
                 self._send(child, {"op": op, "id": rid, **fields}, tail, deadline)
                 return self._await(child, rid, deadline)
             except (TimeoutError, ChannelClosed, ProtocolError) as exc:
-                problem = _channel_problem(exc, child)
+                problem = channel_problem(exc, child)
             if self._time_up():  # killed; the next step starts a new worker
                 child.kill()
                 if child.killed_for is None:
@@ -1204,7 +535,7 @@ class IsolatedExecutor:
         return (f"the run's time was up ({LATE_SECONDS:g} s past its deadline, every wait "
                 f"on the isolated REPL after it together)")
 
-    def _send(self, child: _Child, message: dict[str, Any], tail: bytes | None = None,
+    def _send(self, child: Child, message: dict[str, Any], tail: bytes | None = None,
               deadline: float | None = None) -> None:
         with self._send_lock:
             child.channel.send(message, tail=tail, deadline=deadline or
@@ -1265,7 +596,7 @@ class IsolatedExecutor:
             return None
         return f"the sandbox reached its memory limit of {self.memory_limit:,} bytes"
 
-    def _gone(self, child: _Child | None) -> str | None:
+    def _gone(self, child: Child | None) -> str | None:
         """Why ``child`` can run no more step (words for the model, after "The REPL
         process"), or None: the memory watch killed it, or it died since the last step."""
         if child is None:
@@ -1273,9 +604,9 @@ class IsolatedExecutor:
         if child.killed_for is not None:
             return child.killed_for
         code = child.proc.poll()
-        return None if code is None else f"{_exit_reason(code)} between steps"
+        return None if code is None else f"{exit_reason(code)} between steps"
 
-    def _await(self, child: _Child, rid: int, deadline: float) -> dict[str, Any]:
+    def _await(self, child: Child, rid: int, deadline: float) -> dict[str, Any]:
         """Read until the reply to ``rid`` (outside steps: host calls are refused).
 
         Raises:
@@ -1347,7 +678,7 @@ class IsolatedExecutor:
         if reply is not None:
             success = reply.get("success") is True
             final_output = self._final(reply)
-            self.namespace.update_bindings(_bindings(reply))
+            self.namespace.update_bindings(reply_bindings(reply))
             if self._cgroups.pids_refused() > refused:
                 problem = (f"the step reached the limit of {self.max_processes} processes; "
                            "its processes were killed")
@@ -1355,7 +686,7 @@ class IsolatedExecutor:
             # a step that ends in a restart leaves the last good snapshot: the one taken
             # with no process left to spare (a fork bomb) has lost everything
             if problem is None and isinstance(reply.get("snapshot"), list):
-                self._snapshot = _snapshot_entries(reply["snapshot"])
+                self._snapshot = reply_snapshot(reply["snapshot"])
                 lost = reply.get("lost")
                 self._lost = [str(n) for n in lost] if isinstance(lost, list) else []
         elif self._step_final is not None:  # FINAL was called before the worker failed
@@ -1373,7 +704,7 @@ class IsolatedExecutor:
                           success=success, final_output=final_output,
                           names_read=_names_read(reply, self.read_watch))
 
-    def _run_step(self, child: _Child, code: str, timeout: float | None
+    def _run_step(self, child: Child, code: str, timeout: float | None
                   ) -> tuple[dict[str, Any] | None, str | None, bool]:
         """Send the step and serve the worker until its reply, a kill, its death or a
         message outside the protocol.
@@ -1392,7 +723,7 @@ class IsolatedExecutor:
                                    "snapshot": self.take_snapshots, "nonce": nonce,
                                    "watch": _watch_message(self.read_watch)})
             except (TimeoutError, ChannelClosed) as exc:
-                return None, f"the REPL process {_channel_problem(exc, child)}", False
+                return None, f"the REPL process {channel_problem(exc, child)}", False
             self.in_step = True
             limit = timeout if timeout and 0 < timeout <= threading.TIMEOUT_MAX else None
             # the worker's own limit acts at ``limit``; the host's signals after that
@@ -1419,7 +750,7 @@ class IsolatedExecutor:
                     deadline, stage = time.monotonic() + self.kill_grace, 1
                     continue
                 except (TimeoutError, ChannelClosed, ProtocolError) as exc:
-                    problem = _channel_problem(exc, child)
+                    problem = channel_problem(exc, child)
                     child.kill()
                     if child.killed_for is not None:  # the memory watch's kill
                         return None, f"the REPL process {child.killed_for}", interrupted
@@ -1455,7 +786,7 @@ class IsolatedExecutor:
         return (timeout_message(timeout).rstrip("\n") + f"; the REPL process did not stop "
                 f"within {self.kill_grace:g} s and was killed")
 
-    def _serve_call(self, child: _Child, message: dict[str, Any]) -> None:
+    def _serve_call(self, child: Child, message: dict[str, Any]) -> None:
         """Run a host function the worker called and send back its result or error."""
         cid, key = message["id"], message.get("key")
         fn = self.namespace.function(key)
@@ -1465,8 +796,8 @@ class IsolatedExecutor:
             args, kwargs = message.get("args"), message.get("kwargs")
             if not isinstance(args, list) or not isinstance(kwargs, dict):
                 raise RuntimeError("malformed call")
-            value = fn(*[_from_worker(a, self.generation) for a in args],
-                       **{str(k): _from_worker(v, self.generation) for k, v in kwargs.items()})
+            value = fn(*[from_worker(a, self.generation) for a in args],
+                       **{str(k): from_worker(v, self.generation) for k, v in kwargs.items()})
             reply: dict[str, Any] = {"value": _result_pickle(fn, value, Redactor())}
         except FinalOutput as exc:
             if self._step_final is None:
@@ -1490,9 +821,9 @@ class IsolatedExecutor:
             return None
         if self._step_final is not None:
             return self._step_final
-        output = _from_worker(final.get("output"), self.generation)
+        output = from_worker(final.get("output"), self.generation)
         output = dict(output) if isinstance(output, dict) else {"type": "direct"}
-        output["answer"] = _from_worker(final.get("answer"), self.generation)
+        output["answer"] = from_worker(final.get("answer"), self.generation)
         return output
 
     def _recover(self, problem: str) -> str:
@@ -1521,7 +852,7 @@ class IsolatedExecutor:
                 self._start()
                 self.namespace.resend()
                 failed = [n for names, _ in self._snapshot for n in names]
-            self.namespace.update_bindings(_bindings(self.request("keys")))
+            self.namespace.update_bindings(reply_bindings(self.request("keys")))
         finally:
             self._recovering = False
         lost = sorted(set(self._lost) | {str(n) for n in failed})
@@ -1562,41 +893,6 @@ def _result_pickle(fn: Any, value: Any, redact: Redactor) -> bytes:
     return data
 
 
-WORKER_BOOT = ("import sys, runpy; del sys.path[0]; "
-               "runpy.run_module('rlm_kernel.executors.worker', run_name='__main__', "
-               "alter_sys=True)")
-"""The worker's ``python -c`` program.  Not ``-m``: ``python -m`` looks for the module in
-its working folder first, which may be the working folder model code writes, so a
-``rlm_kernel/executors/worker.py`` written there would start as the next worker; here the
-working folder leaves ``sys.path`` before anything is imported (the worker puts it back
-for model code's own imports), and the worker then runs as ``__main__``, as ``-m`` would
-run it (:func:`runpy.run_module`)."""
-
-
-def _channel_problem(exc: BaseException, child: _Child) -> str:
-    """What went wrong with the channel, in words for the model and the user."""
-    if child.killed_for is not None:
-        return child.killed_for
-    if isinstance(exc, ChannelClosed):
-        try:
-            child.proc.wait(1.0)
-        except subprocess.TimeoutExpired:
-            pass
-        return _exit_reason(child.proc.poll())
-    if isinstance(exc, TimeoutError):
-        return "did not answer in time (it was killed)"
-    return f"sent a message outside the protocol ({exc}) and was killed"
-
-
-def tmpfs_size(size: int | None, memory_limit: int | None) -> int | None:
-    """The size of each private ``tmpfs`` of the sandbox (bytes): ``size``, at most a
-    quarter of ``memory_limit`` (four such mounts never hold more than the limit by
-    themselves); None: bubblewrap's default (no ``memory_limit`` either)."""
-    if not memory_limit:
-        return size
-    share = max(memory_limit // len(_PRIVATE_MOUNTS), 1 << 20)
-    return share if not size else min(size, share)
-
 
 def _memory_watch(executor: IsolatedExecutor, limit: int | None,
                   max_processes: int | None) -> MemoryWatch:
@@ -1633,18 +929,11 @@ def _memory_watch(executor: IsolatedExecutor, limit: int | None,
         if child is None or child.proc.pid != meter.root or child.killed_for is not None:
             return
         when = "during the step" if ex.in_step else "between steps"
-        child.killed_for = (f"had {count - _OWN_PROCESSES} processes, more than the limit "
+        child.killed_for = (f"had {count - OWN_PROCESSES} processes, more than the limit "
                             f"of {max_processes} processes, {when}, and was killed")
         log.warning("isolated REPL %s", child.killed_for)
         child.stop_processes()
 
     watch = MemoryWatch(limit, current, over, max_processes=None if max_processes is None
-                        else max_processes + _OWN_PROCESSES, too_many=too_many)
+                        else max_processes + OWN_PROCESSES, too_many=too_many)
     return watch
-
-
-def _cleanup(child: _Child | None, cgroups: Cgroups) -> None:
-    """Kill a worker and its cgroups (the finalizer of :class:`IsolatedExecutor`)."""
-    if child is not None:
-        child.kill()
-    cgroups.remove()
