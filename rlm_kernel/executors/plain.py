@@ -94,8 +94,9 @@ def _compile_cell(code: str, filename: str,
     if watch is not None:
         tree = instrument(tree, *watch)
     last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body.pop().value)
+    if tree.body and isinstance(tail := tree.body[-1], ast.Expr):
+        tree.body.pop()
+        last = ast.Expression(tail.value)
     # dont_inherit: model code gets no future statement of this module's
     # (``annotations`` would make a model's @dataclass look its types up in a module
     # that is not in sys.modules, and fail)
@@ -131,13 +132,13 @@ class PlainExecutor:
     in_process = True
     """Model code runs in this process (:attr:`Executor.in_process`)."""
 
-    def __init__(self, namespace: MutableMapping[str, Any] | None = None,
+    def __init__(self, namespace: dict[str, Any] | None = None,
                  *, show_last_expr: bool = True,
                  max_output_chars: int = MAX_KEPT_CHARS,
                  workdir: str | os.PathLike[str] | None = None) -> None:
         self.max_output_chars = max_output_chars
         self.workdir = os.fspath(workdir) if workdir is not None else None
-        self.namespace: MutableMapping[str, Any] = namespace if namespace is not None else {}
+        self.namespace: dict[str, Any] = namespace if namespace is not None else {}
         self.namespace.setdefault("__name__", "__rlm__")
         self.namespace.setdefault("__builtins__", __builtins__)
         self.show_last_expr = show_last_expr

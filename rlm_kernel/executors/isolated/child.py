@@ -117,7 +117,7 @@ class Child:
             stderr=subprocess.PIPE, pass_fds=fds, start_new_session=True, env=env,
             close_fds=True))
         self.channel = Channel(sock, max_frame)
-        self.sink: Callable[[str, str], None] | None = None
+        self.sink: Callable[[str, str], object] | None = None
         self.marker = b""
         self.seen = {"stdout": threading.Event(), "stderr": threading.Event()}
         self.early: list[str] = []  # what the worker wrote outside any step (kept short)

@@ -647,8 +647,8 @@ class IsolatedExecutor:
             err.write(note)
         self._notes = []
         start = time.perf_counter()
-        if (note := self._out_of_memory()) is not None:  # since the last step
-            err.write(f"A process in the REPL was killed between steps: {note}.\n")
+        if (oom := self._out_of_memory()) is not None:  # since the last step
+            err.write(f"A process in the REPL was killed between steps: {oom}.\n")
         gone = self._gone(self._child)
         if gone is not None:  # killed or dead since the last step: a new one runs this step
             with self._lock:
@@ -691,8 +691,8 @@ class IsolatedExecutor:
                 self._lost = [str(n) for n in lost] if isinstance(lost, list) else []
         elif self._step_final is not None:  # FINAL was called before the worker failed
             final_output = self._step_final
-        if problem is None and (note := self._out_of_memory()) is not None:
-            err.write(f"A process in the REPL was killed: {note}.\n")
+        if problem is None and (oom := self._out_of_memory()) is not None:
+            err.write(f"A process in the REPL was killed: {oom}.\n")
         if problem is not None:
             err.write(self._recover(problem))
         out.flush()
@@ -846,7 +846,8 @@ class IsolatedExecutor:
             try:
                 reply = self.request("load", snapshot=self._snapshot,
                                      seconds=self.work_seconds(), check=True)
-                failed = reply.get("lost") if isinstance(reply.get("lost"), list) else []
+                said = reply.get("lost")
+                failed = said if isinstance(said, list) else []
             except WorkerError:  # its loading killed it, or never ended: start empty
                 self._child.kill()  # type: ignore[union-attr]
                 self._start()
@@ -915,7 +916,8 @@ def _memory_watch(executor: IsolatedExecutor, limit: int | None,
     def over(meter: SandboxMeter, usage: MemoryUsage) -> None:
         ex = ref()
         child = None if ex is None else ex._child
-        if child is None or child.proc.pid != meter.root or child.killed_for is not None:
+        if ex is None or child is None or child.proc.pid != meter.root \
+                or child.killed_for is not None:
             return  # a sandbox since replaced, or already killed
         when = "during the step" if ex.in_step else "between steps"
         child.killed_for = (f"used {usage.describe()}, more than the memory limit of "
@@ -926,7 +928,8 @@ def _memory_watch(executor: IsolatedExecutor, limit: int | None,
     def too_many(meter: SandboxMeter, count: int) -> None:
         ex = ref()
         child = None if ex is None else ex._child
-        if child is None or child.proc.pid != meter.root or child.killed_for is not None:
+        if ex is None or child is None or child.proc.pid != meter.root \
+                or child.killed_for is not None:
             return
         when = "during the step" if ex.in_step else "between steps"
         child.killed_for = (f"had {count - OWN_PROCESSES} processes, more than the limit "

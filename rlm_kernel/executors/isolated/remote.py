@@ -186,10 +186,10 @@ class IsolatedNamespace(MutableMapping[str, Any]):
     def __len__(self) -> int:
         return len(list(iter(self)))
 
-    def items(self) -> _LiveItems:  # type: ignore[override]
+    def items(self) -> _LiveItems:
         return _LiveItems(self)
 
-    def values(self) -> _LiveValues:  # type: ignore[override]
+    def values(self) -> _LiveValues:
         return _LiveValues(self)
 
     def __contains__(self, name: object) -> bool:
@@ -328,10 +328,14 @@ class _LiveItems(ItemsView[str, Any]):
     """The namespace's items, skipping a name gone since it was listed (a worker
     restarted in between, from a snapshot that could not hold it)."""
 
+    def __init__(self, namespace: IsolatedNamespace) -> None:
+        super().__init__(namespace)
+        self._namespace = namespace
+
     def __iter__(self) -> Iterator[tuple[str, Any]]:
-        for name in list(self._mapping):
+        for name in list(self._namespace):
             try:
-                yield name, self._mapping[name]
+                yield name, self._namespace[name]
             except KeyError:
                 continue
 
@@ -339,8 +343,12 @@ class _LiveItems(ItemsView[str, Any]):
 class _LiveValues(ValuesView[Any]):
     """The namespace's values (see :class:`_LiveItems`)."""
 
+    def __init__(self, namespace: IsolatedNamespace) -> None:
+        super().__init__(namespace)
+        self._namespace = namespace
+
     def __iter__(self) -> Iterator[Any]:
-        for _, value in _LiveItems(self._mapping):
+        for _, value in _LiveItems(self._namespace):
             yield value
 
 
