@@ -11,8 +11,10 @@ from step to step so a local server can reuse its cached prompt prefix.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ..context import describe_structure, detect_views, sample_fields
 from ..executors import guarded_repr
@@ -20,10 +22,17 @@ from ..repl_types import REPLVariable
 from ..text import middle_cut
 from .repetition import Repetition
 
+if TYPE_CHECKING:
+    from .config import RLMConfig
+    from .session.task import TaskSpec
+
 __all__ = [
     "SYSTEM_PROMPT",
     "build_messages",
+    "Transcript",
     "STOP_SEQUENCES",
+    "first_prompt",
+    "describe_tool",
     "task_message",
     "NO_DATA_NOTE",
     "step_output_message",
@@ -35,6 +44,7 @@ __all__ = [
     "check_answer_message",
     "grounding_message",
     "next_message",
+    "step_message",
     "SUB_CALL_SYSTEM_PROMPT",
     "final_var_failed",
     "answer_type_line",
@@ -166,6 +176,34 @@ def build_messages(first: str, turns: list[dict[str, str]], window: int,
     return head + keep
 
 
+@dataclass
+class Transcript:
+    """A run's conversation with the root model: the task message
+    (:func:`first_prompt`), the steps' turns after it, and the messages of the next call
+    (:func:`build_messages`).
+
+    Attributes:
+        first: the task message.
+        window: most recent steps sent (0 = all; ``RLMConfig.history_window``).
+        max_chars: prompt size limit in characters (None = none).
+        turns: assistant/user message pairs of the steps so far.
+    """
+
+    first: str
+    window: int
+    max_chars: int | None = None
+    turns: list[dict[str, str]] = field(default_factory=list)
+
+    def messages(self) -> list[dict[str, str]]:
+        """The chat messages of the next root-model call (:func:`build_messages`)."""
+        return build_messages(self.first, self.turns, self.window, self.max_chars)
+
+    def add(self, reply: str, message: str) -> None:
+        """One step's turns: the model's ``reply`` (as kept), then our ``message``."""
+        self.turns.append({"role": "assistant", "content": reply})
+        self.turns.append({"role": "user", "content": message})
+
+
 def _step_line(step: int, max_steps: int, question: str | None = None) -> str:
     asked = f"The question: {question}\n" if question else ""
     left = max_steps - step + 1
@@ -267,6 +305,52 @@ def task_message(question: str, variables: Sequence[REPLVariable], max_steps: in
     return "\n\n".join(parts)
 
 
+DOC_CHARS = 300
+"""Characters of a tool's docstring (its first paragraph) told to the model."""
+
+
+def describe_tool(name: str, tool: Callable[..., Any]) -> str:
+    """One line for the model: ``name(signature) -> return: first paragraph of the
+    docstring`` (the signature as :func:`inspect.signature` gives it, ``(...)`` when
+    it has none)."""
+    try:
+        signature = str(inspect.signature(tool, eval_str=True))
+    except Exception:  # noqa: BLE001 - an annotation that does not evaluate: as written
+        try:
+            signature = str(inspect.signature(tool))
+        except (TypeError, ValueError):
+            signature = "(...)"
+    doc = inspect.getdoc(tool) or ""
+    first = " ".join(doc.strip().split("\n\n", 1)[0].split())
+    if len(first) > DOC_CHARS:
+        first = first[: DOC_CHARS - 3] + "..."
+    return f"- {name}{signature}" + (f": {first}" if first else "")
+
+
+def first_prompt(question: str, variables: Sequence[REPLVariable],
+                 values: Mapping[str, Any], task: TaskSpec, config: RLMConfig, *,
+                 no_data: bool) -> str:
+    """A run's first user message (:func:`task_message`) for ``task``'s terms: the
+    earlier tasks (``config.history_code``: with their code), the user's tools, the
+    working folder and the answer's type.
+
+    Args:
+        question: the task, in natural language.
+        variables: the variables' metadata, in the order given.
+        values: the variables' values by name (how each splits into documents).
+        task: the task's terms (:class:`~rlm_kernel.engine.session.task.TaskSpec`).
+        config: the run's settings (``max_iterations``, ``history_code``).
+        no_data: the task gave no variable, tool or folder.
+    """
+    history, folder, asked = task.history, task.folder, task.output_type
+    return task_message(
+        question, variables, config.max_iterations, values,
+        earlier=history.prompt_section(code=config.history_code) if history else None,
+        tools=[describe_tool(n, f) for n, f in task.tools.items()],
+        folder=folder.prompt_section() if folder is not None else None,
+        answer_type=asked.prompt_line() if asked else None, no_data=no_data)
+
+
 def step_output_message(output: str, step: int, max_steps: int, *, failed: bool,
                         limit: int, question: str | None = None) -> str:
     """User message after a step: its output (cut to ``limit`` characters by
@@ -311,6 +395,19 @@ def next_message(code: str, output: str, success: bool, step: int, max_steps: in
     if repetition is not None:
         text = f"{text}\n{repetition_message(repetition)}"
     return f"{error}\n{text}" if error else text
+
+
+def step_message(question: str, task: TaskSpec, config: RLMConfig, code: str, output: str,
+                 success: bool, step: int, *, repetition: Repetition | None = None,
+                 error: str | None = None) -> str:
+    """The user message after ``step`` of a run (:func:`next_message`) under its
+    settings: the output cut to ``config.max_output_chars``, the next step's line, and
+    the question restated with the answer's type (``config.restate_question``)."""
+    asked = task.output_type
+    restated = question_with_type(question, asked.name if asked else None)
+    return next_message(code, output, success, step + 1, config.max_iterations,
+                        limit=config.max_output_chars, repetition=repetition, error=error,
+                        question=restated if config.restate_question else None)
 
 
 def repeated_step(rep: Repetition, error_chars: int = 200) -> str:

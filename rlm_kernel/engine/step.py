@@ -1,19 +1,22 @@
 """What a step is made of: the model's reply split into reasoning and code (the
 termination spec's ``extract_code_blocks``), the step's record (:class:`StepOutcome`)
-and its notebook cell source.  The step itself runs in
-:meth:`rlm_kernel.engine.run.Run._step`; a ``FINAL`` written in prose is read by
-:func:`~rlm_kernel.engine.answer.final.final_from_text`.
+its notebook cell source, and what one step hands the next (:class:`LoopState`).  The
+step itself runs in :meth:`rlm_kernel.engine.run.Run._step`; a ``FINAL`` written in
+prose is read by :func:`~rlm_kernel.engine.answer.final.final_from_text`.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..termination import extract_code_blocks
 
-__all__ = ["SIGNAL_NAMES", "TRACEBACK_LINE", "StepOutcome", "before_traceback", "model_words",
+if TYPE_CHECKING:
+    from .repetition import Repetition
+
+__all__ = ["SIGNAL_NAMES", "TRACEBACK_LINE", "LoopState", "StepOutcome", "before_traceback", "model_words",
            "split_reply", "step_source", "writes_final"]
 
 #: REPL variables through which model code (or code a caller's task asks for) reports
@@ -71,6 +74,34 @@ class StepOutcome:
     llm_calls: list[dict[str, Any]] = field(default_factory=list)
     signals: dict[str, float] = field(default_factory=dict)
     names_read: frozenset[str] | None = None
+
+
+@dataclass(frozen=True)
+class LoopState:
+    """What one step of the loop hands the next: a value, never changed in place (a step
+    returns a new one, :func:`dataclasses.replace`).  The loop starts from
+    ``LoopState()`` (a continued run: with ``forced_reply``).
+
+    Attributes:
+        warned: the repetition the model was told of (at most one a run); None: none yet.
+        repeated: this step's first repetition, told in the next message.
+        asked_again: this step's reply repeated an earlier step's code and was sampled
+            again before it ran (told in the step's cell).
+        resample: the next reply is sampled at ``resample_temperature``.
+        stuck: a repetition after the model was told of one: the run stops.
+        pending: a step whose ``FINAL`` is held for one look back (the check step).
+        failures: steps in a row that failed or ran no code.
+        forced_reply: the next step's reply, given (a continued run), not asked for.
+    """
+
+    warned: Repetition | None = None
+    repeated: Repetition | None = None
+    asked_again: Repetition | None = None
+    resample: bool = False
+    stuck: Repetition | None = None
+    pending: StepOutcome | None = None
+    failures: int = 0
+    forced_reply: str | None = None
 
 
 def before_traceback(output: str) -> str:

@@ -9,7 +9,6 @@ reads it when it writes the task message, takes a ``FINAL``, and restores inputs
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,12 +16,10 @@ from typing import Any
 from ...executors import WorkFolder
 from ..answer.types import AnswerType
 from ..names import RESERVED_NAMES, SESSION_NAMES
+from ..prompts import describe_tool
 from .conversation import HISTORY_NAME, Conversation
 
 __all__ = ["TaskSpec", "check_tools", "describe_tool"]
-
-DOC_CHARS = 300
-"""Characters of a tool's docstring (its first paragraph) told to the model."""
 
 
 @dataclass
@@ -80,21 +77,3 @@ def check_tools(tools: Mapping[str, Any] | Collection[Any] | None) -> dict[str, 
         if not callable(tool):
             raise TypeError(f"tool {name!r} is not callable (a {type(tool).__name__})")
     return named
-
-
-def describe_tool(name: str, tool: Callable[..., Any]) -> str:
-    """One line for the model: ``name(signature) -> return: first paragraph of the
-    docstring`` (the signature as :func:`inspect.signature` gives it, ``(...)`` when
-    it has none)."""
-    try:
-        signature = str(inspect.signature(tool, eval_str=True))
-    except Exception:  # noqa: BLE001 - an annotation that does not evaluate: as written
-        try:
-            signature = str(inspect.signature(tool))
-        except (TypeError, ValueError):
-            signature = "(...)"
-    doc = inspect.getdoc(tool) or ""
-    first = " ".join(doc.strip().split("\n\n", 1)[0].split())
-    if len(first) > DOC_CHARS:
-        first = first[: DOC_CHARS - 3] + "..."
-    return f"- {name}{signature}" + (f": {first}" if first else "")
