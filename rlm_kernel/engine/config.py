@@ -190,7 +190,8 @@ class RLMConfig:
         None, "Where model code runs: 'isolated' (a child process behind operating-system "
         "limits: time, memory, processes, no network; rlm_kernel.executors.isolated) or "
         "'in-process' (exec in this process).  None: the caller's default, isolated for "
-        "rlm run and RLM.run, the live namespace for the rlm kernel and magic.",
+        "rlm run and RLM.run, the live namespace for the rlm kernel and magic, the kind "
+        "of its parent's for an rlm_query child run (rlm_kernel.executors.executor_for).",
         choices=("isolated", "in-process"), flag="--executor")
     memory_limit: int | None = _opt(
         4 << 30, "Memory of the isolated executor's sandbox in bytes (a cgroup where the "

@@ -1,5 +1,6 @@
 """Where model code runs: the :class:`Executor` protocol the engine calls, the plain
-``exec`` executor, and what every step needs whatever runs it: the time limit
+``exec`` executor, the one choice of a run's executor (:func:`executor_for`), and what
+every step needs whatever runs it: the time limit
 (``timeouts``), the process state a step may not keep (``host_state``), capped and
 coalesced streams (``streams``), secret redaction (``redaction``), the environment of
 model code's processes (``environment``: an allow-list) and the muting of

@@ -22,7 +22,7 @@ process (:mod:`rlm_kernel.executors.worker`) behind the wall of
   the worker's own object.  A value the host bound and model code did not rebind is
   answered by the host's own object (``is`` holds); a copy of a worker value is kept
   while the worker's value is unchanged (a digest the worker compares), at most
-  :data:`COPIES_BYTES` of copies in all;
+  :data:`~rlm_kernel.executors.isolated.remote.COPIES_BYTES` of copies in all;
 * the variables' metadata (:meth:`IsolatedExecutor.describe_variables`) and which object
   each name is bound to (:meth:`IsolatedExecutor.variable_ids`) are made in the worker:
   no value crosses for them.
@@ -48,7 +48,8 @@ Limits held by the operating system:
   steps, before the next step runs);
 * **memory**: ``memory_limit`` bytes for everything the sandbox holds, its processes and
   its private ``tmpfs`` files, during and between steps: a ``memory`` cgroup where the
-  host may make one (root), else the host's watch (:mod:`.memory_watch`: a thread that
+  host may make one (root), else the host's watch (:mod:`~rlm_kernel.executors.memory_watch`: a
+  thread that
   kills the sandbox past the limit, whatever passes on the channel); the next step
   says why.  Each private ``tmpfs`` holds at most a quarter of the limit; always
   ``RLIMIT_AS`` of ``memory_limit`` per process; core dumps off; **CPU** per step
@@ -63,7 +64,8 @@ Limits held by the operating system:
   ``RLIMIT_NPROC`` (every thread of the uid) against a fork bomb;
 * the resource limits are set by ``prlimit`` before bubblewrap starts
   (:func:`~rlm_kernel.executors.sandbox.limits_command`), and the worker starts from
-  the package (:data:`WORKER_BOOT`), not from a module in its working folder;
+  the package (:data:`~rlm_kernel.executors.isolated.child.WORKER_BOOT`), not from a module in its
+  working folder;
 * **network** off unless ``network=True``, **PID namespace**, **no capabilities**, an
   unprivileged host uid whatever the caller's, a seccomp filter, a read-only file
   system with the homes hidden, **files** writable only in ``workdir``: see
@@ -74,7 +76,8 @@ Limits held by the operating system:
   coalesced, redacted :class:`~rlm_kernel.executors.streams.StreamTee` as in-process.
 
 * while an executor with a ``workdir`` lives, the host process imports no module from
-  that folder (:mod:`.import_guard`: the installed one is taken, one found only there
+  that folder (:mod:`~rlm_kernel.executors.import_guard`: the installed one is taken, one found
+  only there
   refused), and the modules the channel decodes with are imported when it starts.
 
 :meth:`IsolatedExecutor.close` (or leaving its ``with`` block, or garbage collection)

@@ -200,7 +200,8 @@ class Child:
 
     @property
     def meter(self) -> SandboxMeter:
-        """What counts this sandbox's memory (:mod:`.memory_watch`), made at first use."""
+        """What counts this sandbox's memory (:mod:`~rlm_kernel.executors.memory_watch`), made at
+        first use."""
         if self._meter is None:
             self._meter = SandboxMeter(self.proc.pid, self.pid)
         return self._meter

@@ -1,8 +1,9 @@
 """The isolated executor: :class:`IsolatedExecutor` (see :mod:`rlm_kernel.executors.isolated`
 for what it holds and how) and its request channel to the worker, one reader at a time,
 every wait bounded, the step's nonce checked; the host's memory and process watch where
-no cgroup holds the sandbox.  The values that cross: :mod:`.remote`; the sandboxed
-process: :mod:`.child`.
+no cgroup holds the sandbox.  The values that cross:
+:mod:`~rlm_kernel.executors.isolated.remote`; the sandboxed process:
+:mod:`~rlm_kernel.executors.isolated.child`.
 """
 
 from __future__ import annotations
@@ -154,7 +155,8 @@ class IsolatedExecutor:
         request_timeout: seconds the worker has to answer a request outside a step.
         python: the interpreter for the worker (default: this one).
         pass_env: the host's environment variables model code gets beyond the
-            allow-list of :mod:`.environment` (names, as a list or one text separated
+            allow-list of :mod:`~rlm_kernel.executors.environment` (names, as a list or one text
+            separated
             by commas or spaces; the host's ``RLM_PASS_ENV`` names more).
 
     Raises:
@@ -251,8 +253,9 @@ class IsolatedExecutor:
     # -- life -------------------------------------------------------------------------------
     def _start(self) -> None:
         """Start a worker (a new generation) in a new sandbox: as an unprivileged host
-        uid (through :mod:`.launcher` when the caller is root), under the seccomp filter
-        of :mod:`.syscall_filter`.
+        uid (through :mod:`~rlm_kernel.executors.launcher` when the caller is root), under the
+        seccomp filter
+        of :mod:`~rlm_kernel.executors.syscall_filter`.
 
         Raises:
             SandboxUnavailable: the wall cannot be built here (no libseccomp, no host uid,
@@ -375,7 +378,8 @@ class IsolatedExecutor:
                            preview_length: int = REPLVariable.PREVIEW_LENGTH
                            ) -> list[REPLVariable]:
         """The metadata (name, type, length, preview) of the namespace's data variables,
-        made in the worker where the values live (:mod:`.worker`'s ``describe``): no
+        made in the worker where the values live (:mod:`~rlm_kernel.executors.worker`'s
+        ``describe``): no
         value crosses to the host for it.  A data variable is a name that is not
         private (``_x``), not in ``skip``, not a module and not callable.
 
@@ -899,7 +903,8 @@ def _memory_watch(executor: IsolatedExecutor, limit: int | None,
                   max_processes: int | None) -> MemoryWatch:
     """The watch that holds ``executor``'s sandbox to ``limit`` bytes where no memory
     cgroup does, and to ``max_processes`` processes of model code where no ``pids``
-    cgroup does (:mod:`.memory_watch`; None: held elsewhere); it holds the executor
+    cgroup does (:mod:`~rlm_kernel.executors.memory_watch`; None: held elsewhere); it holds the
+    executor
     weakly and ends with it."""
     ref = weakref.ref(executor)
 
