@@ -59,7 +59,9 @@ def _holds_parts(value: Any) -> bool:
 
 def nesting_problem(value: Any, limit: int = MAX_DEPTH,
                     nodes: int = MAX_NODES) -> str | None:
-    """Why ``value`` has no JSON form for its nesting, or None.
+    """Why ``value`` has no JSON form for its nesting: ``"the answer is nested deeper
+    than {limit} levels"`` or ``"the answer contains itself (a container that holds
+    itself, at any depth)"``; None when it has one.
 
     Args:
         value: any object (its containers: ``list``, ``tuple``, ``set``, ``frozenset``,
@@ -67,14 +69,9 @@ def nesting_problem(value: Any, limit: int = MAX_DEPTH,
         limit: the most levels of containers allowed.
         nodes: containers visited at most (then None: no finding).
 
-    Returns:
-        ``"the answer is nested deeper than {limit} levels"``, ``"the answer contains
-        itself (a container that holds itself, at any depth)"``, or None.
-
     Raises:
-        Exception: only what the value's own code raises (a model made by model code
-            whose ``__dict__`` is a property); callers run this under their time limit
-            and catch it, as for validation.
+        Exception: only what the value's own code raises (a model whose ``__dict__``
+            is a property of model code's); callers run this under a time limit, catch it.
     """
     if not _holds_parts(value):
         return None
