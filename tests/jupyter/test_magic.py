@@ -10,12 +10,7 @@ from IPython.testing.globalipapp import start_ipython
 from rlm_kernel.engine import RLM
 from rlm_kernel.jupyter.prose import is_prose
 from tests.jupyter.scripted_magic import script as scripted
-from tests.replies import block as reply
-
-
-def block(code: str) -> str:
-    """This file's replies: the shared helper with its own thought line."""
-    return reply(code, 'thought')
+from tests.replies import block
 
 
 @pytest.fixture()

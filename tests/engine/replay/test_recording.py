@@ -13,13 +13,7 @@ from rlm_kernel.engine.replay.recording import RESPONSE_CHARS, load_recording
 from rlm_kernel.export import export_run
 from rlm_kernel.models import LLMError
 from rlm_kernel.models.scripted import ScriptedModel
-from tests.replies import block as reply
-
-
-def block(code: str) -> str:
-    """This file's replies: the shared helper with its own thought line."""
-    return reply(code, 'I will look.')
-
+from tests.replies import block
 
 REPLIES = [
     "No code yet, I am thinking.",

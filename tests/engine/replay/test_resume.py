@@ -8,12 +8,7 @@ import pytest
 from rlm_kernel.engine import RLM, Continuation
 from rlm_kernel.executors import PlainExecutor
 from rlm_kernel.models.scripted import ScriptedModel
-from tests.replies import block as reply
-
-
-def block(code: str, thought: str = "Next.") -> str:
-    """This file's replies: the shared helper, "Next." as the default thought line."""
-    return reply(code, thought)
+from tests.replies import block
 
 
 def first_run():
