@@ -12,7 +12,7 @@ from __future__ import annotations
 import array
 import collections
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from itertools import chain
@@ -275,7 +275,7 @@ class REPLResult:
 
     stdout: str = ""
     stderr: str = ""
-    locals: dict[str, Any] = field(default_factory=dict)
+    locals: Mapping[str, Any] = field(default_factory=dict)  # the namespace, not a copy
     execution_time: float = 0.0
     llm_calls: list[dict[str, Any]] = field(default_factory=list)
     success: bool = True

@@ -13,7 +13,7 @@ import math
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..context import ContextError, load_contexts
 from ..engine import Event, RunObserver
@@ -35,6 +35,9 @@ from ..engine.frontends import (
 from ..executors import WorkerError, filter_streams
 from ..models import model_label
 from ..redaction import redact_data, redact_text
+
+if TYPE_CHECKING:
+    from ..engine import RLMResult
 
 __all__ = ["main", "build_parser", "json_text"]
 
@@ -352,7 +355,7 @@ def _json_stdout() -> int:
     return real
 
 
-def _report(result: Any, args: argparse.Namespace, json_fd: int | None = None) -> int:
+def _report(result: RLMResult, args: argparse.Namespace, json_fd: int | None = None) -> int:
     """Write ``--export``, print the answer (or, to ``json_fd``, the JSON object); the
     exit code."""
     export_error = _export(result, args) if args.export else None
@@ -393,7 +396,7 @@ def _recording(path: str) -> Any:
         raise ContextError(f"--replay {path}: {exc}") from None
 
 
-def _export(result: Any, args: argparse.Namespace) -> str | None:
+def _export(result: RLMResult, args: argparse.Namespace) -> str | None:
     """Write ``--export``'s notebook (or rlm log, for ``.jsonl``); returns an error
     message, or None when written."""
     from ..export import cli_setup_cells, export_rlm_log, export_run
@@ -409,7 +412,7 @@ def _export(result: Any, args: argparse.Namespace) -> str | None:
     return None
 
 
-def _ending(result: Any) -> Any:
+def _ending(result: RLMResult) -> Any:
     """How ``result``'s run ended: the one table's kind, tone and words
     (:func:`~rlm_kernel.engine.answer.sources.run_ending`)."""
     from ..engine.frontends import run_ending
@@ -419,7 +422,7 @@ def _ending(result: Any) -> Any:
                       no_data=not result.variables)
 
 
-def _print_answer(result: Any) -> None:
+def _print_answer(result: RLMResult) -> None:
     """The answer, then how the run ended in the words every view uses (one line: ``The
     answer was computed by the model's code from your data.``, ``No answer: you
     interrupted the run.``), the error's details, and the totals; secrets redacted."""

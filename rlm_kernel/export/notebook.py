@@ -33,7 +33,7 @@ import tempfile
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nbformat
 from nbformat import v4
@@ -43,6 +43,9 @@ from ..models import model_label
 from ..redaction import redact_data
 from ..text import middle_cut
 from .cells import CellRLM
+
+if TYPE_CHECKING:
+    from ..engine import RLMResult
 
 __all__ = ["CellRLM", "export_run", "cli_setup_cells", "language_info"]
 
@@ -67,7 +70,7 @@ def language_info() -> dict[str, Any]:
     }
 
 
-def export_run(result: Any, path: str | os.PathLike[str] | None = None, *,
+def export_run(result: RLMResult, path: str | os.PathLike[str] | None = None, *,
                run_id: str | None = None, setup_cells: Sequence[str] = (),
                step_outputs: Sequence[Sequence[dict[str, Any]] | None] | None = None,
                execution_counts: Sequence[int | None] | None = None,
@@ -217,7 +220,7 @@ def _step_cells(entries: list[Any], run_id: str,
     return cells
 
 
-def _recorded_cells(result: Any, run_id: str) -> list[Any]:
+def _recorded_cells(result: RLMResult, run_id: str) -> list[Any]:
     """The ``%%rlm recorded`` cell (role ``recorded``): the sub-calls and child runs the
     steps' code made, so that re-running the notebook answers them without a model; an
     empty list when the steps asked no model (the cell still marks a re-run of a record:
@@ -255,7 +258,7 @@ def _cell_text(value: Any) -> str:
     return " ".join(str(value).split()).replace("|", "\\|")
 
 
-def _task_markdown(result: Any) -> str:
+def _task_markdown(result: RLMResult) -> str:
     quoted = "\n".join(f"> {line}".rstrip() for line in result.question.splitlines()) or ">"
     rows = [
         ("Model", f"`{_cell_text(model_label(result.model or None))}`"),
@@ -306,7 +309,7 @@ def _fenced(text: str) -> str:
     return f"{fence}text\n{text}\n{fence}"
 
 
-def _answer_markdown(result: Any) -> str:
+def _answer_markdown(result: RLMResult) -> str:
     """The answer cell: the answer, then how the run ended in the one table's words
     (:func:`~rlm_kernel.engine.answer.sources.run_ending`, the task cell's and the
     command line's words), and an error's details."""
@@ -322,7 +325,7 @@ def _answer_markdown(result: Any) -> str:
     return f"{text}\n\n*{end.words}*"
 
 
-def _run_metadata(result: Any, run_id: str, entries: list[Any]) -> dict[str, Any]:
+def _run_metadata(result: RLMResult, run_id: str, entries: list[Any]) -> dict[str, Any]:
     """The notebook's ``metadata.rlm``: JSON-safe totals, timings and call records."""
     return {
         "run_id": run_id,
@@ -332,7 +335,7 @@ def _run_metadata(result: Any, run_id: str, entries: list[Any]) -> dict[str, Any
         "stopped_by": result.stopped_by,
         "answer": None if result.answer is None else str(result.answer),
         "answer_source": getattr(result, "answer_source", None),
-        "votes": list(result.votes) if getattr(result, "votes", None) else None,
+        "votes": list(result.votes) if result.votes else None,
         "error": result.error,
         "steps": result.steps,
         "llm_calls": result.llm_calls,

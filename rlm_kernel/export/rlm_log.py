@@ -24,17 +24,20 @@ import json
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engine.frontends import TRACEBACK_LINE
 from ..redaction import redact_data
 from .notebook import write_atomic
 
+if TYPE_CHECKING:
+    from ..engine import RLMResult
+
 __all__ = ["export_rlm_log", "rlm_log_lines"]
 
 
 
-def rlm_log_lines(result: Any, *, max_iterations: int | None = None,
+def rlm_log_lines(result: RLMResult, *, max_iterations: int | None = None,
                   max_depth: int | None = None) -> list[dict[str, Any]]:
     """The log's lines (dicts, in file order) of one run, every text in them with the
     secrets the process knows redacted (:func:`rlm_kernel.redaction.redact_data`).
@@ -45,7 +48,8 @@ def rlm_log_lines(result: Any, *, max_iterations: int | None = None,
         max_iterations: the run's step limit, for the metadata line.
         max_depth: the run's recursion limit, for the metadata line.
     """
-    meta = {"type": "metadata", "timestamp": _now(), "root_model": result.model or None,
+    meta: dict[str, Any] = {
+            "type": "metadata", "timestamp": _now(), "root_model": result.model or None,
             "max_depth": max_depth, "max_iterations": max_iterations,
             "backend": "litellm", "backend_kwargs": {"model_name": result.model},
             "environment_type": "rlm-kernel", "environment_kwargs": {},
@@ -94,7 +98,7 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-def export_rlm_log(result: Any, path: str | os.PathLike[str], **limits: Any) -> Path:
+def export_rlm_log(result: RLMResult, path: str | os.PathLike[str], **limits: Any) -> Path:
     """Write :func:`rlm_log_lines` to ``path`` (one JSON object a line, atomically).
 
     Raises:

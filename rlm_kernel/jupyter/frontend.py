@@ -31,7 +31,8 @@ from __future__ import annotations
 import html
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..engine import Event, RunObserver
 from ..engine.frontends import (
@@ -46,6 +47,7 @@ from ..engine.frontends import (
     short_answer,
     step_source,
 )
+from ..executors import Executor
 from ..export import CellRLM
 from ..models import model_label
 from ..redaction import redact_data
@@ -53,7 +55,6 @@ from .outcome import ending_of
 from .protocol import (
     FRONTEND_TARGET,
     RUN_TARGET,
-    Announcement,
     CellMetadata,
     Continues,
     RunMessage,
@@ -64,21 +65,37 @@ from .protocol import (
 from .protocol import RunFinished as RunFinishedMessage
 from .protocol import RunStarted as RunStartedMessage
 from .protocol import StepFinished as StepFinishedMessage
-from .shell_executor import output_text, record_cut_streams
+from .shell_executor import RichOutputCallback, output_text, record_cut_streams
 from .variables_view import ROOT_STYLE
 
-__all__ = ["RUN_TARGET", "FRONTEND_TARGET", "FrontendRegistry", "StepRenderer",
-           "candidates_summary"]
+if TYPE_CHECKING:
+    from ..engine import RLMResult
+
+__all__ = ["RUN_TARGET", "FRONTEND_TARGET", "FrontendRegistry", "NotebookExecutor",
+           "StepRenderer", "candidates_summary"]
+Publish = Callable[[dict[str, Any], dict[str, Any], str, bool], None]
+"""``publish(data, metadata, display_id, update)``: shows a display in the task cell."""
 _UPDATE_INTERVAL = 0.25  # seconds between inline refreshes of a running step
 ANSWER_NOW_TITLE = "Answer now (the run had stopped; its last call for an answer)"
 """The title of the "answer now" call's block or cell: not a further step."""
+
+
+class NotebookExecutor(Executor, Protocol):
+    """An executor whose steps a notebook shows (the shell's
+    :class:`~rlm_kernel.jupyter.shell_executor.ShellExecutor`, the isolated
+    :class:`~rlm_kernel.jupyter.isolated_steps.IsolatedSteps`): an
+    :class:`~rlm_kernel.executors.Executor` that hands each rich output of a step
+    (an nbformat output dict) to :attr:`on_rich_output` when set."""
+
+    on_rich_output: RichOutputCallback | None
 
 
 class FrontendRegistry:
     """Remembers whether a frontend extension announced itself on this kernel."""
 
     def __init__(self) -> None:
-        self.frontends: dict[str, Announcement] = {}
+        # comm id -> what the extension announced (a protocol.Announcement, unchecked)
+        self.frontends: dict[str, dict[str, Any]] = {}
 
     def register(self, kernel: Any) -> None:
         """Accept ``comm_open`` on :data:`FRONTEND_TARGET` from extensions."""
@@ -110,15 +127,16 @@ class StepRenderer(RunObserver):
         publish: ``callable(data: dict, metadata: dict, display_id: str, update: bool)``
             that shows a display in the task cell (the shell's real publisher).
         use_comm: send the comm protocol instead of rendering inline.
-        executor: the ShellExecutor (for execution counts and captured outputs).
+        executor: the run's :class:`NotebookExecutor` (for execution counts and
+            captured outputs).
 
     What it shows leaves the kernel (the notebook's cells, live with the extension or
     inline without it): every display and comm message has the secrets the process
     knows redacted (:func:`rlm_kernel.redaction.redact_data`) as it is sent.
     """
 
-    def __init__(self, run_id: str, cell_id: str | None, publish: Any, *, use_comm: bool,
-                 executor: Any) -> None:
+    def __init__(self, run_id: str, cell_id: str | None, publish: Publish, *, use_comm: bool,
+                 executor: NotebookExecutor) -> None:
         self.run_id, self.cell_id = run_id, cell_id
         self.continues: dict[str, Any] | None = None  # {run_id, from_step} of a continued run
         self.publish = _redacted_publisher(publish)
@@ -199,10 +217,14 @@ class StepRenderer(RunObserver):
         else:
             self._render_inline(update=False)
 
-    def _cell_rlm(self, step: int, **more: Any) -> CellRLM:
+    def _cell_rlm(self, step: int, *, exchanges: list[dict[str, Any]] | None = None,
+                  output_sha256: str | None = None) -> CellRLM:
         """A step cell's ``metadata.rlm`` (with ``candidate`` in a candidates run)."""
-        rlm = CellRLM(run_id=self.run_id, step=step, role="step", task_cell=self.cell_id,
-                      **more)
+        rlm = CellRLM(run_id=self.run_id, step=step, role="step", task_cell=self.cell_id)
+        if exchanges is not None:
+            rlm["exchanges"] = exchanges
+        if output_sha256 is not None:
+            rlm["output_sha256"] = output_sha256
         if self.current is not None and self.current.get("candidate") is not None:
             rlm["candidate"] = self.current["candidate"]
         if self.current is not None and self.current.get("answer_now"):
@@ -332,11 +354,11 @@ class StepRenderer(RunObserver):
         self.publish({"text/html": body, "text/plain": plain}, {}, display_id, update)
 
 
-def _redacted_publisher(publish: Any) -> Any:
+def _redacted_publisher(publish: Publish) -> Publish:
     """``publish`` with its display data and metadata redacted first."""
     def send(data: dict[str, Any], metadata: dict[str, Any], display_id: str,
-             update: bool) -> Any:
-        return publish(redact_data(data), redact_data(metadata), display_id, update)
+             update: bool) -> None:
+        publish(redact_data(data), redact_data(metadata), display_id, update)
 
     return send
 
@@ -412,7 +434,7 @@ def _step_html(block: dict[str, Any]) -> str:
                if text else "") + "</div>")
 
 
-def _result_totals(result: Any) -> Totals:
+def _result_totals(result: RLMResult) -> Totals:
     """A result's own usage sums (for a ``run_finished`` made without ``totals``)."""
     return Totals(llm_calls=result.llm_calls, prompt_tokens=result.prompt_tokens,
                   completion_tokens=result.completion_tokens, cost_usd=result.cost_usd)

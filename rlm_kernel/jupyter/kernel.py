@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipykernel.displayhook import ZMQShellDisplayHook
 from ipykernel.ipkernel import IPythonKernel
@@ -36,6 +36,11 @@ from ..termination import FinalOutput
 from .magic import RLMMagics
 from .prose import is_prose
 from .shell_executor import StepCapture, display_output
+
+if TYPE_CHECKING:
+    from IPython.core.extensions import ExtensionManager
+    from IPython.core.history import HistoryManager
+    from IPython.core.magic import MagicsManager
 
 __all__ = ["RLMKernel", "RLMShell", "StepDisplayPublisher", "TaskDisplayHook"]
 
@@ -77,7 +82,10 @@ class StepDisplayPublisher(ZMQDisplayPublisher):
     """ipykernel's display publisher; during a step (:attr:`RLMShell.step`) a
     ``display()`` or ``clear_output()`` is an output of the step instead."""
 
-    def publish(self, data: dict[str, Any], metadata: dict[str, Any] | None = None, *,
+    # ignore[override]: the signature of ZMQDisplayPublisher.publish, the method
+    # overridden (no ``source``; ipykernel ignores the same mismatch with IPython's).
+    def publish(self, data: dict[str, Any],  # type: ignore[override]
+                metadata: dict[str, Any] | None = None, *,
                 transient: dict[str, Any] | None = None, update: bool = False,
                 **kwargs: Any) -> None:
         """Publish ``data``, or give it to the running step (see the class)."""
@@ -115,6 +123,11 @@ class RLMShell(ZMQInteractiveShell):
 
     displayhook_class = Type(TaskDisplayHook)
     display_pub_class = Type(StepDisplayPublisher)
+
+    # IPython's managers, made by InteractiveShell.__init__ (their traits allow None).
+    extension_manager: ExtensionManager
+    history_manager: HistoryManager
+    magics_manager: MagicsManager
 
     _step: StepCapture | None = None
     _custom_exceptions: tuple[type[BaseException], ...] = ()
@@ -205,8 +218,21 @@ class RLMKernel(IPythonKernel):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.shell.configurables.append(self)  # so `%config RLMKernel.prose_tasks` works
-        self.shell.extension_manager.load_extension("rlm_kernel")
+        shell = self.own_shell
+        shell.configurables.append(self)  # so `%config RLMKernel.prose_tasks` works
+        shell.extension_manager.load_extension("rlm_kernel")
+
+    @property
+    def own_shell(self) -> RLMShell:
+        """This kernel's shell, made by ``IPythonKernel.__init__`` (the trait allows None).
+
+        Raises:
+            RuntimeError: the kernel has no shell (a kernel being closed).
+        """
+        shell = self.shell
+        if not isinstance(shell, RLMShell):
+            raise RuntimeError(f"the RLM kernel's shell is {type(shell).__name__}")
+        return shell
 
     @property
     def rlm_magics(self) -> RLMMagics | None:
@@ -237,8 +263,9 @@ class RLMKernel(IPythonKernel):
         """
         if self.prose_tasks and not silent and is_prose(code, magics=self._automagics()):
             code = "%%rlm\n" + code
-        count = self.shell.execution_count
-        hook = self.shell.displayhook
+        shell = self.own_shell
+        count = shell.execution_count
+        hook = shell.displayhook
         numbered = store_history and not silent and isinstance(hook, TaskDisplayHook)
         if numbered:
             hook.cell_count = count
@@ -271,18 +298,21 @@ class RLMKernel(IPythonKernel):
     def _automagics(self) -> frozenset[str]:
         """Line magics callable without ``%`` (empty when ``%automagic`` is off)."""
         shell = self.shell
-        if not getattr(shell, "automagic", False):
+        if shell is None or not getattr(shell, "automagic", False):
             return frozenset()
         return frozenset(shell.magics_manager.magics.get("line", {}))
 
-    def do_history(self, hist_access_type: str, output: bool, raw: bool, session: int = 0,
+    # ignore[override]: ipykernel's Kernel declares do_history async, its IPythonKernel
+    # (overridden here) defines it as a plain method.
+    def do_history(  # type: ignore[override]
+            self, hist_access_type: str, output: bool, raw: bool, session: int = 0,
                    start: int = 0, stop: int | None = None, n: int | None = None,
                    pattern: str | None = None, unique: bool = False) -> dict[str, Any]:
         """IPython's history, but a range over the running session reports that
         session's real number (IPython's in-memory rows say 0)."""
         reply = super().do_history(hist_access_type, output, raw, session, start, stop, n,
                                    pattern, unique)
-        current = self.shell.history_manager.session_number
+        current = self.own_shell.history_manager.session_number
         if hist_access_type == "range" and session in (0, current):
             reply["history"] = [(current if row[0] == 0 else row[0], *row[1:])
                                 for row in reply.get("history", [])]

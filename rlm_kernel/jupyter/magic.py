@@ -36,20 +36,24 @@ the models among them (falling back to ``RLM_MODEL`` / ``RLM_SUB_MODEL``:
 from __future__ import annotations
 
 import argparse
+import io
 import shlex
 import sys
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 from ..engine import Conversation
 from ..engine.frontends import add_setting_options, config_overrides, positive_int
-from .frontend import FrontendRegistry, StepRenderer
+from .frontend import FrontendRegistry, NotebookExecutor, StepRenderer
 from .run_commands import RunCommands, RunRecord
 from .session import ClientFactory, ModelVariables, NotebookSession
 from .settings import RLMSettings
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 __all__ = ["RLMMagics", "RunRecord"]
 
@@ -89,8 +93,8 @@ class _Parser(argparse.ArgumentParser):
     line's options can be told from the question after them)."""
 
     def __init__(self, *args: Any, usage_line: str = _USAGE, **kwargs: Any) -> None:
-        super().__init__(*args, add_help=False, exit_on_error=False, allow_abbrev=False,
-                         **kwargs)
+        kwargs.update(add_help=False, exit_on_error=False, allow_abbrev=False)
+        super().__init__(*args, **kwargs)
         self.usage_line = usage_line
         self.takes_value: dict[str, bool] = {}
         """Option flag -> whether it takes a value."""
@@ -193,7 +197,8 @@ def parse_line(line: str) -> tuple[argparse.Namespace, str]:
             the usage line.
     """
     parser = _task_options(_Parser(prog="%rlm"))
-    lexer = shlex.shlex(line, posix=True)
+    stream = io.StringIO(line)
+    lexer = shlex.shlex(stream, posix=True)
     lexer.whitespace_split, lexer.commenters = True, ""
     argv: list[str] = []
     pos, explicit = 0, False
@@ -204,7 +209,7 @@ def parse_line(line: str) -> tuple[argparse.Namespace, str]:
             token = lexer.get_token()
         except ValueError as exc:  # unbalanced quotes, a trailing backslash
             raise UsageError(f"%rlm: {exc}\n{_USAGE}") from None
-        pos = lexer.instream.tell()
+        pos = stream.tell()
         return token
 
     while line[pos:].lstrip().startswith("--"):
@@ -253,6 +258,8 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
     def section_names(cls) -> list[str]:
         """Config section: ``c.RLM`` (and ``c.RLMMagics``)."""
         return ["RLM", cls.__name__]
+
+    shell: InteractiveShell  # IPython's Magics allows None; the magics run in a shell
 
     def __init__(self, shell: Any = None, client_factory: ClientFactory | None = None,
                  **kwargs: Any) -> None:
@@ -332,7 +339,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         name, args = opts.words[0], opts.words[1:]
         line_form, cell_form = {
             "continue": (lambda: self._continue(opts, None), lambda: self._continue(opts, cell)),
-            "recorded": (None, lambda: self._use_recorded(cell)),
+            "recorded": (None, lambda: self._use_recorded(cell or "")),  # a cell form
             "vars": (lambda: self._show_vars(opts.context), None),
             "export": (lambda: self._export(args, opts.run, opts.format,
                                             cell_id=_cell_id(self.shell),
@@ -428,7 +435,8 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
         return self._finish(RunRecord(run_id, result, cell_id, setup, renderer.step_outputs,
                                       renderer.execution_counts, renderer.messages))
 
-    def _renderer(self, run_id: str, cell_id: str | None, executor: Any) -> StepRenderer:
+    def _renderer(self, run_id: str, cell_id: str | None, executor: NotebookExecutor,
+                  ) -> StepRenderer:
         """The run's step renderer: comm messages to a frontend extension, else inline
         display updates in the task cell."""
         pub = self.shell.display_pub
@@ -572,8 +580,8 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
             text = src.strip()
             if not text or text.startswith(("%rlm", "%%rlm", "%load_ext rlm_kernel")):
                 continue
-            if getattr(self.shell, "kernel", None) is not None and \
-                    getattr(self.shell.kernel, "prose_tasks", False) and is_prose(text):
+            kernel = getattr(self.shell, "kernel", None)
+            if kernel is not None and getattr(kernel, "prose_tasks", False) and is_prose(text):
                 continue
             cells.append(src)
         return cells

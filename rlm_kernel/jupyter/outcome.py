@@ -18,14 +18,17 @@ line and the export read too):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..engine.frontends import STOP_REASONS, TONES, RunEnding, run_ending
+
+if TYPE_CHECKING:
+    from ..engine import RLMResult
 
 __all__ = ["answer_note", "end_style", "ending_of", "stop_text"]
 
 
-def ending_of(result: Any, no_data: bool | None = None) -> RunEnding:
+def ending_of(result: RLMResult, no_data: bool | None = None) -> RunEnding:
     """How ``result`` (an ``RLMResult``) ended: kind, tone and sentence
     (:func:`~rlm_kernel.engine.answer.sources.run_ending`).
 
@@ -41,8 +44,8 @@ def ending_of(result: Any, no_data: bool | None = None) -> RunEnding:
                       no_data=no_data)
 
 
-def answer_note(answer: str | None, answer_source: str | None, votes: Any = None,
-                stopped_by: str = "final") -> str | None:
+def answer_note(answer: str | None, answer_source: str | None,
+                votes: tuple[int, int] | None = None, stopped_by: str = "final") -> str | None:
     """The sentence that says how ``answer`` was reached when it is not a plain
     success, or None: no answer, or an answer from the user's data at a ``FINAL``
     (or from a result that does not say how).

@@ -6,12 +6,17 @@ A mixin of :class:`~rlm_kernel.jupyter.magic.RLMMagics`, which holds the runs.""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
+from .protocol import RunMessage
 from .session import bind_session_functions
+
+if TYPE_CHECKING:
+    from ..engine import RLMConfig, RLMResult
 
 __all__ = ["RunCommands", "RunRecord"]
 
@@ -21,12 +26,12 @@ class RunRecord:
     """One finished run, kept for ``%rlm export``."""
 
     run_id: str
-    result: Any
+    result: RLMResult
     cell_id: str | None
     setup_cells: list[str]
     step_outputs: list[list[dict[str, Any]]] = field(default_factory=list)
     execution_counts: list[int | None] = field(default_factory=list)
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[RunMessage] = field(default_factory=list)
 
 
 class RunCommands:
@@ -35,6 +40,9 @@ class RunCommands:
 
     runs: dict[str, RunRecord]
     shell: Any
+    # The magics class's methods (jupyter/magic.py, jupyter/settings.py).
+    run_task: Callable[..., Any]
+    run_config: Callable[..., RLMConfig]
 
     def _continue(self, opts: argparse.Namespace, cell: str | None) -> Any:
         """``%rlm continue --from STEP [--run ID]`` (the step's recorded code) or
