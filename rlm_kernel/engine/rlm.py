@@ -66,9 +66,9 @@ class RLM:
             (:func:`~rlm_kernel.engine.session.task.check_tools`).
 
     After every step the termination policy (``config.termination``) is asked with
-    :meth:`Run._action_result` (``output``: the answer of a step that called ``FINAL``,
+    :func:`~rlm_kernel.engine.judging.action_result` (``output``: the answer of a step that called ``FINAL``,
     else the model's own words of the step, never what its code printed; ``metadata``:
-    step, seconds, sub-call count, output length, success) and :meth:`Run._policy_context` (``history``: the steps so far; ``metrics``:
+    step, seconds, sub-call count, output length, success) and :func:`~rlm_kernel.engine.judging.policy_context` (``history``: the steps so far; ``metrics``:
     steps, calls, tokens, USD, seconds, last success).  Code reports a reward or a
     confidence for its step by binding ``RLM_REWARD`` / ``RLM_CONFIDENCE`` to a number
     (:data:`~rlm_kernel.engine.step.SIGNAL_NAMES`); the host takes them out of the
