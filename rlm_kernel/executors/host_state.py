@@ -189,7 +189,8 @@ class StepScope:
 
 
 @contextmanager
-def step_scope(stdout: TextIO | None = None, stderr: TextIO | None = None,
+def step_scope(stdout: TextIO | io.TextIOBase | None = None,
+               stderr: TextIO | io.TextIOBase | None = None,
                *, own_exit: bool = True,
                namespace: MutableMapping[str, Any] | None = None) -> Iterator[StepScope]:
     """Run one step with the host's process state protected (see the module docstring).

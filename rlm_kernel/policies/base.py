@@ -10,6 +10,7 @@ are what policies look at.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -51,7 +52,7 @@ class PolicyContext:
     task: str = ""
     step: int = 0
     max_steps: int = 0
-    variables: dict[str, Any] = field(default_factory=dict)
+    variables: Mapping[str, Any] = field(default_factory=dict)
     history: list[Any] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
 
