@@ -35,6 +35,7 @@ and no litellm.
 
 from __future__ import annotations
 
+from . import moved_modules
 from .config import RLMConfig, Setting
 from .events import Event, Observer, RunObserver
 from .names import RESERVED_NAMES
@@ -43,6 +44,8 @@ from .replay.resume import Continuation
 from .result import RLMResult
 from .rlm import RLM
 from .session.conversation import Conversation
+
+moved_modules.install()  # the 0.1.0 module paths (engine.loop ...) still import, warned
 
 __all__ = [
     "RLM", "RLMConfig", "RLMResult", "Setting",
