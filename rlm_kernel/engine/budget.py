@@ -19,11 +19,12 @@ import math
 import threading
 import time
 from collections import Counter, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..executors import is_quarantined
 from ..models import (
+    CallOptions,
     ClientWrapper,
     Completion,
     LanguageModel,
@@ -330,7 +331,7 @@ class BudgetGuard:
                 elif why is not None:  # only this thread's own calls hold the rest
                     raise BudgetExceeded(why)
                 else:
-                    cap = now if max_tokens is None else min(max_tokens, now)
+                    cap = now if max_tokens is None or now is None else min(max_tokens, now)
                 return self._reserve(me, cap, prompt, prices)
 
     def _reserve(self, me: int, cap: int | None, prompt: int,
@@ -397,9 +398,7 @@ class BudgetedClient(ClientWrapper):
             self._prices = token_prices(self._client)
         return self._prices  # type: ignore[return-value]
 
-    def complete(self, messages: list[dict[str, str]], *, role: str = "root",
-                 stop: list[str] | None = None, max_tokens: int | None = None,
-                 temperature: float | None = None, seed: int | None = None) -> Completion:
+    def call(self, messages: list[dict[str, str]], options: CallOptions) -> Completion:
         """One call, reserved before it is sent and given back after
         (:meth:`BudgetGuard.begin_call`: counted, its prompt weighed at its most
         (:class:`PromptBound`, which then learns the provider's count of it), its
@@ -412,12 +411,10 @@ class BudgetedClient(ClientWrapper):
             LLMError: the call failed.
         """
         reservation = self._guard.begin_call(
-            max_tokens if max_tokens is not None else self.max_tokens,
+            options.max_tokens if options.max_tokens is not None else self.max_tokens,
             self.prompts.tokens(messages), self.prices())
         try:
-            completion = super().complete(messages, role=role, stop=stop,
-                                          max_tokens=reservation.cap, temperature=temperature,
-                                          seed=seed)
+            completion = super().call(messages, replace(options, max_tokens=reservation.cap))
         finally:
             self._guard.end_call(reservation)
         self.prompts.learn(messages, completion.call.prompt_tokens)

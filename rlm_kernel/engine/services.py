@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..executors import Redactor, redact_messages
-from ..models import ClientWrapper, Completion, LanguageModel, UsageLedger, tracing
+from ..models import CallOptions, ClientWrapper, Completion, LanguageModel, UsageLedger, tracing
 from .budget import Budget, BudgetedClient, BudgetGuard
 from .config import RLMConfig
 from .events import Observer
@@ -48,9 +48,7 @@ class RedactedClient(ClientWrapper):
         client: the model client the redacted messages go to.
     """
 
-    def complete(self, messages: list[dict[str, str]], *, role: str = "root",
-                 stop: list[str] | None = None, max_tokens: int | None = None,
-                 temperature: float | None = None, seed: int | None = None) -> Completion:
+    def call(self, messages: list[dict[str, str]], options: CallOptions) -> Completion:
         """The wrapped client's call on the redacted messages (a secret set since the
         last call counts too: the redactor is made per call); see
         ``LanguageModel.complete``.
@@ -58,8 +56,7 @@ class RedactedClient(ClientWrapper):
         Raises:
             LLMError: the call failed.
         """
-        return super().complete(redact_messages(messages, Redactor()), role=role, stop=stop,
-                                max_tokens=max_tokens, temperature=temperature, seed=seed)
+        return super().call(redact_messages(messages, Redactor()), options)
 
 
 def compose_client(client: LanguageModel, guard: BudgetGuard,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import tracing
-from .base import ClientWrapper, LanguageModel, LLMError, Message
+from .base import CallOptions, ClientWrapper, LanguageModel, LLMError, Message
 from .factory import is_embedded, make_client, model_label
 from .litellm_client import LiteLLMClient, import_litellm
 from .prices import TokenPrices, token_prices
@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .local.weights import LocalModelError, get_spec, is_prepared, prepare, weights_path
     from .router import Fleet, RouterClient, fleet_yaml, load_fleet
 
-__all__ = ["ClientWrapper", "LanguageModel", "LiteLLMClient", "LLMError", "Message", "import_litellm",
+__all__ = ["CallOptions", "ClientWrapper", "LanguageModel", "LiteLLMClient", "LLMError", "Message", "import_litellm",
            "is_embedded", "make_client", "model_label", "Completion", "LLMCall", "UsageLedger",
            "configure_cache", "ensure_server", "find_running", "stop_all_servers", "stop_server",
            "LocalModelError", "get_spec", "is_prepared", "prepare", "weights_path", "tracing",

@@ -1,6 +1,9 @@
 """What the engine needs from a model, and nothing else: the :class:`LanguageModel`
-protocol, the chat :data:`Message` shape, :class:`LLMError`, and :class:`ClientWrapper`
-(a client over another one).
+protocol, the chat :data:`Message` shape, one call's options (:class:`CallOptions`),
+:class:`LLMError`, and :class:`ClientWrapper` (a client over another one).
+
+Adding a model option: a field of :class:`CallOptions` and the client that sends it
+(:mod:`rlm_kernel.models.litellm_client`); the wrappers pass options on without naming them.
 
 Every backend (litellm, the embedded server, the scripted stand-in) implements the
 protocol; the engine imports this module and :func:`~rlm_kernel.models.make_client`,
@@ -9,11 +12,12 @@ never a backend.  Shape after alexzhang13/rlm's ``clients/base_lm.py``.
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass, fields
+from typing import Any, Protocol, runtime_checkable
 
 from .usage import Completion, UsageLedger
 
-__all__ = ["ClientWrapper", "LanguageModel", "LLMError", "Message"]
+__all__ = ["CallOptions", "ClientWrapper", "LanguageModel", "LLMError", "Message"]
 
 #: One chat message in OpenAI's format: ``{"role": "system"|"user"|"assistant", "content": str}``.
 Message = dict[str, str]
@@ -21,6 +25,49 @@ Message = dict[str, str]
 
 class LLMError(RuntimeError):
     """A model could not be called; ``str(err)`` is one readable line for the user."""
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """The options of one model call, besides its messages: what
+    :meth:`LanguageModel.complete` takes as keywords (``complete(messages, role="sub")``).
+
+    Attributes:
+        role: ``root`` (a step's reply), ``final`` (the last "answer now" call), ``sub``
+            (an ``llm_query`` sub-call) or ``warmup``; recorded on the call.
+        stop: stop sequences (None: none).
+        max_tokens: the completion cap of this call in tokens (None: the client's).
+        temperature: this call's sampling temperature (None: the client's).
+        seed: this call's sampling seed, sent to the provider as ``seed`` (OpenAI's
+            parameter; llama-cpp-python's server honours it, providers without seeds
+            ignore it); None: the client's default (a fixed seed when ``temperature`` is
+            given, else none).  Candidate runs give each candidate its own
+            (:mod:`rlm_kernel.engine.strategies.candidates`).
+
+    A new option is a field here (default None: "the client's own") and code in the
+    client that sends it; clients that cannot use an option (scripted models) accept
+    and ignore it.
+
+    Raises (on construction):
+        TypeError: an option of another name.
+    """
+
+    role: str = "root"
+    stop: list[str] | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    seed: int | None = None
+
+    def keywords(self) -> dict[str, Any]:
+        """The options as ``complete`` keywords for the next client: ``role``, ``stop``,
+        ``max_tokens`` and ``temperature`` always; an option added after them only when
+        set (not None), so clients written before it keep working."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name in _ALWAYS_SENT or getattr(self, f.name) is not None}
+
+
+#: The options every client has taken since the first protocol; see :meth:`CallOptions.keywords`.
+_ALWAYS_SENT = frozenset({"role", "stop", "max_tokens", "temperature"})
 
 
 @runtime_checkable
@@ -40,9 +87,13 @@ class LanguageModel(Protocol):
     """
 
     model: str
-    max_tokens: int | None
     ledger: UsageLedger | None
     depth: int
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The client's default completion cap in tokens, or None (the provider's)."""
+        ...
 
     @property
     def context_window(self) -> int | None:
@@ -57,37 +108,20 @@ class LanguageModel(Protocol):
         """
         ...
 
-    def complete(
-        self,
-        messages: list[Message],
-        *,
-        role: str = "root",
-        stop: list[str] | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
-    ) -> Completion:
-        """Return the reply to ``messages`` (OpenAI chat format); ``temperature``
-        overrides the client's own for this call (with a fixed ``seed``, so a rerun
-        samples the same reply where the provider supports seeds).
+    def complete(self, messages: list[Message], **options: Any) -> Completion:
+        """Return the reply to ``messages`` (OpenAI chat format).
 
         Args:
             messages: the chat so far.
-            role: ``root`` (a step's reply), ``final`` (the last "answer now" call) or
-                ``sub`` (an ``llm_query`` sub-call); recorded on the call.
-            stop: stop sequences.
-            max_tokens: the completion cap of this call (None: the client's).
-            temperature: this call's sampling temperature (None: the client's).
-            seed: this call's sampling seed, sent to the provider as ``seed`` (OpenAI's
-                parameter; llama-cpp-python's server honours it, providers without
-                seeds ignore it); None: the client's default (a fixed seed when
-                ``temperature`` is given, else none).  Candidate runs give each
-                candidate its own (:mod:`rlm_kernel.engine.strategies.candidates`).  Clients that
-                cannot seed (scripted models) accept and ignore it.
+            **options: this call's options, by keyword: the fields of
+                :class:`CallOptions` (``role``, ``stop``, ``max_tokens``,
+                ``temperature``, ``seed``), each defaulting to the client's own.  A
+                client reads them with ``CallOptions(**options)``.
 
         Raises:
             LLMError: the provider failed after retries, the model is unknown or
                 a key is missing.
+            TypeError: an option :class:`CallOptions` does not have.
         """
         ...
 
@@ -95,8 +129,8 @@ class LanguageModel(Protocol):
 class ClientWrapper:
     """A :class:`LanguageModel` over another one: the wrapped client's facts and hooks
     (``model``, ``max_tokens``, ``context_window``, ``ledger``, ``depth``, ``check``)
-    passed through explicitly; subclasses change :meth:`complete` only (the budget
-    guard, a candidate's sampling).
+    passed through explicitly; subclasses override :meth:`call` only (the budget
+    guard, a candidate's sampling), which gets the call's :class:`CallOptions`.
 
     Args:
         client: the model client to wrap.
@@ -143,15 +177,23 @@ class ClientWrapper:
             LLMError: the model cannot be called."""
         self._client.check()
 
-    def complete(self, messages: list[Message], *, role: str = "root",
-                 stop: list[str] | None = None, max_tokens: int | None = None,
-                 temperature: float | None = None, seed: int | None = None) -> Completion:
-        """The wrapped client's call (``seed`` passed on only when given, so clients
-        written before it existed keep working); see :meth:`LanguageModel.complete`.
+    def complete(self, messages: list[Message], **options: Any) -> Completion:
+        """This wrapper's call (:meth:`call`) with ``options`` read into a
+        :class:`CallOptions`; see :meth:`LanguageModel.complete`.
+
+        Raises:
+            LLMError: the call failed.
+            TypeError: an option :class:`CallOptions` does not have.
+        """
+        return self.call(messages, CallOptions(**options))
+
+    def call(self, messages: list[Message], options: CallOptions) -> Completion:
+        """The one hook a wrapper overrides: here, the wrapped client's call with
+        ``options`` as keywords (:meth:`CallOptions.keywords`).  An override changes
+        what it must (``dataclasses.replace(options, max_tokens=...)``) and passes the
+        rest on unnamed.
 
         Raises:
             LLMError: the call failed.
         """
-        more = {} if seed is None else {"seed": seed}
-        return self._client.complete(messages, role=role, stop=stop, max_tokens=max_tokens,
-                                     temperature=temperature, **more)
+        return self._client.complete(messages, **options.keywords())

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from ..redaction import Redactor, remember_settings
-from .base import LanguageModel, LLMError, Message
+from .base import CallOptions, LanguageModel, LLMError, Message
 from .usage import Completion, LLMCall, UsageLedger
 
 log = logging.getLogger(__name__)
@@ -135,7 +135,7 @@ class LiteLLMClient:
                 self._context_window = int(info.get("max_input_tokens") or 0) or None
             except Exception:  # unmapped model: litellm raises
                 self._context_window = None
-        return self._context_window  # type: ignore[return-value]
+        return self._context_window
 
     def check(self) -> None:
         """Fail fast, before a run starts, on an unknown model or a missing key.
@@ -162,18 +162,11 @@ class LiteLLMClient:
                 "in the environment, or pass an api_key"
             )
 
-    def complete(
-        self,
-        messages: list[Message],
-        *,
-        role: str = "root",
-        stop: list[str] | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
-    ) -> Completion:
-        """Send ``messages`` and return the reply; see :class:`LanguageModel`
-        (``seed`` goes to litellm as ``seed``).
+    def complete(self, messages: list[Message], **options: Any) -> Completion:
+        """Send ``messages`` and return the reply; ``options`` are the call's
+        :class:`~rlm_kernel.models.CallOptions` (see :class:`LanguageModel`; ``seed``
+        goes to litellm as ``seed``).  A new option is sent from
+        :meth:`_request_kwargs`.
 
         Transient failures are retried twice over: by the provider SDK and by
         litellm's own layer (``tenacity``, a declared dependency).
@@ -182,12 +175,14 @@ class LiteLLMClient:
             LLMError: the call failed after retries; its one line names the real
                 cause: the HTTP status and the provider's message, a refused or reset
                 connection to ``api_base``, or no answer within ``timeout`` seconds.
+            TypeError: an option :class:`~rlm_kernel.models.CallOptions` does not have.
         """
+        opts = CallOptions(**options)
         litellm = import_litellm()
-        kwargs = self._request_kwargs(stop, max_tokens, temperature, seed)
-        if self.cache and role == "sub":  # sub-calls only: never the root model's turns
+        kwargs = self._request_kwargs(opts)
+        if self.cache and opts.role == "sub":  # sub-calls only: never the root model's turns
             kwargs["cache"] = {"use-cache": True}
-        return self._send(litellm, messages, role, kwargs)
+        return self._send(litellm, messages, opts.role, kwargs)
 
     def _send(self, litellm: Any, messages: list[Message], role: str,
               kwargs: dict[str, Any]) -> Completion:
@@ -215,12 +210,12 @@ class LiteLLMClient:
         text = response.choices[0].message.content or ""
         return Completion(text=text, call=call)
 
-    def _request_kwargs(self, stop: list[str] | None, max_tokens: int | None,
-                        temperature: float | None,
-                        seed: int | None = None) -> dict[str, Any]:
-        """litellm ``completion`` arguments besides the model and messages: ``seed``
-        when given, else :data:`SAMPLING_SEED` when ``temperature`` overrides the
-        client's."""
+    def _request_kwargs(self, options: CallOptions) -> dict[str, Any]:
+        """litellm ``completion`` arguments besides the model and messages, from the
+        client's settings and this call's ``options``: ``seed`` when given, else
+        :data:`SAMPLING_SEED` when ``temperature`` overrides the client's."""
+        stop, max_tokens = options.stop, options.max_tokens
+        temperature, seed = options.temperature, options.seed
         kwargs: dict[str, Any] = dict(self.extra)
         kwargs["temperature"] = self.temperature if temperature is None else temperature
         if self.api_base:

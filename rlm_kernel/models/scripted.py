@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from .base import LLMError
+from .base import CallOptions, LLMError, Message
 from .prices import TokenPrices
 from .usage import Completion, LLMCall, UsageLedger
 
@@ -58,15 +59,22 @@ class ScriptedModel:
     def check(self) -> None:
         """Scripted models are always available."""
 
-    def complete(self, messages, *, role="root", stop=None, max_tokens=None,
-                 temperature=None, seed=None) -> Completion:
-        """Return the next scripted reply (see class docstring); ``temperature`` and
-        ``seed`` are recorded (:attr:`temperatures`, :attr:`seeds`), not used."""
+    def complete(self, messages: list[Message], **options: Any) -> Completion:
+        """Return the next scripted reply (see class docstring); of the options
+        (:class:`~rlm_kernel.models.CallOptions`) ``role`` chooses the script,
+        ``temperature``, ``seed`` and ``max_tokens`` are recorded (:attr:`temperatures`,
+        :attr:`seeds`, :attr:`caps`), not used.
+
+        Raises:
+            LLMError: the script's next item is an exception.
+            TypeError: an unknown option."""
+        opts = CallOptions(**options)
+        role = opts.role
         with self._lock:
             self.calls.append(list(messages))
-            self.temperatures.append(temperature)
-            self.seeds.append(seed)
-            self.caps.append(max_tokens)
+            self.temperatures.append(opts.temperature)
+            self.seeds.append(opts.seed)
+            self.caps.append(opts.max_tokens)
             if role == "sub" and self._sub is not None:
                 item: Reply = self._sub.pop(0) if self._sub else "sub: out of script"
             elif role == "sub":

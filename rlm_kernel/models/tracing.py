@@ -48,7 +48,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..redaction import Redactor
-from .base import ClientWrapper, Message
+from .base import CallOptions, ClientWrapper, Message
 from .usage import Completion
 
 __all__ = ["TracedClient", "call_attributes", "chat_span", "disable", "enable", "enabled",
@@ -216,9 +216,7 @@ class TracedClient(ClientWrapper):
         client: the model client to trace.
     """
 
-    def complete(self, messages: list[Message], *, role: str = "root",
-                 stop: list[str] | None = None, max_tokens: int | None = None,
-                 temperature: float | None = None, seed: int | None = None) -> Completion:
+    def call(self, messages: list[Message], options: CallOptions) -> Completion:
         """The wrapped client's call inside a ``chat {model}`` span (attributes: the
         model, ``role``, the client's ``depth``; after the reply its tokens, USD, cache
         hit and provider); see ``LanguageModel.complete``.
@@ -226,10 +224,8 @@ class TracedClient(ClientWrapper):
         Raises:
             LLMError: the call failed (the span is marked as an error).
         """
-        with chat_span(self.model, role, self.depth or 0) as sp:
-            completion = super().complete(messages, role=role, stop=stop,
-                                          max_tokens=max_tokens, temperature=temperature,
-                                          seed=seed)
+        with chat_span(self.model, options.role, self.depth or 0) as sp:
+            completion = super().call(messages, options)
             if sp is not None:
                 sp.set_attributes(call_attributes(completion.call))
         return completion

@@ -29,7 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from ...executors import Redactor
-from ...models import ClientWrapper, Completion, LanguageModel, LLMCall, LLMError, UsageLedger
+from ...models import (
+    CallOptions,
+    ClientWrapper,
+    Completion,
+    LanguageModel,
+    LLMCall,
+    LLMError,
+    UsageLedger,
+)
 
 __all__ = ["PROMPT_CHARS", "RESPONSE_CHARS", "RecordedClient", "RecordedFirst", "Recorder",
            "Recording", "ReplayModel", "load_recording", "output_digest", "step_exchanges"]
@@ -99,20 +107,17 @@ class RecordedClient(ClientWrapper):
         super().__init__(client)
         self.recorder = recorder
 
-    def complete(self, messages: list[dict[str, str]], *, role: str = "root",
-                 stop: list[str] | None = None, max_tokens: int | None = None,
-                 temperature: float | None = None, seed: int | None = None) -> Completion:
+    def call(self, messages: list[dict[str, str]], options: CallOptions) -> Completion:
         """The wrapped client's call, then its exchange recorded; see
         ``LanguageModel.complete``.
 
         Raises:
             LLMError: the call failed (nothing is recorded).
         """
-        completion = super().complete(messages, role=role, stop=stop, max_tokens=max_tokens,
-                                      temperature=temperature, seed=seed)
+        completion = super().call(messages, options)
         text = getattr(completion, "text", None)
         if isinstance(text, str):
-            self.recorder.record(role, messages, text, self.depth or 0)
+            self.recorder.record(options.role, messages, text, self.depth or 0)
         return completion
 
 
@@ -168,11 +173,14 @@ class ReplayModel:
     def check(self) -> None:
         """Nothing to check: no provider is called."""
 
-    def complete(self, messages: list[dict[str, str]], *, role: str = "root",
-                 stop: list[str] | None = None, max_tokens: int | None = None,
-                 temperature: float | None = None, seed: int | None = None) -> Completion:
-        """The recorded reply for this call (see the class docstring); the sampling
-        arguments are ignored."""
+    def complete(self, messages: list[dict[str, str]], **options: Any) -> Completion:
+        """The recorded reply for this call (see the class docstring); of the options
+        (:class:`~rlm_kernel.models.CallOptions`) only ``role`` is read.
+
+        Raises:
+            LLMError: the record has no reply for this call.
+            TypeError: an unknown option."""
+        role = CallOptions(**options).role
         with self._lock:
             text = self._next_root() if role in _ROOT_ROLES else \
                 self._matching_sub(_request_text(messages))

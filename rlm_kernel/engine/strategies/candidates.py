@@ -56,7 +56,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...executors import Executor, WorkerError
-from ...models import ClientWrapper, Completion, LanguageModel
+from ...models import CallOptions, ClientWrapper, Completion, LanguageModel
 from ..answer.sources import voted_source
 from ..answer.vote import Ballot, Tally, answer_key, tally
 from ..events import (
@@ -113,19 +113,19 @@ class SampledClient(ClientWrapper):
         self.temperature = temperature
         self.seed = seed
 
-    def complete(self, messages: list[dict[str, str]], *, role: str = "root",
-                 stop: list[str] | None = None, max_tokens: int | None = None,
-                 temperature: float | None = None, seed: int | None = None) -> Completion:
+    def call(self, messages: list[dict[str, str]], options: CallOptions) -> Completion:
         """One call of the wrapped client; see ``LanguageModel.complete``.
 
         Raises:
             LLMError: the call failed.
         """
-        if role in _ROOT_ROLES:
-            temperature = self.temperature if temperature is None else temperature
-            seed = self.seed if seed is None else seed
-        return super().complete(messages, role=role, stop=stop, max_tokens=max_tokens,
-                                temperature=temperature, seed=seed)
+        if options.role in _ROOT_ROLES:
+            options = replace(
+                options,
+                temperature=self.temperature if options.temperature is None
+                else options.temperature,
+                seed=self.seed if options.seed is None else options.seed)
+        return super().call(messages, options)
 
 
 @dataclass
@@ -213,7 +213,8 @@ class CandidateRuns:
                 decided = votes.decided(self.total)
                 self._notify_finished(cand, votes, decided)
                 if (decided and self.config.candidates_early_stop) \
-                        or cand.result.stopped_by in _ENDS_THE_RUN or self.broken is not None:
+                        or (cand.result is not None and cand.result.stopped_by in _ENDS_THE_RUN) \
+                        or self.broken is not None:
                     break
         except KeyboardInterrupt:  # outside a run's own handling: keep what was done
             self.done = [c for c in self.done if c.result is not None]
