@@ -38,6 +38,7 @@ from ..redaction import redact_data, redact_text
 
 if TYPE_CHECKING:
     from ..engine import RLMResult
+    from ..engine.frontends import RunEnding
 
 __all__ = ["main", "build_parser", "json_text"]
 
@@ -412,7 +413,7 @@ def _export(result: RLMResult, args: argparse.Namespace) -> str | None:
     return None
 
 
-def _ending(result: RLMResult) -> Any:
+def _ending(result: RLMResult) -> RunEnding:
     """How ``result``'s run ended: the one table's kind, tone and words
     (:func:`~rlm_kernel.engine.answer.sources.run_ending`)."""
     from ..engine.frontends import run_ending

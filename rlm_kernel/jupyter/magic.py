@@ -55,6 +55,8 @@ from .settings import RLMSettings
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
+    from ..engine import Continuation, Event
+
 __all__ = ["RLMMagics", "RunRecord"]
 
 
@@ -354,8 +356,9 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
                              f"\n{_USAGE}")
         return handler()
 
-    def run_task(self, question: str, opts: argparse.Namespace, replay: Any = None,
-                 continuation: Any = None, continues: str | None = None) -> Any:
+    def run_task(self, question: str, opts: argparse.Namespace,
+                 replay: Any = None, continuation: Continuation | None = None,
+                 continues: str | None = None) -> Any:
         """Run one task in the shell's namespace; returns the answer value (or None).
         With ``replay`` (a :class:`~rlm_kernel.engine.replay.recording.Recording`) the
         recorded replies answer instead of any model; with ``continuation`` (an
@@ -410,7 +413,7 @@ class RLMMagics(Magics, RLMSettings, RunCommands):
             view = self._view(cell_id, config.max_iterations, [*plan.variables, *tools])
             notice = [plan.notice] if plan.notice else []
 
-            def observer(event: Any) -> None:
+            def observer(event: Event) -> None:
                 if notice and isinstance(event, RunStarted):  # started: no model call yet
                     print(notice.pop(), flush=True)
                 renderer(event)
