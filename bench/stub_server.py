@@ -42,12 +42,14 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # openai_stub (sibling module)
+
+from openai_stub import StubChatServer  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -95,118 +97,28 @@ def reply_for(messages: list[dict[str, Any]]) -> tuple[str, str]:
     return "root", ROOT_REPLY
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256  # listen() backlog: many workers connecting at once
-
-
-class StubModelServer:
-    """The server itself (run by :func:`main` in the stub's own process).
+def serve(latency: float, slots: int, port: int = 0) -> StubChatServer:
+    """The server itself (run by :func:`main` in the stub's own process): the shared
+    :class:`~openai_stub.StubChatServer` replying :func:`reply_for`, counting ``root``
+    and ``sub`` requests.
 
     Args:
         latency: seconds each request holds its slot.
         slots: requests served at once; the others wait for a slot.
         port: TCP port on 127.0.0.1 (0: a free one).
+
+    Raises:
+        ValueError: ``latency`` < 0 or ``slots`` < 1.
+        OSError: the port cannot be bound.
     """
-
-    def __init__(self, latency: float, slots: int, port: int = 0) -> None:
-        if latency < 0 or slots < 1:
-            raise ValueError("latency must be >= 0 and slots >= 1")
-        self.latency = latency
-        self._slots = threading.BoundedSemaphore(slots)
-        self._lock = threading.Lock()
-        self.counts = self._zero()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # else delayed ACKs add ~40 ms per response
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-            def do_GET(self) -> None:  # noqa: N802 - http.server API
-                if self.path.rstrip("/").endswith("/stats"):
-                    with owner._lock:
-                        self._send(200, dict(owner.counts))
-                elif self.path.rstrip("/").endswith("/models"):
-                    self._send(200, {"object": "list", "data": [
-                        {"id": "stub", "object": "model", "owned_by": "bench"}]})
-                else:
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                path = self.path.rstrip("/")
-                if path.endswith("/reset"):
-                    with owner._lock:
-                        owner.counts = owner._zero()
-                    self._send(200, {"reset": True})
-                elif path.endswith("/chat/completions"):
-                    try:
-                        request = json.loads(body or b"{}")
-                    except ValueError:
-                        self._send(400, {"error": {"message": "the body is not JSON"}})
-                        return
-                    self._send(200, owner.complete(request))
-                else:
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
-
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = _Server(("127.0.0.1", port), Handler)
-
-    @staticmethod
-    def _zero() -> dict[str, int]:
-        return {"requests": 0, "root": 0, "sub": 0, "peak": 0, "in_flight": 0,
-                "waiting": 0, "peak_waiting": 0}
-
-    def _count(self, **delta: int) -> None:
-        with self._lock:
-            c = self.counts
-            for key, value in delta.items():
-                c[key] += value
-            c["peak"] = max(c["peak"], c["in_flight"])
-            c["peak_waiting"] = max(c["peak_waiting"], c["waiting"])
-
-    def complete(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Serve one chat request: wait for a slot, hold it ``latency`` seconds, reply.
-
-        Args:
-            request: the decoded JSON body (``model``, ``messages`` ...).
-
-        Returns:
-            A ``chat.completion`` payload with ``usage``.
-        """
+    def reply(request: dict[str, Any]) -> str:
         kind, text = reply_for(list(request.get("messages") or []))
-        self._count(requests=1, waiting=1, **{kind: 1})
-        with self._slots:
-            self._count(waiting=-1, in_flight=1)
-            try:
-                if self.latency > 0:
-                    time.sleep(self.latency)
-            finally:
-                self._count(in_flight=-1)
-        prompt_tokens, completion_tokens = USAGE
-        return {
-            "id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()),
-            "model": request.get("model", "stub"),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": text}}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
-        }
+        server.count(kind)
+        return text
 
-    @property
-    def port(self) -> int:
-        """The port it listens on."""
-        return int(self.httpd.server_address[1])
+    server = StubChatServer(reply, delay=latency, usage=USAGE, slots=slots, port=port,
+                            kinds=("root", "sub"))
+    return server
 
 
 class StubDeployment:
@@ -295,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0, help="port (0: a free one)")
     args = parser.parse_args(argv)
     try:
-        server = StubModelServer(args.latency, args.slots, args.port)
+        server = serve(args.latency, args.slots, args.port)
     except (ValueError, OSError) as exc:
         parser.error(str(exc))
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(

@@ -13,7 +13,7 @@ The README's fenced code blocks are read by kind:
 * ``text`` blocks: the notebook's prose task, the same test's question.
 
 The model is not the point of these checks: the runs here get their replies from a
-local OpenAI-compatible server (``tests/fake_provider.py``), named as users name a
+local OpenAI-compatible server (``bench/openai_stub.py``), named as users name a
 provider (``RLM_MODEL``, ``OPENAI_API_BASE``).  The embedded model answers the same
 question in the slow tests named in :data:`COMMANDS`.
 """
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_provider import fake_server
+from bench.openai_stub import fake_server
 from tests.jupyter.test_readme_images import (
     DATA_CELL,
     EXPORT_IMAGE,

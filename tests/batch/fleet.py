@@ -1,5 +1,5 @@
 """What the batch and map tests run on: a real local OpenAI-compatible server
-(tests/fake_provider.py) whose every reply is one step of code that sleeps for the
+(bench/openai_stub.py) whose every reply is one step of code that sleeps for the
 seconds its context names and answers with the rest of the context in capitals, reached
 through litellm as ``openai/gpt-4o-mini`` by ``OPENAI_API_BASE``; and a Dask
 ``LocalCluster`` of worker processes that inherit that environment."""
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.fake_provider import fake_provider
+from bench.openai_stub import fake_provider
 
 MODEL = "openai/gpt-4o-mini"
 PROMPT_TOKENS = 100_000

@@ -12,11 +12,11 @@ from multiprocessing import get_context
 
 import pytest
 
+from bench.openai_stub import fake_provider
 from rlm_kernel import RLM
 from rlm_kernel.batch import ContextRef, load_context
 from rlm_kernel.engine import RLMResult
 from tests.batch.fleet import SETTINGS, local_cluster, provider_env
-from tests.fake_provider import fake_provider
 from tests.scripted import scripted_rlm
 
 # The first task works longest: finishing order is the reverse of the input's.

@@ -222,9 +222,9 @@ def test_a_task_sends_back_plain_data_or_its_answers_text(code, monkeypatch):
     is replaced by the answer's text."""
     import pickle
 
+    from bench.openai_stub import fake_provider
     from rlm_kernel.batch import run_row
     from rlm_kernel.engine import RLMConfig
-    from tests.fake_provider import fake_provider
 
     reply = f"```repl\n{code}\n```"
     with fake_provider(lambda n: reply) as (base, _):

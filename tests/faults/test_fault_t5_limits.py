@@ -20,11 +20,11 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
+from bench.openai_stub import send_ok, serve_http
 from rlm_kernel import RLM
 from rlm_kernel.engine.budget import prompt_tokens
 from rlm_kernel.models import Completion, LLMCall, TokenPrices
 from rlm_kernel.models.prices import token_prices
-from tests.fake_provider import send_ok, serve_http
 from tests.replies import block
 from tests.scripted import SCRIPTED_SETTINGS
 

@@ -29,11 +29,11 @@ from typing import Any
 
 import pytest
 
+from bench.openai_stub import send_ok, serve_http
 from rlm_kernel import RLM
 from rlm_kernel.cli import main
 from rlm_kernel.executors import EXECUTOR_KINDS
 from rlm_kernel.models import LiteLLMClient, LLMError, trace_export, tracing
-from tests.fake_provider import send_ok, serve_http
 from tests.replies import block
 from tests.scripted import scripted_rlm
 

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
+from bench.openai_stub import fake_provider
 from rlm_kernel.models import LiteLLMClient, import_litellm
 from rlm_kernel.models import cache as cache_module
 from rlm_kernel.models.cache import configure_cache
-from tests.fake_provider import fake_provider
 
 
 @pytest.fixture()

@@ -1,5 +1,5 @@
 """Model fleets (``c.RLM.router``): real runs through litellm's Router over two local
-OpenAI-compatible servers (tests/fake_provider.py: real HTTP, real litellm)."""
+OpenAI-compatible servers (bench/openai_stub.py: real HTTP, real litellm)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from bench.openai_stub import fake_server
 from rlm_kernel import RLM
 from rlm_kernel.models import LLMError, make_client
 from rlm_kernel.models.router import RouterClient, fleet_yaml, get_router, load_fleet
-from tests.fake_provider import fake_server
 from tests.replies import block
 
 ROOT = Path(__file__).resolve().parents[2]

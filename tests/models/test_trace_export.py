@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from bench.openai_stub import send_ok, serve_http
 from rlm_kernel.engine import RLM
 from rlm_kernel.models import trace_export, tracing
 from rlm_kernel.models.scripted import ScriptedModel
-from tests.fake_provider import send_ok, serve_http
 
 OTEL_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
                   "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS",

@@ -2,7 +2,7 @@
 Phoenix on 127.0.0.1 with its own data folder, telemetry and external resources (web
 fonts) off; ``rlm run --callbacks otel`` in a subprocess with the standard
 ``OTEL_EXPORTER_OTLP_*`` variables, its model a priced one (``openai/gpt-4o-mini``)
-answered by a local OpenAI-compatible server (tests/fake_provider.py), so USD is real.
+answered by a local OpenAI-compatible server (bench/openai_stub.py), so USD is real.
 
 The span tree is read back through Phoenix's own client (run -> steps -> calls, tokens
 and USD on the calls) and its GraphQL API (the cost Phoenix computes and shows), then
@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.fake_provider import fake_server
+from bench.openai_stub import fake_server
 from tests.lab_harness import REPO_ROOT, ServerProcess, chromium_page, free_port, venv_bin
 from tests.replies import block
 

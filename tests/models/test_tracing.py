@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
+from bench.openai_stub import fake_provider
 from rlm_kernel.engine.budget import Budget, BudgetGuard
 from rlm_kernel.engine.replay.recording import Recorder
 from rlm_kernel.engine.services import compose_client
 from rlm_kernel.models import LanguageModel, LiteLLMClient, UsageLedger, tracing
-from tests.fake_provider import fake_provider
 
 HI = [{"role": "user", "content": "hi"}]
 
