@@ -74,7 +74,9 @@ def one_run(code: str, prompts: list[str], sub: LiteLLMClient,
     sub-calls in the ledger)."""
     root = ScriptedModel([f"Ask the helper.\n```repl\n{code}```", '```repl\nFINAL("ok")\n```'])
     executor = PlainExecutor()
-    config = RLMConfig().replace(max_iterations=3, max_concurrency=max_concurrency)
+    config = RLMConfig().replace(max_iterations=3)
+    if max_concurrency is not None:  # None: the default setting
+        config = config.replace(max_concurrency=max_concurrency)
     start = time.perf_counter()
     res = RLM(config=config, root_client=root, sub_client=sub).run(
         "Ask the helper every question.", executor=executor, prompts=prompts)
