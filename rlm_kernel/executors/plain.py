@@ -11,6 +11,7 @@ executor that runs code through a kernel's shell lives beside the kernel.
 from __future__ import annotations
 
 import ast
+import io
 import linecache
 import os
 import threading
@@ -36,6 +37,11 @@ from .timeouts import StepTimeout, time_limit, timeout_message
 from .tracebacks import format_model_traceback
 
 __all__ = ["Executor", "PlainExecutor", "OutputCallback", "StreamTee", "combined_output"]
+
+TextStream = TextIO | io.TextIOBase
+"""A text stream a step writes to: the standard streams, or a
+:class:`~rlm_kernel.executors.streams.StreamTee` (an :class:`io.TextIOBase`, which
+typeshed's nominal ``TextIO`` does not include)."""
 
 ReadWatch = tuple[frozenset[str], frozenset[str]]
 """``(names, attributes)`` whose executed reads a step records
@@ -185,7 +191,7 @@ class PlainExecutor:
         )
 
     @contextmanager
-    def step_context(self, code: str, out: TextIO, err: TextIO,
+    def step_context(self, code: str, out: TextStream, err: TextStream,
                      ) -> Iterator[tuple[str, StepScope]]:
         """The frame of the next step, shared by this executor and the isolated
         executor's worker (which writes to its pipes): ``code`` is registered with
@@ -208,7 +214,7 @@ class PlainExecutor:
             yield filename, scope
 
     def _run_limited(self, code: str, filename: str, timeout: float | None,
-                     err: TextIO, scope: StepScope | None = None,
+                     err: TextStream, scope: StepScope | None = None,
                      ) -> tuple[dict[str, Any] | None, bool]:
         """Run the step under its time limit; (FINAL output or None, success).
 
@@ -233,7 +239,7 @@ class PlainExecutor:
             err.write(f"SystemExit({exc.code!r}) ignored: model code may not exit the REPL\n")
         return None, False
 
-    def _run_code(self, code: str, filename: str, err: TextIO,
+    def _run_code(self, code: str, filename: str, err: TextStream,
                   scope: StepScope | None = None) -> tuple[dict[str, Any] | None, bool]:
         """Compile and run the step; errors in model code are written to ``err``
         (a ``KeyboardInterrupt`` too, unless the user sent it: ``scope.user_interrupt``)."""
@@ -253,7 +259,7 @@ class PlainExecutor:
                 if recorder is not None:
                     self.last_reads = frozenset(recorder.read)
 
-    def _exec(self, body: Any, expr: Any, filename: str, err: TextIO,
+    def _exec(self, body: Any, expr: Any, filename: str, err: TextStream,
               scope: StepScope | None) -> tuple[dict[str, Any] | None, bool]:
         """Run the compiled step (:meth:`_run_code`)."""
         try:
@@ -281,7 +287,7 @@ class PlainExecutor:
             return None, False
         return None, True
 
-    def _report_error(self, exc: BaseException, filename: str, err: TextIO) -> None:
+    def _report_error(self, exc: BaseException, filename: str, err: TextStream) -> None:
         """Write an error of model code to ``err``: its traceback from the step's first
         frame to the model's own line (:mod:`~rlm_kernel.executors.tracebacks`)."""
         err.write(format_model_traceback(exc, filename))

@@ -186,7 +186,7 @@ class IsolatedSteps(IsolatedExecutor):
         plain = report.get("plain") if report is not None else None
         redact = Redactor()
         at = held.rfind(redact(plain)) if isinstance(plain, str) and plain else -1
-        if report is None or at < 0:
+        if report is None or at < 0 or not isinstance(plain, str):
             self._show({"output_type": "stream", "name": "stderr", "text": held})
             return
         try:
@@ -248,7 +248,10 @@ def _frame(filename: str, lineno: int, name: str) -> TracebackType:
     their templates' lines in Python tracebacks)."""
     line = min(max(int(lineno), 1), _MAX_LINE)  # the worker's number: bounded here
     code = compile("\n" * (line - 1) + "raise _rlm_raised_", filename, "exec")
-    code = code.replace(co_name=name, co_qualname=name)
+    if sys.version_info >= (3, 11):
+        code = code.replace(co_name=name, co_qualname=name)
+    else:  # no qualified name of its own before 3.11
+        code = code.replace(co_name=name)
     try:
         exec(code, {"__name__": "__rlm_isolated__", "_rlm_raised_": _Raised})
     except _Raised:
@@ -281,7 +284,8 @@ def error_output(shell: Any, report: dict[str, Any], step_counts: dict[str, int]
     Raises:
         Exception: a report IPython could not format (the caller shows the text).
     """
-    sources = report.get("sources") if isinstance(report.get("sources"), dict) else {}
+    said = report.get("sources")
+    sources = said if isinstance(said, dict) else {}
     names: dict[str, str] = {}  # worker file -> the name it is shown under here
     filename_map = getattr(shell.compile, "_filename_map", None)
     added: list[str] = []
