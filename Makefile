@@ -60,7 +60,9 @@ setup: $(PY)
 demo: setup
 	$(PY) scripts/demo.py
 
+# The static checks first (lint), then the suite; lint runs after setup has made the venv.
 test: setup
+	$(MAKE) lint
 	$(PY) -m pytest -v --nbval-lax tests notebooks
 
 # Rewrite the locks from pyproject.toml (and requirements/build.in), keeping the versions
@@ -73,8 +75,12 @@ lock: $(PY)
 test-fast: $(PY)
 	$(PY) -m pytest -m "not slow" -q
 
+# ruff; the import contracts ([tool.importlinter]); mypy on rlm_kernel ([tool.mypy]).
+# It needs the venv of `make setup` and never runs setup itself.
 lint:
 	$(VENV)/bin/ruff check rlm_kernel tests bench scripts docs/hooks.py
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 # The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or a
 # docstring that names a parameter wrongly fails.  docs-serve: http://127.0.0.1:8000.
@@ -90,4 +96,4 @@ bench: setup
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache
