@@ -44,7 +44,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from IPython.core.error import UsageError
 
@@ -56,8 +56,12 @@ from ..engine.frontends import (
     answer_text,
     user_variables,
 )
-from ..executors import Executor
 from ..termination import resolve_final_var
+
+if TYPE_CHECKING:
+    from ..engine import RLM, RLMResult
+    from .frontend import NotebookExecutor
+    from .isolated_steps import IsolatedSteps
 
 __all__ = ["RUN_NAMES", "ClientFactory", "ModelVariables", "NotebookSession", "TaskPlan",
            "added_names", "assigned_names", "bind_session_functions", "final_outside_run", "lent_namespace",
@@ -188,7 +192,7 @@ class TaskPlan:
     variables: dict[str, Any]
     protected: list[str]
     history: Conversation | None
-    executor: Any
+    executor: NotebookExecutor
     isolated: bool = False
     results: list[str] = field(default_factory=list)
     notice: str | None = None
@@ -353,7 +357,8 @@ class NotebookSession:
 
                 missing: list[str] = []
                 try:
-                    missing = copy_back(plan.executor, plan.results, ns)
+                    steps = cast("IsolatedSteps", plan.executor)  # an isolated plan's
+                    missing = copy_back(steps, plan.results, ns)
                 except WorkerError as exc:  # its names went with the worker
                     print(f"RLM: --results: nothing copied back: {exc}", file=sys.stderr)
                 finally:
@@ -377,7 +382,7 @@ class NotebookSession:
             print(f"RLM: this task had no data of yours, so the names its code made were "
                   f"removed: {', '.join(added)}.", flush=True)
 
-    def run(self, rlm: Any, question: str, plan: TaskPlan, **kwargs: Any) -> Any:
+    def run(self, rlm: RLM, question: str, plan: TaskPlan, **kwargs: Any) -> RLMResult:
         """Run ``question`` with the engine's ``rlm`` on the plan's executor, inputs,
         protected names and conversation, the namespace lent for the run only
         (:func:`lent_namespace`); ``kwargs`` go to ``RLM.run``.  Returns its result
@@ -396,7 +401,7 @@ class NotebookSession:
             except WorkerError as exc:  # before the run: binding the task's inputs
                 raise UsageError(f"%rlm --isolated: {exc}") from None
 
-    def record(self, result: Any, plan: TaskPlan, run_id: str) -> None:
+    def record(self, result: RLMResult, plan: TaskPlan, run_id: str) -> None:
         """Add the finished task to the conversation (a later task is told it).  The
         variables a task without data made and left are no longer left
         (:attr:`TaskPlan.removed`): the result says so, and a later task is not told
@@ -418,7 +423,8 @@ class NotebookSession:
         settings = self.settings
         return settings.run_config().router if settings is not None else None
 
-    def _executor(self, config: RLMConfig, isolated: bool, counted: bool) -> Executor:
+    def _executor(self, config: RLMConfig, isolated: bool, counted: bool,
+                  ) -> NotebookExecutor:
         """Where one task's code runs, chosen by
         :func:`~rlm_kernel.executors.executor_for`: a sandboxed worker with ``isolated``
         (:class:`~rlm_kernel.jupyter.isolated_steps.IsolatedSteps`, closed when the task
@@ -444,11 +450,11 @@ class NotebookSession:
         workdir = config.workdir
         if isolated and workdir and not os.path.isdir(workdir):
             raise UsageError(f"%rlm --workdir: {workdir!r} is not a folder")
-        try:
-            return executor_for(
+        try:  # the two makers given make notebook executors (IsolatedSteps, ShellExecutor)
+            return cast("NotebookExecutor", executor_for(
                 "isolated" if isolated else "in-process", workdir=workdir or None,
                 isolated_options=config.isolated_options(), isolated=sandboxed,
-                in_process=lambda: ShellExecutor(self.shell, store_history=counted))
+                in_process=lambda: ShellExecutor(self.shell, store_history=counted)))
         except ValueError as exc:  # a folder the wall refuses (the root, ...)
             raise UsageError(f"%rlm --workdir: {exc}") from None
         except WorkerError as exc:
