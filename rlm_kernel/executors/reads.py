@@ -168,8 +168,9 @@ class ReadInstrumenter(ast.NodeTransformer):
         return node
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
-        main = reads_main_variable(node) and node.func.id in self.names  # type: ignore[attr-defined]
-        helper = node.func.id if main else None  # type: ignore[attr-defined]
+        func = node.func
+        main = isinstance(func, ast.Name) and reads_main_variable(node) and func.id in self.names
+        helper = func.id if main and isinstance(func, ast.Name) else None
         texts = [t for a in (*node.args, *(k.value for k in node.keywords))
                  if (t := _text(a, self.names)) is not None]
         if isinstance(node.func, ast.Name) and node.func.id == "FINAL_VAR" and node.args \

@@ -440,7 +440,7 @@ _MESSAGE_LIMITS = {"max_str_len": 64 << 20, "max_bin_len": 1 << 31, "max_array_l
                    "max_map_len": 1 << 20, "max_ext_len": 0}
 
 
-def unpack(body: bytes) -> dict[str, Any]:
+def unpack(body: bytes | bytearray) -> dict[str, Any]:
     """A message from a frame's body (the host reads untrusted ones).
 
     Raises:
@@ -550,7 +550,7 @@ class Channel:
             message["payload"] = self._read(size, deadline)
         return message
 
-    def _read(self, size: int, deadline: float | None) -> bytes:
+    def _read(self, size: int, deadline: float | None) -> bytes | bytearray:
         buf = bytearray(size)
         view, got = memoryview(buf), 0
         while got < size:
@@ -565,7 +565,7 @@ class Channel:
             if n == 0:
                 raise ChannelClosed("the peer closed the channel")
             got += n
-        return bytes(buf) if size < 1 << 20 else buf  # type: ignore[return-value]
+        return bytes(buf) if size < 1 << 20 else buf  # a large one is not copied
 
     def close(self) -> None:
         try:

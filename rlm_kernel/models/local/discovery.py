@@ -128,7 +128,7 @@ def start_lock(spec: LocalModelSpec, timeout: float | None = None) -> Iterator[b
                 fcntl.flock(fh, fcntl.LOCK_EX | (0 if deadline is None else fcntl.LOCK_NB))
                 break
             except BlockingIOError:
-                if time.monotonic() >= deadline:  # type: ignore[operator]
+                if deadline is not None and time.monotonic() >= deadline:
                     yield False
                     return
                 time.sleep(0.05)
