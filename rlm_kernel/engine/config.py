@@ -202,6 +202,13 @@ class RLMConfig:
         None, "Working folder: model code runs with it as its current folder and gets "
         "ls, read, grep, apply_patch and bash confined to it (isolated: nothing outside "
         "it is writable); None: no folder helpers.", flag="--workdir")
+    test_command: str | None = _opt(
+        None, "The command run_tests() runs in the working folder (a command line, e.g. "
+        "'pytest -q tests'); None: pytest when the folder has tests or a pytest "
+        "configuration, else 'make test'.", flag="--test-command")
+    test_timeout: float = _opt(
+        300.0, "Seconds a run_tests() run may take; then its process group is killed.",
+        low=0.1, flag="--test-timeout")
     pass_env: tuple[str, ...] = _opt(
         (), "Environment variables passed to model code by name (['DB_HOST', 'DB_USER'], "
         "or one text 'DB_HOST,DB_USER' split at commas and spaces): the isolated "

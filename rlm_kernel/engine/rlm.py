@@ -210,7 +210,9 @@ class RLM:
         try:
             return WorkFolder(self.config.workdir,
                               max_output_chars=self.config.max_output_chars,
-                              pass_env=self.config.pass_env)
+                              pass_env=self.config.pass_env,
+                              test_command=self.config.test_command,
+                              test_timeout=self.config.test_timeout)
         except (FileNotFoundError, NotADirectoryError) as exc:
             raise ValueError(f"workdir: {exc}") from None
 
@@ -297,5 +299,5 @@ class RLM:
             runs = CandidateRuns(question, variables, services, executor=executor, task=task)
             return runs.execute(continuation)
         run = Run(question, variables, services, executor=executor, depth=0,
-                  child_runner=child_runner(services, 0, executor), task=task)
+                  child_runner=child_runner(services, 0, executor, task.folder), task=task)
         return run.execute(continuation)

@@ -1,7 +1,7 @@
 """The environment of every process model code runs in: an allow-list, not the host's.
 
 The isolated executor's worker and a working folder's commands (``bash``, ``grep`` ...
-started by :func:`~rlm_kernel.executors.workfolder.run_command`) get
+started by :func:`~rlm_kernel.executors.commands.run_command`) get
 :func:`model_code_environ`: the variables Python and the helpers need, and nothing else
 of the host's, whatever the other variables are called (a ``DB_PASS`` or a
 ``SERVICE_URL`` with a password in it stays out as surely as ``OPENAI_API_KEY``):

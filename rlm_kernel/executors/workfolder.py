@@ -1,5 +1,8 @@
-"""A working folder and the file helpers model code gets for it: ``ls``, ``read``, ``grep``,
-``apply_patch`` and ``bash`` (issue 19, item 5; the REPL of spec 003 has the same five).
+"""A working folder and the helpers model code gets for it: ``ls``, ``read``, ``grep``,
+``apply_patch``, ``bash`` and ``run_tests`` (the REPL of spec 003 has the same six;
+``run_tests`` is :mod:`~rlm_kernel.executors.test_runs`).  A sub-agent (an
+``rlm_query`` child) gets the folder as :class:`SubAgentFolder`: ``apply_patch`` and
+``run_tests`` refused, as spec 003 removes them from sub-agents.
 
 :class:`WorkFolder` holds the folder's resolved path and the limits; its methods are the
 helpers, bound into the REPL namespace by name (:meth:`WorkFolder.functions`), and
@@ -48,27 +51,26 @@ lines, not their counts.
 
 from __future__ import annotations
 
-import codecs
 import inspect
 import logging
 import os
 import re
-import selectors
 import shutil
-import signal
 import stat
-import subprocess
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..text import PRINT_LESS, HeadTail, middle_cut
-from .environment import model_code_environ, passed_names
+from ..text import HeadTail, middle_cut
+from .commands import DEFAULT_KILL_GRACE, CommandResult, run_command, signal_name
+from .environment import passed_names
+from .test_runs import run_tests
 
 __all__ = ["WorkFolder", "CommandResult", "run_command", "signal_name", "PORTABLE",
-           "DEFAULT_TIMEOUT", "DEFAULT_BASH_TIMEOUT", "DEFAULT_OUTPUT_CHARS", "HELPER_NAMES"]
+           "DEFAULT_TIMEOUT", "DEFAULT_BASH_TIMEOUT", "DEFAULT_OUTPUT_CHARS", "HELPER_NAMES",
+           "SUB_AGENT_REFUSED", "SubAgentFolder"]
 
 log = logging.getLogger(__name__)
 
@@ -78,16 +80,14 @@ DEFAULT_BASH_TIMEOUT = 90.0
 """Seconds a ``bash`` command may take."""
 DEFAULT_OUTPUT_CHARS = 3000
 """Characters of a helper's result shown before the middle is cut."""
-DEFAULT_KILL_GRACE = 2.0
-"""Seconds between ``SIGTERM`` and ``SIGKILL`` to a command's process group."""
-LINGER_SECONDS = 0.3
-"""Seconds a command's output pipe may stay open after the command ended (processes it
-left in the background) before they are stopped."""
-HELPER_NAMES = ("ls", "read", "grep", "apply_patch", "bash")
+HELPER_NAMES = ("ls", "read", "grep", "apply_patch", "bash", "run_tests")
+SUB_AGENT_REFUSED = ("apply_patch", "run_tests")
+"""Helpers an ``rlm_query`` child (a sub-agent) may not call: spec 003 removes
+``finish``, ``apply_patch`` and ``run_tests`` from sub-agents, so only the top-level run
+changes the folder and judges it (``finish`` is bound by the engine, not here)."""
 PORTABLE = "__rlm_portable__"
 """Attribute of a callable that may be copied into an isolated REPL (pickled) and run
 there instead of being served from the host."""
-_READ_CHUNK = 1 << 16
 _LS_MAX_ENTRIES = 2000
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -96,132 +96,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _portable(fn: F) -> F:
     setattr(fn, PORTABLE, True)
     return fn
-
-
-# -- processes ---------------------------------------------------------------------------
-@dataclass
-class CommandResult:
-    """What :func:`run_command` gives back.
-
-    Attributes:
-        output: stdout and stderr interleaved, decoded (UTF-8, bad bytes replaced) and
-            clipped; exit_code: the command's status (negative: killed by that signal);
-        timed_out: the time limit stopped it; seconds: wall time; cut: characters of
-            output not kept.
-    """
-
-    output: str
-    exit_code: int | None
-    timed_out: bool
-    seconds: float
-    cut: int
-
-
-def _exited(pid: int) -> bool:
-    """Whether ``pid`` (our child) has ended, without reaping it: its zombie keeps the
-    process-group id from being reused until the group is killed."""
-    try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True
-
-
-def _killpg(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def run_command(argv: list[str], *, cwd: str, timeout: float, max_chars: int,
-                kill_grace: float = DEFAULT_KILL_GRACE,
-                hint: str = PRINT_LESS, pass_env: Iterable[str] = ()) -> CommandResult:
-    """Run ``argv`` in a new session with a hard time limit and bounded output.
-
-    The command's process group gets ``SIGTERM`` when ``timeout`` seconds have passed
-    (or when the command has ended but processes it started keep its output open for
-    :data:`LINGER_SECONDS`), and ``SIGKILL`` ``kill_grace`` seconds later; the group is
-    always sent ``SIGKILL`` before this returns, and on any exception (a step's own
-    time limit, an interrupt) as well.
-
-    Args:
-        argv: the program and its arguments (no shell unless ``argv`` names one).
-        cwd: its working folder.
-        timeout: seconds before it is stopped.
-        max_chars: characters of output kept (head and tail, as
-            :func:`rlm_kernel.text.middle_cut` keeps them; the rest is counted).
-        kill_grace: seconds between ``SIGTERM`` and ``SIGKILL``.
-        hint: what the truncation note tells the reader to do.
-        pass_env: names of the variables the command gets beyond the allow-list of
-            :func:`~rlm_kernel.executors.environment.model_code_environ` (the
-            ``pass_env`` setting; ``RLM_PASS_ENV`` names more).
-
-    Raises:
-        FileNotFoundError: the program does not exist.
-    """
-    start = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True,
-                            env=model_code_environ(pass_env), close_fds=True)
-    assert proc.stdout is not None
-    out = proc.stdout.fileno()
-    os.set_blocking(out, False)
-    kept = HeadTail(max_chars)
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    sel = selectors.DefaultSelector()
-    sel.register(out, selectors.EVENT_READ)
-    pidfd = None
-    if hasattr(os, "pidfd_open"):
-        try:
-            pidfd = os.pidfd_open(proc.pid)
-            sel.register(pidfd, selectors.EVENT_READ)
-        except OSError:
-            pidfd = None
-    deadline = start + timeout
-    timed_out = exited = eof = False
-    ended_at: float | None = None
-    stop_at: float | None = None  # SIGTERM sent: SIGKILL at this time
-    try:
-        while not (exited and eof):
-            now = time.monotonic()
-            if stop_at is None and now >= deadline:
-                timed_out = True
-            if stop_at is None and (timed_out or (ended_at is not None
-                                                  and now - ended_at >= LINGER_SECONDS)):
-                _killpg(proc.pid, signal.SIGTERM)
-                stop_at = now + kill_grace
-            if stop_at is not None and now >= stop_at:
-                break
-            wait = min(0.05 if pidfd is None else 0.25,
-                       (stop_at if stop_at is not None else deadline) - now)
-            for key, _ in sel.select(max(wait, 0)):
-                if key.fd == out:
-                    try:
-                        chunk = os.read(out, _READ_CHUNK)
-                    except BlockingIOError:
-                        continue
-                    if chunk:
-                        kept.add(decoder.decode(chunk))
-                    else:
-                        eof = True
-                        sel.unregister(out)
-                elif key.fd == pidfd:
-                    sel.unregister(pidfd)
-                    exited = True
-            if not exited and pidfd is None:
-                exited = _exited(proc.pid)
-            if exited and ended_at is None:
-                ended_at = time.monotonic()
-    finally:
-        _killpg(proc.pid, signal.SIGKILL)  # whatever is left of the group
-        proc.wait()
-        sel.close()
-        if pidfd is not None:
-            os.close(pidfd)
-        proc.stdout.close()
-    kept.add(decoder.decode(b"", final=True))
-    return CommandResult(output=kept.text(hint), exit_code=proc.returncode,
-                         timed_out=timed_out, seconds=time.monotonic() - start, cut=kept.cut)
 
 
 # -- the folder ---------------------------------------------------------------------------
@@ -234,9 +108,13 @@ class WorkFolder:
         bash_timeout: seconds a ``bash`` command may take (a call may ask for less).
         max_output_chars: characters of a helper's result before its middle is cut.
         kill_grace: seconds between ``SIGTERM`` and ``SIGKILL`` to a process group.
-        pass_env: names of the environment variables ``grep`` and ``bash`` get beyond
-            the allow-list (:mod:`~rlm_kernel.executors.environment`): a list, or one
-            text separated by commas or spaces.
+        pass_env: names of the environment variables ``grep``, ``bash`` and
+            ``run_tests`` get beyond the allow-list
+            (:mod:`~rlm_kernel.executors.environment`): a list, or one text separated by
+            commas or spaces.
+        test_command: the command ``run_tests`` runs (a command line); None: found from
+            the folder (:func:`~rlm_kernel.executors.test_runs.find_test_command`).
+        test_timeout: seconds a ``run_tests`` run may take.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
@@ -249,7 +127,8 @@ class WorkFolder:
                  bash_timeout: float = DEFAULT_BASH_TIMEOUT,
                  max_output_chars: int = DEFAULT_OUTPUT_CHARS,
                  kill_grace: float = DEFAULT_KILL_GRACE,
-                 pass_env: str | Iterable[str] = ()) -> None:
+                 pass_env: str | Iterable[str] = (), test_command: str | None = None,
+                 test_timeout: float = 300.0) -> None:
         root = os.path.realpath(os.fspath(path))
         if not os.path.exists(root):
             raise FileNotFoundError(f"working folder {os.fspath(path)!r} does not exist")
@@ -257,19 +136,28 @@ class WorkFolder:
             raise NotADirectoryError(f"working folder {os.fspath(path)!r} is not a folder")
         for name, value in (("timeout", timeout), ("bash_timeout", bash_timeout),
                             ("max_output_chars", max_output_chars),
-                            ("kill_grace", kill_grace)):
+                            ("kill_grace", kill_grace), ("test_timeout", test_timeout)):
             if not value > 0:
                 raise ValueError(f"{name} must be positive, not {value!r}")
         self.root = root
         self.timeout, self.bash_timeout = float(timeout), float(bash_timeout)
         self.max_output_chars, self.kill_grace = int(max_output_chars), float(kill_grace)
         self.pass_env = tuple(passed_names(pass_env, environ={}))
+        self.test_command = test_command or None
+        self.test_timeout = float(test_timeout)
 
     def __repr__(self) -> str:
-        return f"WorkFolder({self.root!r})"
+        return f"{type(self).__name__}({self.root!r})"
+
+    def for_sub_agent(self) -> SubAgentFolder:
+        """The same folder and limits as a sub-agent sees them: without
+        :data:`SUB_AGENT_REFUSED` (calling one raises :class:`PermissionError`)."""
+        child = SubAgentFolder.__new__(SubAgentFolder)
+        child.__dict__.update(self.__dict__)
+        return child
 
     # -- for the engine ---------------------------------------------------------------
-    def functions(self) -> dict[str, Callable[..., str]]:
+    def functions(self) -> dict[str, Callable[..., Any]]:
         """The helpers by the names model code calls them (:data:`HELPER_NAMES`).  Keep
         the returned objects: a bound method is a new object at each attribute access."""
         return {name: getattr(self, name) for name in HELPER_NAMES}
@@ -278,14 +166,19 @@ class WorkFolder:
         """One line per helper for the model's prompt: ``- name(signature) -> str: what it
         does`` (its docstring's first line, with this folder's limits)."""
         lines = []
-        for name in HELPER_NAMES:
+        for name in self._offered():
             fn = getattr(self, name)
             params = ", ".join(p.name if p.default is inspect.Parameter.empty
                                else f"{p.name}={p.default!r}"
                                for p in inspect.signature(fn).parameters.values())
             summary = (inspect.getdoc(fn) or "").split("\n\n")[0].replace("\n", " ")
-            lines.append(f"- {name}({params}) -> str: {summary}")
+            returns = "TestRun" if name == "run_tests" else "str"
+            lines.append(f"- {name}({params}) -> {returns}: {summary}")
         return lines
+
+    def _offered(self) -> tuple[str, ...]:
+        """The helpers the prompt lists."""
+        return HELPER_NAMES
 
     def prompt_section(self) -> str:
         """The paragraph that tells the model about the folder and its helpers."""
@@ -294,7 +187,9 @@ class WorkFolder:
                 "files (each returns text; print it):\n" + "\n".join(self.prompt_lines())
                 + f"\nA result longer than {self.max_output_chars:,} characters is cut in "
                 "the middle; file helpers stop after "
-                f"{self.timeout:g} s, bash after {self.bash_timeout:g} s.")
+                f"{self.timeout:g} s, bash after {self.bash_timeout:g} s"
+                + (f", run_tests after {self.test_timeout:g} s." if "run_tests"
+                   in self._offered() else "."))
 
     # -- paths ------------------------------------------------------------------------
     def resolve(self, path: str | os.PathLike[str]) -> Path:
@@ -490,6 +385,22 @@ class WorkFolder:
         return text
 
     @_portable
+    def run_tests(self) -> Any:
+        """Run the folder's tests: a TestRun with passed, failed, errors, exit_code, seconds and output (print it).
+
+        The command is the ``test_command`` setting, or pytest when the folder has tests,
+        else ``make test`` (:mod:`~rlm_kernel.executors.test_runs`); it runs as ``bash``
+        does, its process group killed after ``test_timeout`` seconds.
+
+        Raises:
+            ValueError: no test command is set and none is found (the message says how
+                to set one).
+            FileNotFoundError: the command's program does not exist.
+        """
+        return run_tests(self.root, self.test_command, timeout=self.test_timeout,
+                         max_chars=self.max_output_chars, pass_env=self.pass_env)
+
+    @_portable
     def apply_patch(self, patch: str) -> str:
         """Apply a unified diff (--- a/file, +++ b/file, @@ hunks); /dev/null creates or deletes a file.
 
@@ -562,13 +473,42 @@ class WorkFolder:
         return "Applied: " + "; ".join(summary)
 
 
-def signal_name(number: int) -> str:
-    """The name of signal ``number`` (``SIGKILL``), or ``signal N`` for a number that
-    names none here."""
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
+
+
+class SubAgentFolder(WorkFolder):
+    """A working folder as an ``rlm_query`` child sees it: the parent's folder and
+    limits, its reading helpers and ``bash``, but not :data:`SUB_AGENT_REFUSED`; those
+    stay bound (their names are reserved in the REPL) and raise
+    :class:`PermissionError` with one readable sentence.  Made by
+    :meth:`WorkFolder.for_sub_agent`.  ``bash`` could still write files: the refusal
+    follows spec 003's list, it is not a wall."""
+
+    def _offered(self) -> tuple[str, ...]:
+        return tuple(n for n in HELPER_NAMES if n not in SUB_AGENT_REFUSED)
+
+    @_portable
+    def apply_patch(self, patch: str) -> str:
+        """Refused to a sub-agent.
+
+        Raises:
+            PermissionError: always.
+        """
+        raise PermissionError(_refusal("apply_patch"))
+
+    @_portable
+    def run_tests(self) -> Any:
+        """Refused to a sub-agent.
+
+        Raises:
+            PermissionError: always.
+        """
+        raise PermissionError(_refusal("run_tests"))
+
+
+def _refusal(name: str) -> str:
+    return (f"{name}() is not available to a sub-agent (an rlm_query run): only the "
+            "top-level run changes the working folder, runs its tests and finishes; "
+            "return what you found as your answer instead")
 
 
 # -- unified diffs ------------------------------------------------------------------------

@@ -115,6 +115,8 @@ class RLM(Configurable):
     executor = _setting_trait("executor")
     memory_limit = _setting_trait("memory_limit")
     workdir = _setting_trait("workdir")
+    test_command = _setting_trait("test_command")
+    test_timeout = _setting_trait("test_timeout")
     pass_env = _setting_trait("pass_env")
 
     # Beside the run settings (the models among them): the widgets, the warm start,

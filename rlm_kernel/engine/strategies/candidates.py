@@ -242,7 +242,9 @@ class CandidateRuns:
         services = replace(self.services, root=root, sub=sub, recorder=cand.recorder,
                            observer=self._observer(cand, temperature, seed), replay=None)
         run = Run(self.question, self.variables, services, executor=self.executor, depth=0,
-                  child_runner=child_runner(services, 0, self.executor), task=self.task)
+                  child_runner=child_runner(services, 0, self.executor,
+                                           self.task.folder if self.task else None),
+                  task=self.task)
         self.done.append(cand)
         try:
             cand.result = res = run.execute(continuation)

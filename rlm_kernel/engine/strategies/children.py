@@ -7,17 +7,18 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ...executors import Executor, executor_for
+from ...executors import Executor, WorkFolder, executor_for
 from ..budget import BudgetExceeded
 from ..prompts import sub_run_failed
 from ..run import Run
 from ..services import RunServices
+from ..session.task import TaskSpec
 
 __all__ = ["child_runner"]
 
 
-def child_runner(services: RunServices, depth: int,
-                 parent: Executor) -> Callable[[str, Any], str | None]:
+def child_runner(services: RunServices, depth: int, parent: Executor,
+                 folder: WorkFolder | None = None) -> Callable[[str, Any], str | None]:
     """``run_child(prompt, context)`` for a run at ``depth`` on ``services``: a child
     :class:`Run` one level deeper (its own executor of ``config.executor``'s kind, of
     its parent's kind when that is None (:func:`~rlm_kernel.executors.executor_for`),
@@ -34,6 +35,9 @@ def child_runner(services: RunServices, depth: int,
         services: the parent run's services.
         depth: the parent run's depth (0 = top level).
         parent: the parent run's executor (its kind is the child's default).
+        folder: the parent's working folder, or None; the child gets its helpers as a
+            sub-agent sees them (:meth:`~rlm_kernel.executors.workfolder.WorkFolder.for_sub_agent`:
+            ``apply_patch`` and ``run_tests`` refused, no ``finish``).
 
     The returned function returns the child's answer text, or ``"Error: ..."`` when the
     child ended without one.
@@ -45,6 +49,7 @@ def child_runner(services: RunServices, depth: int,
     child = replace(services, config=config.replace(max_iterations=config.child_max_iterations),
                     replay=None)
     depth += 1
+    sub_folder = None if folder is None else folder.for_sub_agent()
 
     def run_child(prompt: str, context: Any) -> str | None:
         if depth > config.max_depth:
@@ -54,7 +59,8 @@ def child_runner(services: RunServices, depth: int,
                                 isolated_options=config.isolated_options())
         try:
             run = Run(prompt, variables, child, executor=executor, depth=depth,
-                      child_runner=child_runner(child, depth, executor))
+                      child_runner=child_runner(child, depth, executor, sub_folder),
+                      task=TaskSpec(folder=sub_folder))
             res = run.execute()
         finally:
             executor.close()

@@ -19,12 +19,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from ..commands import signal_name
 from ..environment import model_code_environ
 from ..memory_watch import SandboxMeter
 from ..sandbox import PACKAGE_ROOT, Cgroups, WorkerError, process_tree
 from ..wire import Channel, ChannelClosed, ProtocolError
 from ..worker import ERRORS
-from ..workfolder import signal_name
 
 __all__ = ["Child", "WORKER_BOOT", "NPROC_SLACK", "OWN_PROCESSES", "tmpfs_size", "child_env",
            "user_processes", "exit_reason", "channel_problem", "cleanup"]
