@@ -200,7 +200,7 @@ class RLMConfig:
         "no limit.", low=64 << 20, flag="--memory-limit")
     workdir: str | None = _opt(
         None, "Working folder: model code runs with it as its current folder and gets "
-        "ls, read, grep, apply_patch and bash confined to it (isolated: nothing outside "
+        "ls, read, grep, apply_patch, bash and run_tests confined to it (isolated: nothing outside "
         "it is writable); None: no folder helpers.", flag="--workdir")
     test_command: str | None = _opt(
         None, "The command run_tests() runs in the working folder (a command line, e.g. "
