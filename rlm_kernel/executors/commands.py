@@ -24,8 +24,10 @@ from ..text import PRINT_LESS, HeadTail
 from .environment import model_code_environ
 
 __all__ = ["CommandResult", "run_command", "signal_name", "DEFAULT_KILL_GRACE",
-           "LINGER_SECONDS"]
+           "DEFAULT_OUTPUT_CHARS", "LINGER_SECONDS"]
 
+DEFAULT_OUTPUT_CHARS = 3000
+"""Characters of a helper's result shown before the middle is cut."""
 DEFAULT_KILL_GRACE = 2.0
 """Seconds between ``SIGTERM`` and ``SIGKILL`` to a command's process group."""
 LINGER_SECONDS = 0.3

@@ -20,6 +20,7 @@ from __future__ import annotations
 import configparser
 import logging
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -30,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .commands import run_command
+from .commands import DEFAULT_OUTPUT_CHARS, run_command
 
 __all__ = ["TestRun", "TestCommandMissing", "find_test_command", "run_tests",
            "DEFAULT_TEST_TIMEOUT"]
@@ -44,6 +45,8 @@ _SKIPPED_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".tox",
                  "build", "dist"}
 _SEARCH_DEPTH = 4
 """Folder levels searched for test files (the folder itself is level 0)."""
+_MAKE_TEST_RULE = re.compile(r"test\s*::?(?!=)")
+"""A Makefile line that starts a ``test`` rule (``test:`` or ``test::``, not ``test :=``)."""
 
 
 class TestCommandMissing(ValueError):
@@ -58,7 +61,8 @@ class TestRun:
     """What ``run_tests()`` gives back.
 
     Attributes:
-        command: the program and arguments that ran.
+        command: the test command as given or found (the report options added for
+            pytest not shown).
         passed / failed / errors / skipped: test counts from pytest's JUnit XML report;
             None when the runner is not pytest or wrote no report.
         exit_code: the command's status (negative: killed by that signal); None if it
@@ -169,8 +173,7 @@ def _make_has_test(root: Path) -> bool:
                 text = path.read_text(errors="replace")
             except OSError:
                 return False
-            return any(line.startswith(("test:", "test ::", "test::")) for line in
-                       text.splitlines())
+            return any(_MAKE_TEST_RULE.match(line) for line in text.splitlines())
     return False
 
 
@@ -232,7 +235,7 @@ def _counts(report: Path) -> tuple[int, int, int, int] | None:
 
 
 def run_tests(root: str | os.PathLike[str], command: str | Sequence[str] | None = None, *,
-              timeout: float = DEFAULT_TEST_TIMEOUT, max_chars: int = 3000,
+              timeout: float = DEFAULT_TEST_TIMEOUT, max_chars: int = DEFAULT_OUTPUT_CHARS,
               pass_env: Iterable[str] = (), junit_dir: str | None = None) -> TestRun:
     """Run the folder's tests and read their counts.
 
@@ -277,7 +280,7 @@ def run_tests(root: str | os.PathLike[str], command: str | Sequence[str] | None 
     finally:
         shutil.rmtree(report_dir, ignore_errors=True)
     passed, failed, errors, skipped = counts if counts is not None else (None,) * 4
-    return TestRun(command=full if not pytest else argv, passed=passed, failed=failed,
+    return TestRun(command=argv, passed=passed, failed=failed,
                    errors=errors, skipped=skipped, exit_code=result.exit_code,
                    seconds=result.seconds, timed_out=result.timed_out,
                    output=result.output, cut=result.cut)

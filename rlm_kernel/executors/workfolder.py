@@ -64,9 +64,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..text import HeadTail, middle_cut
-from .commands import DEFAULT_KILL_GRACE, CommandResult, run_command, signal_name
+from .commands import (
+    DEFAULT_KILL_GRACE,
+    DEFAULT_OUTPUT_CHARS,
+    CommandResult,
+    run_command,
+    signal_name,
+)
 from .environment import passed_names
-from .test_runs import run_tests
+from .test_runs import DEFAULT_TEST_TIMEOUT, run_tests
 
 __all__ = ["WorkFolder", "CommandResult", "run_command", "signal_name", "PORTABLE",
            "DEFAULT_TIMEOUT", "DEFAULT_BASH_TIMEOUT", "DEFAULT_OUTPUT_CHARS", "HELPER_NAMES",
@@ -78,8 +84,6 @@ DEFAULT_TIMEOUT = 30.0
 """Seconds ``ls``, ``read``, ``grep`` and ``apply_patch`` may take."""
 DEFAULT_BASH_TIMEOUT = 90.0
 """Seconds a ``bash`` command may take."""
-DEFAULT_OUTPUT_CHARS = 3000
-"""Characters of a helper's result shown before the middle is cut."""
 HELPER_NAMES = ("ls", "read", "grep", "apply_patch", "bash", "run_tests")
 SUB_AGENT_REFUSED = ("apply_patch", "run_tests")
 """Helpers an ``rlm_query`` child (a sub-agent) may not call: spec 003 removes
@@ -128,7 +132,7 @@ class WorkFolder:
                  max_output_chars: int = DEFAULT_OUTPUT_CHARS,
                  kill_grace: float = DEFAULT_KILL_GRACE,
                  pass_env: str | Iterable[str] = (), test_command: str | None = None,
-                 test_timeout: float = 300.0) -> None:
+                 test_timeout: float = DEFAULT_TEST_TIMEOUT) -> None:
         root = os.path.realpath(os.fspath(path))
         if not os.path.exists(root):
             raise FileNotFoundError(f"working folder {os.fspath(path)!r} does not exist")
@@ -152,9 +156,11 @@ class WorkFolder:
     def for_sub_agent(self) -> SubAgentFolder:
         """The same folder and limits as a sub-agent sees them: without
         :data:`SUB_AGENT_REFUSED` (calling one raises :class:`PermissionError`)."""
-        child = SubAgentFolder.__new__(SubAgentFolder)
-        child.__dict__.update(self.__dict__)
-        return child
+        return SubAgentFolder(self.root, timeout=self.timeout, bash_timeout=self.bash_timeout,
+                              max_output_chars=self.max_output_chars,
+                              kill_grace=self.kill_grace, pass_env=self.pass_env,
+                              test_command=self.test_command,
+                              test_timeout=self.test_timeout)
 
     # -- for the engine ---------------------------------------------------------------
     def functions(self) -> dict[str, Callable[..., Any]]:

@@ -124,6 +124,24 @@ def test_a_run_past_its_time_limit_is_killed_with_its_group(tmp_path: Path) -> N
     assert not ours
 
 
+def test_the_tests_get_the_cut_environment(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SERVICE_API_KEY", "sk-run-tests-canary-0451")
+    monkeypatch.setenv("DB_HOST", "db.internal")
+    body = """
+        import os
+
+        def test_env():
+            print("seen:", sorted(os.environ))
+            assert "SERVICE_API_KEY" not in os.environ
+    """
+    run = run_tests(_project(tmp_path / "p", body), "pytest -s", timeout=120)
+    assert run.ok and "sk-run-tests-canary-0451" not in run.output
+    assert "DB_HOST" not in run.output
+    passed = run_tests(tmp_path / "p", "pytest -s", timeout=120, pass_env=["DB_HOST"])
+    assert "DB_HOST" in passed.output and passed.ok
+
+
 def test_long_output_is_cut(tmp_path: Path) -> None:
     body = """
         def test_loud():
