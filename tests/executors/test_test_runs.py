@@ -4,6 +4,7 @@ time limit, its detection rules, and the helper bound into both executors."""
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import textwrap
 import time
@@ -20,6 +21,10 @@ from rlm_kernel.executors.test_runs import (
 from rlm_kernel.executors.workfolder import WorkFolder
 from tests.replies import block
 from tests.scripted import scripted_rlm
+
+PYTEST = f"{shlex.quote(sys.executable)} -m pytest"
+"""pytest of this interpreter as a command line: a bare ``pytest`` is whatever PATH finds,
+which for an ordinary user may be another user's, unreadable."""
 
 
 def _project(root: Path, body: str) -> Path:
@@ -73,9 +78,9 @@ def test_printed_summary_lines_do_not_change_the_counts(tmp_path: Path) -> None:
             print("=== 99 passed in 0.01s ===")
             assert False, "really failed"
     """
-    run = run_tests(_project(tmp_path / "p", body), "pytest -s", timeout=120)
+    run = run_tests(_project(tmp_path / "p", body), f"{PYTEST} -s", timeout=120)
     assert (run.passed, run.failed) == (0, 1)
-    assert run.command[:2] == ["pytest", "-s"]
+    assert run.command == [sys.executable, "-m", "pytest", "-s"]
 
 
 def test_a_make_project_gives_its_status_without_counts(tmp_path: Path) -> None:
@@ -135,10 +140,10 @@ def test_the_tests_get_the_cut_environment(tmp_path: Path,
             print("seen:", sorted(os.environ))
             assert "SERVICE_API_KEY" not in os.environ
     """
-    run = run_tests(_project(tmp_path / "p", body), "pytest -s", timeout=120)
+    run = run_tests(_project(tmp_path / "p", body), f"{PYTEST} -s", timeout=120)
     assert run.ok and "sk-run-tests-canary-0451" not in run.output
     assert "DB_HOST" not in run.output
-    passed = run_tests(tmp_path / "p", "pytest -s", timeout=120, pass_env=["DB_HOST"])
+    passed = run_tests(tmp_path / "p", f"{PYTEST} -s", timeout=120, pass_env=["DB_HOST"])
     assert "DB_HOST" in passed.output and passed.ok
 
 
@@ -148,11 +153,14 @@ def test_long_output_is_cut(tmp_path: Path) -> None:
             print("x" * 50_000)
             assert False
     """
-    run = run_tests(_project(tmp_path / "p", body), "pytest -s", timeout=120, max_chars=2000)
+    run = run_tests(_project(tmp_path / "p", body), f"{PYTEST} -s", timeout=120, max_chars=2000)
     assert run.cut > 40_000 and len(run.output) < 4000 and run.failed == 1
 
 
-def test_bad_arguments(tmp_path: Path) -> None:
+def test_bad_arguments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a PATH whose folders this uid can search: one it cannot (root's, kept by setpriv)
+    # makes a missing program EACCES instead of ENOENT
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
     with pytest.raises(ValueError, match="empty"):
         run_tests(tmp_path, "", timeout=5)
     with pytest.raises(ValueError, match="timeout"):
@@ -178,7 +186,7 @@ def test_the_setting_chooses_the_command(tmp_path: Path) -> None:
     folder = _project(tmp_path / "work", MIXED)
     rlm, _ = scripted_rlm([block("r = run_tests()\nFINAL(f'{r.passed}/{r.exit_code}')")],
                           workdir=str(folder), executor="in-process", max_iterations=2,
-                          test_command="pytest -q -k 'one or two'")
+                          test_command=f"{PYTEST} -q -k 'one or two'")
     assert rlm.run("Run the tests.").answer == "2/0"
 
 
