@@ -72,6 +72,8 @@ class RLMResult:
             None when there is no answer.
         votes: after a vote, ``(k, n)``: k of the n candidates agreed with the
             answer; else None.
+        diff: in a working-folder run ended by ``finish()``, the folder's change as a
+            unified diff computed by the host (empty when nothing changed); else None.
     """
 
     question: str
@@ -96,6 +98,7 @@ class RLMResult:
     new_variables: list[REPLVariable] = field(default_factory=list)
     answer_source: str | None = None
     votes: tuple[int, int] | None = None
+    diff: str | None = None
 
     @property
     def steps(self) -> int:
@@ -169,6 +172,8 @@ class RLMResult:
         if self.conversation:
             data["conversation"] = list(self.conversation)
         data["new_variables"] = [v.to_dict() for v in self.new_variables]
+        if self.diff is not None:
+            data["diff"] = self.diff
         return redact_data(data)
 
     def redact(self) -> RLMResult:
