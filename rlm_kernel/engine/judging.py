@@ -155,9 +155,13 @@ class Judge:
 
     def accept(self, outcome: StepOutcome) -> None:
         """End the run with ``outcome``'s FINAL as the answer, and say how it was reached
-        (:meth:`source`; a FINAL written in prose is taken from text)."""
+        (:meth:`source`; a FINAL written in prose is taken from text; a ``finish()``:
+        ``"finish"``, its diff in ``RLMResult.diff``)."""
         self.result.answer, self.result.answer_value = outcome.answer, outcome.answer_value
         self.result.stopped_by = "final"
+        if outcome.finished:  # the answer is the host's diff of the folder
+            self.result.answer_source, self.result.diff = "finish", outcome.diff
+            return
         self.result.answer_source = self.source(outcome, from_text=not outcome.code)
 
     def source(self, outcome: StepOutcome | None = None, *, forced: bool = False,

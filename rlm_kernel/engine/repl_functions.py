@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn
 
 from ..context import DataHelper, current_namespace, data_helpers
-from ..executors import Redactor, host_thread
+from ..executors import FolderBaseline, FolderDiffError, Redactor, host_thread, sub_agent_refusal
 from ..models import LanguageModel, LLMError, UsageLedger, make_client
 from ..termination import FINAL, FINAL_VAR, FinalOutput
 from .answer.final import FinalRecord
@@ -60,8 +60,10 @@ class REPLFunctions:
                  child_runner: Callable[[str, Any], str | None] | None = None,
                  client_kwargs: dict[str, Any] | None = None,
                  data_name: str = "context",
-                 compose: Callable[[LanguageModel], LanguageModel] | None = None) -> None:
+                 compose: Callable[[LanguageModel], LanguageModel] | None = None,
+                 baseline: FolderBaseline | None = None) -> None:
         self.data_name = data_name
+        self.baseline = baseline
         self.sub_client = sub_client
         self.guard = guard
         self.namespace = namespace
@@ -114,6 +116,33 @@ class REPLFunctions:
         except FinalOutput as exc:
             self.finals.keep(exc.output)
             raise
+
+    def finish(self, message: str | None = None) -> NoReturn:
+        """``finish(message=None)``, bound in a working-folder run: end the run as
+        ``FINAL`` does, its answer ``message`` and the folder's change as a unified diff.
+        The diff is computed here, by the host, from the folder as the run found it
+        (:class:`~rlm_kernel.executors.folder_diff.FolderBaseline`): model code cannot
+        hand in one of its own.  The record is kept host-side as a ``FINAL``'s is:
+        ``{"type": "finish", "message": str | None, "diff": str | None, "problem": str |
+        None}`` (``problem``: why there is no diff, e.g. git is not installed).
+
+        Raises:
+            FinalOutput: the run's end (always, once the arguments are right).
+            PermissionError: the run is a sub-agent's (an ``rlm_query`` child): only the
+                top-level run finishes (spec 003).
+            TypeError: ``message`` is not a ``str`` or None.
+        """
+        if self.baseline is None:
+            raise PermissionError(sub_agent_refusal("finish"))
+        if message is not None and type(message) is not str:
+            raise TypeError(f"finish: message is a str or None, not {type(message).__name__}")
+        try:
+            diff, problem = self.baseline.diff(), None
+        except FolderDiffError as exc:
+            diff, problem = None, str(exc)
+        output = {"type": "finish", "message": message, "diff": diff, "problem": problem}
+        self.finals.keep(output)
+        raise FinalOutput(output)
 
     def take_final(self) -> dict[str, Any] | None:
         """The first ``FINAL``/``FINAL_VAR`` recorded since the last call, or None

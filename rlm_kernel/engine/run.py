@@ -55,7 +55,7 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import replace
 from typing import Any
 
-from ..executors import Executor, WorkerError, run_deadline
+from ..executors import Executor, FolderBaseline, WorkerError, run_deadline
 from ..models import LanguageModel, LLMError, tracing
 from ..policies import PolicyRegistry
 from ..redaction import redact_text
@@ -174,10 +174,13 @@ class Run:
         self.start = time.perf_counter()
         self.executor_error: Exception | None = None  # the error of the REPL that ended it
         cfg, root = services.config, services.root_client
+        # the folder as the run found it, kept by the host for finish() (top level only)
+        self.baseline = FolderBaseline.take(task.folder.root) \
+            if task.folder is not None and task.folder.finishes else None
         self.space = space = set_up_namespace(
             executor, variables, task, protect_inputs=cfg.protect_inputs,
             functions=lambda ns: _repl_functions(services, ns, variables, depth,
-                                                 child_runner, self.notify))
+                                                 child_runner, self.notify, self.baseline))
         metas = [describe_variable(n, v, preview_length=cfg.preview_chars)
                  for n, v in variables.items()]
         self.result = RLMResult(
@@ -236,6 +239,8 @@ class Run:
                 result.traceback = "".join(traceback.format_exception(exc))
             finally:
                 self._clean_up()
+                if self.baseline is not None:
+                    self.baseline.close()
                 _finish(result, services, self.start)
                 self.notify(RunFinished(result=result, answer_source=result.answer_source,
                                         votes=result.votes))
@@ -445,9 +450,11 @@ class Run:
 def _repl_functions(services: RunServices, ns: MutableMapping[str, Any],
                     variables: dict[str, Any], depth: int,
                     child_runner: Callable[[str, Any], str | None] | None,
-                    notify: Callable[[Event], None]) -> REPLFunctions:
+                    notify: Callable[[Event], None],
+                    baseline: FolderBaseline | None = None) -> REPLFunctions:
     """A run's REPL functions (``llm_query``, ``rlm_query``, ``FINAL`` ...) on ``ns``,
-    calling the services' sub-model client; their ``sub_call`` events go to ``notify``."""
+    calling the services' sub-model client; their ``sub_call`` events go to ``notify``;
+    ``finish`` diffs the folder against ``baseline`` (None: refused)."""
     cfg = services.config
     functions = REPLFunctions(
         services.sub_client, services.guard, ns, depth=depth,
@@ -455,7 +462,7 @@ def _repl_functions(services: RunServices, ns: MutableMapping[str, Any],
         client_kwargs={"temperature": cfg.temperature, "max_tokens": cfg.max_sub_tokens,
                        "cache": cfg.cache is not None, "router": cfg.router},
         data_name="context" if "context" in variables else next(iter(variables), "context"),
-        compose=services.compose)
+        compose=services.compose, baseline=baseline)
     functions.notify = notify
     return functions
 

@@ -58,6 +58,9 @@ class StepOutcome:
             :data:`SIGNAL_NAMES` (either may be absent).
         names_read: the watched names the code read while it ran
             (``REPLResult.names_read``; None: not recorded).
+        finished: the step ended the run with ``finish()`` (then ``final`` too).
+        diff: ``finish()``'s diff of the working folder, computed by the host (None:
+            not finished, or no diff could be computed).
     """
 
     reply: str
@@ -74,6 +77,8 @@ class StepOutcome:
     llm_calls: list[dict[str, Any]] = field(default_factory=list)
     signals: dict[str, float] = field(default_factory=dict)
     names_read: frozenset[str] | None = None
+    finished: bool = False
+    diff: str | None = None
 
 
 @dataclass(frozen=True)

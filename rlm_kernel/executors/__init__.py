@@ -44,9 +44,10 @@ from .timeouts import MIN_SECONDS, StepTimeout, time_limit, timeout_message
 from .tracebacks import trim_exception, trim_traceback
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .folder_diff import FolderBaseline, FolderDiffError
     from .isolated import DEFAULT_MEMORY, IsolatedExecutor, RemoteValue, WorkerError
     from .redaction import Redactor, redact_messages, redact_output
-    from .workfolder import WorkFolder
+    from .workfolder import WorkFolder, sub_agent_refusal
 
 __all__ = ["Executor", "PlainExecutor", "OutputCallback", "StreamTee", "combined_output",
            "new_executor", "executor_for", "close_executor", "EXECUTOR_KINDS",
@@ -57,7 +58,8 @@ __all__ = ["Executor", "PlainExecutor", "OutputCallback", "StreamTee", "combined
            "trim_traceback", "user_interrupts_kept", "RemoteValue", "MAX_KEPT_CHARS",
            "DEFAULT_MEMORY", "SupportsDeadline", "run_deadline", "PASS_ENV_VARIABLE",
            "passed_names", "SupportsDescribe", "variable_ids", "ReadWatch", "DATA_HELPERS",
-           "reads_main_variable", "ReadInstrumenter", "recording"]
+           "reads_main_variable", "ReadInstrumenter", "recording", "FolderBaseline",
+           "FolderDiffError", "sub_agent_refusal"]
 
 # Names whose modules load on first use.  The worker process runs as ``python -m
 # rlm_kernel.executors.worker`` and imports this package first: it must not import the
@@ -65,7 +67,8 @@ __all__ = ["Executor", "PlainExecutor", "OutputCallback", "StreamTee", "combined
 # for the host-only modules at every start.
 _LAZY = {"DEFAULT_MEMORY": "isolated", "IsolatedExecutor": "isolated",
          "RemoteValue": "isolated", "WorkerError": "isolated", "WorkFolder": "workfolder",
-         "Redactor": "redaction", "redact_messages": "redaction", "redact_output": "redaction"}
+         "sub_agent_refusal": "workfolder", "FolderBaseline": "folder_diff",
+         "FolderDiffError": "folder_diff", "Redactor": "redaction", "redact_messages": "redaction", "redact_output": "redaction"}
 
 
 def __getattr__(name: str) -> Any:

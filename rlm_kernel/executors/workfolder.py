@@ -76,7 +76,7 @@ from .test_runs import DEFAULT_TEST_TIMEOUT, run_tests
 
 __all__ = ["WorkFolder", "CommandResult", "run_command", "signal_name", "PORTABLE",
            "DEFAULT_TIMEOUT", "DEFAULT_BASH_TIMEOUT", "DEFAULT_OUTPUT_CHARS", "HELPER_NAMES",
-           "SUB_AGENT_REFUSED", "SubAgentFolder"]
+           "SUB_AGENT_REFUSED", "FINISH_LINE", "SubAgentFolder", "sub_agent_refusal"]
 
 log = logging.getLogger(__name__)
 
@@ -85,10 +85,16 @@ DEFAULT_TIMEOUT = 30.0
 DEFAULT_BASH_TIMEOUT = 90.0
 """Seconds a ``bash`` command may take."""
 HELPER_NAMES = ("ls", "read", "grep", "apply_patch", "bash", "run_tests")
-SUB_AGENT_REFUSED = ("apply_patch", "run_tests")
-"""Helpers an ``rlm_query`` child (a sub-agent) may not call: spec 003 removes
-``finish``, ``apply_patch`` and ``run_tests`` from sub-agents, so only the top-level run
-changes the folder and judges it (``finish`` is bound by the engine, not here)."""
+SUB_AGENT_REFUSED = ("finish", "apply_patch", "run_tests")
+"""What an ``rlm_query`` child (a sub-agent) may not call: spec 003 removes ``finish``,
+``apply_patch`` and ``run_tests`` from sub-agents, so only the top-level run changes the
+folder, judges it and ends with its change.  ``finish`` is bound by the engine
+(:meth:`~rlm_kernel.engine.repl_functions.REPLFunctions.finish`: it ends the run), not
+here; its line in the prompt is :data:`FINISH_LINE`."""
+FINISH_LINE = ("- finish(message=None): end the run, as FINAL does, when your change is "
+               "made: the answer is your message and the folder's change as a unified "
+               "diff, which the host computes (do not write the diff yourself)")
+"""The prompt's line for ``finish`` (a top-level run's folder only)."""
 PORTABLE = "__rlm_portable__"
 """Attribute of a callable that may be copied into an isolated REPL (pickled) and run
 there instead of being served from the host."""
@@ -186,6 +192,11 @@ class WorkFolder:
         """The helpers the prompt lists."""
         return HELPER_NAMES
 
+    @property
+    def finishes(self) -> bool:
+        """True when a run in this folder may end with ``finish()`` (not a sub-agent's)."""
+        return True
+
     def prompt_section(self) -> str:
         """The paragraph that tells the model about the folder and its helpers."""
         return (f"Working folder: your code runs in {self.root} (the current folder). "
@@ -195,7 +206,8 @@ class WorkFolder:
                 "the middle; file helpers stop after "
                 f"{self.timeout:g} s, bash after {self.bash_timeout:g} s"
                 + (f", run_tests after {self.test_timeout:g} s." if "run_tests"
-                   in self._offered() else "."))
+                   in self._offered() else ".")
+                + (f"\n{FINISH_LINE}." if self.finishes else ""))
 
     # -- paths ------------------------------------------------------------------------
     def resolve(self, path: str | os.PathLike[str]) -> Path:
@@ -492,6 +504,10 @@ class SubAgentFolder(WorkFolder):
     def _offered(self) -> tuple[str, ...]:
         return tuple(n for n in HELPER_NAMES if n not in SUB_AGENT_REFUSED)
 
+    @property
+    def finishes(self) -> bool:
+        return False
+
     @_portable
     def apply_patch(self, patch: str) -> str:
         """Refused to a sub-agent.
@@ -499,7 +515,7 @@ class SubAgentFolder(WorkFolder):
         Raises:
             PermissionError: always.
         """
-        raise PermissionError(_refusal("apply_patch"))
+        raise PermissionError(sub_agent_refusal("apply_patch"))
 
     @_portable
     def run_tests(self) -> Any:
@@ -508,10 +524,12 @@ class SubAgentFolder(WorkFolder):
         Raises:
             PermissionError: always.
         """
-        raise PermissionError(_refusal("run_tests"))
+        raise PermissionError(sub_agent_refusal("run_tests"))
 
 
-def _refusal(name: str) -> str:
+def sub_agent_refusal(name: str) -> str:
+    """The one sentence a sub-agent's model code gets for a helper of
+    :data:`SUB_AGENT_REFUSED` (as a :class:`PermissionError`)."""
     return (f"{name}() is not available to a sub-agent (an rlm_query run): only the "
             "top-level run changes the working folder, runs its tests and finishes; "
             "return what you found as your answer instead")

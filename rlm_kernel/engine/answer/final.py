@@ -22,7 +22,7 @@ from ...executors import is_quarantined
 from ...termination import detect_final_in_text, resolve_final_var
 from ..prompts import final_var_failed
 
-__all__ = ["FinalRecord", "final_from_text", "record_value"]
+__all__ = ["FinalRecord", "final_from_text", "finish_answer", "record_value"]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,23 @@ def record_value(record: Mapping[str, Any], namespace: Any) -> tuple[Any, str | 
         return resolve_final_var(record["var"], namespace), None
     except KeyError as exc:
         return None, final_var_failed(str(exc.args[0]))
+
+
+def finish_answer(record: Mapping[str, Any]) -> tuple[str, str | None]:
+    """The answer of a ``finish()`` record
+    (:meth:`~rlm_kernel.engine.repl_functions.REPLFunctions.finish`): ``(text, diff)``.
+    The text is the message, a blank line, then the diff (or a note: the folder did not
+    change; no diff could be computed, and why); ``diff`` is the diff alone (``""``: no
+    change), or None when it could not be computed."""
+    message, diff = record.get("message"), record.get("diff")
+    if diff is None:
+        problem = record.get("problem") or "no diff could be computed"
+        tail = f"(no diff of the working folder: {problem})"
+    else:
+        tail = diff if diff.strip() else "(the working folder did not change)"
+    text = f"{message.rstrip()}\n\n{tail}" if isinstance(message, str) and message.strip() \
+        else tail
+    return text, diff
 
 
 def final_from_text(reply: str, ns: Any) -> tuple[bool, Any, str | None]:

@@ -53,6 +53,10 @@ if it still does not parse, a whole-word match of each name counts).
    termination policy's answer made of the model's words), not from an executed ``FINAL``;
 5. ``data``: an executed ``FINAL``/``FINAL_VAR`` in a run that read the user's data.
 
+A run a working folder's ``finish()`` ended is ``finish``: its answer is the folder's
+change as the host computed it (:mod:`~rlm_kernel.executors.folder_diff`), not a value
+these rules judge.
+
 A candidates run turns its chosen candidate's ``data`` or ``output`` into ``vote``
 (:func:`voted_source`); the warnings 1-3 stay: a vote does not remedy them.
 """
@@ -246,7 +250,7 @@ class AnswerSource:
         phrase (str): the words, lower-case, without a final period, read after "The
             answer was ..." (:func:`how_reached`, :func:`run_ending`): the same words in
             the task cell, the answer cell, the export, ``rlm run`` and ``--json``.
-        tone (str): a key of :data:`TONES`: ``ok`` (green) for ``data`` only; every
+        tone (str): a key of :data:`TONES`: ``ok`` (green) for ``data`` and ``finish`` only; every
             other kind is shown for what it is, ``caution`` (amber).
         no_data_phrase (str | None): :attr:`phrase` when the run was given no data at
             all (``no_input`` only).
@@ -277,6 +281,8 @@ ANSWER_SOURCE_KINDS: dict[str, AnswerSource] = {
     "no_input": AnswerSource("reached without reading your data",
                              no_data_phrase="reached without any data (none was given)"),
     "forced": AnswerSource("the model's best guess, asked for after the run stopped early"),
+    "finish": AnswerSource("the change the model's code made to the working folder, "
+                           "as a diff the host computed (finish())", tone="ok"),
 }
 """How an answer was reached, by ``RLMResult.answer_source`` kind: the one table of
 words and tones the command line, the notebook (task cell, answer cell) and the export
@@ -284,8 +290,8 @@ read (:class:`AnswerSource`)."""
 
 ANSWER_SOURCES: dict[str, str] = {kind: s.phrase for kind, s in ANSWER_SOURCE_KINDS.items()}
 """How an answer was reached (``RLMResult.answer_source``), in words
-(:attr:`AnswerSource.phrase`).  Only ``data`` is a plain success; every other kind
-is shown for what it is."""
+(:attr:`AnswerSource.phrase`).  Only ``data`` and ``finish`` (a working folder's change,
+ended by ``finish()``) are a plain success; every other kind is shown for what it is."""
 
 
 @dataclass(frozen=True)
@@ -377,7 +383,7 @@ def run_ending(has_answer: bool, stopped_by: str, source: str | None,
 
 def is_plain(source: str | None) -> bool:
     """True when an answer reached this way is a plain success, shown green
-    (:attr:`AnswerSource.plain`: ``data``), or when the result does not say (None: a
+    (:attr:`AnswerSource.plain`: ``data``, ``finish``), or when the result does not say (None: a
     result from before answers said how); False for every other kind, known or not."""
     if source is None:
         return True

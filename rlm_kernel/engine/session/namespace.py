@@ -109,8 +109,8 @@ def set_up_namespace(executor: Executor, variables: dict[str, Any], task: TaskSp
                      functions: Callable[[MutableMapping[str, Any]], REPLFunctions],
                      protect_inputs: bool) -> RunNamespace:
     """Bind a run's names into ``executor.namespace``: the variables, the user's tools
-    (in-process: copies), the folder's functions, the earlier tasks' record, then the
-    REPL functions.
+    (in-process: copies), the folder's functions (and the run's ``finish``), the earlier
+    tasks' record, then the REPL functions.
 
     Args:
         executor: where the model's code runs.
@@ -131,6 +131,8 @@ def set_up_namespace(executor: Executor, variables: dict[str, Any], task: TaskSp
         bound[HISTORY_NAME] = task.history.as_data()
     ns.update(bound)
     repl = functions(ns)
+    if task.folder is not None:  # ends the run: the host's, restored like the helpers
+        bound["finish"] = ns["finish"] = repl.finish
     protected = task.protected
     inputs = {n: v for n, v in variables.items()
               if protected is None or n in protected} if protect_inputs else {}

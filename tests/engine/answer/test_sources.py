@@ -92,7 +92,7 @@ def test_the_first_source_that_applies_wins():
     assert [voted_source(s) for s in ("no_input", "ungrounded", "forced", None)] == \
         ["no_input", "ungrounded", "forced", None]
     assert set(ANSWER_SOURCES) == {"data", "output", "ungrounded", "vote", "no_input",
-                                   "forced"}
+                                   "forced", "finish"}
 
 
 def test_how_reached_in_words():
@@ -113,9 +113,10 @@ def test_one_table_gives_each_kind_its_words_and_tone_for_every_view():
         assert words.phrase[0].islower() and not words.phrase.endswith(".")
         assert words.tone in TONES
     assert how_reached("output") == "taken from text the model wrote, not from a FINAL its code ran"
-    # only an answer from the data is a plain success (and a result that does not say)
-    assert [k for k in ANSWER_SOURCE_KINDS if is_plain(k)] == ["data"]
-    assert [k for k, s in ANSWER_SOURCE_KINDS.items() if s.tone == "ok"] == ["data"]
+    # only an answer from the data, or a folder's change ended by finish(), is a plain
+    # success (and a result that does not say)
+    assert [k for k in ANSWER_SOURCE_KINDS if is_plain(k)] == ["data", "finish"]
+    assert [k for k, s in ANSWER_SOURCE_KINDS.items() if s.tone == "ok"] == ["data", "finish"]
     assert is_plain(None) and not is_plain("a kind from elsewhere")
     assert how_reached("a kind from elsewhere") == "a kind from elsewhere"
 
