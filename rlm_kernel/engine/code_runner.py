@@ -184,7 +184,7 @@ class CodeRunner:
         functions, executor = self.space.functions, self.space.executor
         functions.take_final()  # a FINAL left over from outside this step does not count
         calls: list[dict[str, Any]] = []  # this step's llm_query records
-        functions.step_calls = calls
+        functions.step_calls, functions.step = calls, step
         timeout, left = self.config.step_timeout, self.guard.seconds_left()
         if left is not None:
             timeout = max(left, MIN_SECONDS) if timeout is None else \

@@ -20,11 +20,18 @@ from ..models import LanguageModel, LLMError, UsageLedger, make_client
 from ..termination import FINAL, FINAL_VAR, FinalOutput
 from .answer.final import FinalRecord
 from .answer.text import describe_variable
-from .budget import Budget, BudgetGuard
+from .budget import Budget, BudgetExceeded, BudgetGuard
 from .events import Event, SubCall
 from .names import RESERVED_NAMES, SESSION_NAMES, user_variables
-from .prompts import SUB_CALL_SYSTEM_PROMPT, prompt_text, sub_call_error, sub_call_prompt
+from .prompts import (
+    SUB_CALL_SYSTEM_PROMPT,
+    prompt_text,
+    sub_call_error,
+    sub_call_prompt,
+    sub_run_failed,
+)
 from .replay.recording import Recorder
+from .result import ChildRun, RLMResult, child_runs
 from .services import compose_client
 
 __all__ = ["REPLFunctions", "RESERVED_NAMES", "SESSION_NAMES", "session_functions",
@@ -42,9 +49,9 @@ class REPLFunctions:
         namespace: the REPL namespace (for ``SHOW_VARS``).
         depth: recursion depth of the owning run (0 = top level).
         max_concurrency: threads used by ``llm_query_batched``.
-        child_runner: ``callable(prompt, context) -> str | None`` that runs a
-            child RLM one level deeper, or returns None beyond the host's depth
-            limit; supplied by the engine.
+        child_runner: ``callable(prompt, context) -> RLMResult | None`` that runs a
+            child RLM one level deeper and returns its result, or returns None beyond
+            the host's depth limit; supplied by the engine.
         client_kwargs: arguments for clients built for ``llm_query(model=...)``.
         data_name: the variable ``search`` and ``split_documents`` read when no
             data is passed (the run's first input variable, usually ``context``).
@@ -57,7 +64,7 @@ class REPLFunctions:
     def __init__(self, sub_client: LanguageModel, guard: BudgetGuard,
                  namespace: MutableMapping[str, Any], *, depth: int,
                  max_concurrency: int,
-                 child_runner: Callable[[str, Any], str | None] | None = None,
+                 child_runner: Callable[[str, Any], RLMResult | None] | None = None,
                  client_kwargs: dict[str, Any] | None = None,
                  data_name: str = "context",
                  compose: Callable[[LanguageModel], LanguageModel] | None = None,
@@ -73,6 +80,9 @@ class REPLFunctions:
         self.client_kwargs = dict(client_kwargs or {})
         self.compose = compose or (lambda client: compose_client(client, guard, Recorder()))
         self.step_calls: list[dict[str, Any]] = []
+        self.step = 0  # the step whose code is running (set by the code runner)
+        self.children: list[ChildRun] = []  # the child runs of rlm_query, whole tree
+        self._child_count = 0
         self.finals = FinalRecord()  # the step's first FINAL, kept host-side
         self.redact = Redactor()  # secrets out of sub-call records and answers
         self.active_subcalls = 0
@@ -187,7 +197,8 @@ class REPLFunctions:
         with self._lock:
             self.active_subcalls += 1
         try:
-            completion = client.complete(messages, role="sub")
+            completion = client.complete(messages, role="sub",
+                                         **({"depth": self.depth} if self.depth else {}))
         finally:
             with self._lock:
                 self.active_subcalls -= 1
@@ -246,14 +257,28 @@ class REPLFunctions:
         Beyond the host's ``max_depth`` the call is answered by ``llm_query``
         instead (with ``context`` appended as text when given), as in the
         reference RLM.  Returns the child's answer, or ``"Error: ..."`` when
-        the child ended without one.
+        the child ended without one.  The child's run is kept (:attr:`children`, a
+        :class:`~rlm_kernel.engine.result.ChildRun` with the step whose code called
+        this, its conversation and its own children), whatever it ended with.
+
+        Raises:
+            BudgetExceeded: the budget was used up before the call, or the child ran
+                out of it (the parent stops too).
         """
         self.guard.check()
-        answer = None if self.child_runner is None \
+        step = self.step  # the host's count, not model code's
+        res = None if self.child_runner is None \
             else self.child_runner(prompt_text(prompt), context)
-        if answer is None:  # no runner, or the host's depth limit is reached
+        if res is None:  # no runner, or the host's depth limit is reached
             return self.llm_query(sub_call_prompt(prompt, context))
-        return answer
+        with self._lock:
+            self._child_count += 1
+            self.children.extend(child_runs(str(self._child_count), step, res))
+        if res.stopped_by == "budget":
+            raise BudgetExceeded(res.error or "budget used up")
+        if res.answer is None:
+            return sub_run_failed(res.stopped_by, res.error)
+        return res.answer
 
 
 def show_vars() -> None:

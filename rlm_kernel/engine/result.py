@@ -20,7 +20,8 @@ from ..redaction import redact_data
 from ..repl_types import REPLHistory, REPLVariable
 from .answer.sources import ANSWER_SOURCES  # the kinds of ``answer_source``, in words
 
-__all__ = ["ANSWER_SOURCES", "RLMResult", "STOP_REASONS"]
+__all__ = ["ANSWER_SOURCES", "ChildRun", "RLMResult", "STOP_REASONS", "child_runs",
+           "conversation"]
 
 STOP_REASONS = ("final", "max_iterations", "budget", "interrupt", "stuck", "error")
 """Why a run ended. ``stuck``: the model repeated itself after being told so."""
@@ -74,6 +75,13 @@ class RLMResult:
             answer; else None.
         diff: in a working-folder run ended by ``finish()``, the folder's change as a
             unified diff computed by the host (empty when nothing changed); else None.
+        messages: the run's root-model conversation as OpenAI chat messages
+            (``{"role": "system" | "user" | "assistant", "content": str}``): the
+            messages of its last root-model call as sent (the prompt's window applied)
+            and that call's reply, last; empty when no call was made.
+        children: every ``rlm_query`` child run of the run tree, grandchildren
+            included, in the order they ended (:class:`ChildRun`: id, parent, depth,
+            the parent's step, conversation, trajectory, answer).
     """
 
     question: str
@@ -99,6 +107,8 @@ class RLMResult:
     answer_source: str | None = None
     votes: tuple[int, int] | None = None
     diff: str | None = None
+    messages: list[dict[str, str]] = field(default_factory=list)
+    children: list[ChildRun] = field(default_factory=list)
 
     @property
     def steps(self) -> int:
@@ -174,6 +184,8 @@ class RLMResult:
         data["new_variables"] = [v.to_dict() for v in self.new_variables]
         if self.diff is not None:
             data["diff"] = self.diff
+        data["messages"] = [dict(m) for m in self.messages]
+        data["children"] = [c.to_dict() for c in self.children]
         return redact_data(data)
 
     def redact(self) -> RLMResult:
@@ -186,6 +198,88 @@ class RLMResult:
             The result itself.
         """
         return redact_data(self)
+
+
+@dataclass
+class ChildRun:
+    """One ``rlm_query`` child run, kept in its top-level run's result
+    (:attr:`RLMResult.children`): the sub-agent histories spec 003 stores for training.
+
+    Attributes:
+        id: its place in the tree: ``"2"`` is the top-level run's second child,
+            ``"2.1"`` that child's first child (numbered as they ended).
+        parent: the id of the run whose code called ``rlm_query`` (``""``: the
+            top-level run).
+        depth: 1 for a child of the top-level run, n for n levels down.
+        parent_step: the parent's step (from 1) whose code called ``rlm_query``; the
+            host's count.
+        question: the prompt the child was given.
+        messages: its root-model conversation as OpenAI chat messages, its last reply
+            last (:attr:`RLMResult.messages`).
+        history: its trajectory.
+        answer: its answer text, or None.
+        stopped_by: why it ended (:data:`STOP_REASONS`).
+        seconds: its wall-clock time.
+        error: its error line, or None.
+    """
+
+    id: str
+    parent: str
+    depth: int
+    parent_step: int
+    question: str
+    messages: list[dict[str, str]] = field(default_factory=list)
+    history: REPLHistory = field(default_factory=REPLHistory)
+    answer: str | None = None
+    stopped_by: str = "error"
+    seconds: float = 0.0
+    error: str | None = None
+
+    @property
+    def steps(self) -> int:
+        """Number of executed steps."""
+        return len(self.history)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, secrets redacted: the attributes (``history`` as the trajectory's
+        list) and ``steps``."""
+        return redact_data({
+            "id": self.id, "parent": self.parent, "depth": self.depth,
+            "parent_step": self.parent_step, "question": self.question,
+            "messages": [dict(m) for m in self.messages], "answer": self.answer,
+            "stopped_by": self.stopped_by, "steps": self.steps,
+            "seconds": round(self.seconds, 3), "error": self.error,
+            "trajectory": self.history.to_list()})
+
+
+def child_runs(number: str, parent_step: int, result: RLMResult) -> list[ChildRun]:
+    """A finished child's record for its parent: the child itself (id ``number``,
+    parent ``""``) then its own children with ids and parents put under ``number``
+    (``"1"`` of child ``"3"`` becomes ``"3.1"``).
+
+    Args:
+        number: the child's number among its parent's children (``"1"``, ``"2"`` ...).
+        parent_step: the parent's step whose code started it (from 1).
+        result: the child's result.
+    """
+    own = ChildRun(id=number, parent="", depth=result.depth, parent_step=parent_step,
+                   question=result.question, messages=list(result.messages),
+                   history=result.history, answer=result.answer,
+                   stopped_by=result.stopped_by, seconds=result.seconds, error=result.error)
+    under = [ChildRun(id=f"{number}.{c.id}", parent=f"{number}.{c.parent}".rstrip("."),
+                      depth=c.depth, parent_step=c.parent_step, question=c.question,
+                      messages=c.messages, history=c.history, answer=c.answer,
+                      stopped_by=c.stopped_by, seconds=c.seconds, error=c.error)
+             for c in result.children]
+    return [own, *under]
+
+
+def conversation(messages: list[dict[str, str]] | None, reply: str | None) -> list[dict[str, str]]:
+    """A run's conversation (:attr:`RLMResult.messages`): the messages of its last
+    root-model call and that reply as the assistant's last message; empty when none."""
+    if messages is None or reply is None:
+        return []
+    return [*(dict(m) for m in messages), {"role": "assistant", "content": reply}]
 
 
 def _json_value(value: Any) -> Any:

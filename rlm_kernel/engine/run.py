@@ -86,7 +86,7 @@ from .prompts import (
 from .repetition import Repetition
 from .repl_functions import REPLFunctions
 from .replay.resume import Continuation, recorded_reply
-from .result import RLMResult
+from .result import RLMResult, conversation
 from .services import RunServices
 from .session.namespace import set_up_namespace
 from .session.task import TaskSpec
@@ -158,8 +158,8 @@ class Run:
             recorder, observer, replay record.
         executor: where the model's code runs.
         depth: 0 for a top-level run, n for an ``rlm_query`` child n levels down.
-        child_runner: what ``rlm_query`` calls: ``callable(prompt, context) -> str |
-            None`` (None beyond the host's depth limit).
+        child_runner: what ``rlm_query`` calls: ``callable(prompt, context) ->
+            RLMResult | None`` (the child's result; None beyond the host's depth limit).
         task: the task's terms (:class:`~rlm_kernel.engine.session.task.TaskSpec`): the
             answer's type, the earlier tasks of the conversation, the user's tools,
             which variables are protected; None: none of them.
@@ -167,9 +167,12 @@ class Run:
 
     def __init__(self, question: str, variables: dict[str, Any], services: RunServices, *,
                  executor: Executor, depth: int,
-                 child_runner: Callable[[str, Any], str | None] | None,
+                 child_runner: Callable[[str, Any], RLMResult | None] | None,
                  task: TaskSpec | None = None) -> None:
         self.services, self.question, self.depth = services, question, depth
+        # a child's calls go through its parent's clients: each says its run's depth
+        self.call_depth: dict[str, int] = {"depth": depth} if depth else {}
+        self.last_call: tuple[list[dict[str, str]], str] | None = None  # messages, reply
         self.task = task = task or TaskSpec()
         self.start = time.perf_counter()
         self.executor_error: Exception | None = None  # the error of the REPL that ended it
@@ -241,6 +244,8 @@ class Run:
                 self._clean_up()
                 if self.baseline is not None:
                     self.baseline.close()
+                result.messages = conversation(*self.last_call or (None, None))
+                result.children = list(self.space.functions.children)
                 _finish(result, services, self.start)
                 self.notify(RunFinished(result=result, answer_source=result.answer_source,
                                         votes=result.votes))
@@ -313,7 +318,7 @@ class Run:
             if cfg.resample_temperature else {}
         sampling, state = differently if state.resample else {}, replace(state, resample=False)
         reply = reply_text(services.root_client, messages, role="root",
-                           stop=cfg.stop_sequences(), **sampling)
+                           stop=cfg.stop_sequences(), **sampling, **self.call_depth)
         rep = self.judge.repeats(reply, state, cut_after_first_block=cfg.cut_after_first_block) \
             if state.warned is None else None
         if rep is not None:  # shown to the model and sampled again, before it runs
@@ -323,9 +328,11 @@ class Run:
                          {"role": "user", "content": repetition_message(rep)}]
             try:
                 reply = reply_text(services.root_client, messages, role="root",
-                                   stop=cfg.stop_sequences(), **differently)
+                                   stop=cfg.stop_sequences(), **differently,
+                                   **self.call_depth)
             except BudgetExceeded:  # no budget for a second sample: run the first
-                pass
+                messages = messages[:-2]
+        self.last_call = (messages, reply)
         return reply, state
 
     def _record(self, step: int, outcome: StepOutcome) -> None:
@@ -406,7 +413,8 @@ class Run:
         messages.append({"role": "user",
                          "content": message or answer_now_message(cfg.max_iterations)})
         reply = reply_text(services.root_client, messages, role="final",
-                           stop=cfg.stop_sequences())
+                           stop=cfg.stop_sequences(), **self.call_depth)
+        self.last_call = (messages, reply)
         outcome = self.code.run(reply, last, final_only=True)
         if outcome.code:  # the FINAL call ran: it is part of the trajectory
             self._record(last, outcome)
@@ -449,7 +457,7 @@ class Run:
 
 def _repl_functions(services: RunServices, ns: MutableMapping[str, Any],
                     variables: dict[str, Any], depth: int,
-                    child_runner: Callable[[str, Any], str | None] | None,
+                    child_runner: Callable[[str, Any], RLMResult | None] | None,
                     notify: Callable[[Event], None],
                     baseline: FolderBaseline | None = None) -> REPLFunctions:
     """A run's REPL functions (``llm_query``, ``rlm_query``, ``FINAL`` ...) on ``ns``,

@@ -43,6 +43,10 @@ class CallOptions:
             ignore it); None: the client's default (a fixed seed when ``temperature`` is
             given, else none).  Candidate runs give each candidate its own
             (:mod:`rlm_kernel.engine.strategies.candidates`).
+        depth: the recursion depth of the run that makes the call (0: a top-level run,
+            n: an ``rlm_query`` child n levels down), recorded on the call and its span;
+            None: the client's own ``depth``.  The engine sends it for a child's calls,
+            which go through the same clients as its parent's.
 
     A new option is a field here (default None: "the client's own") and code in the
     client that sends it; clients that cannot use an option (scripted models) accept
@@ -57,6 +61,12 @@ class CallOptions:
     max_tokens: int | None = None
     temperature: float | None = None
     seed: int | None = None
+    depth: int | None = None
+
+    def call_depth(self, client_depth: int | None) -> int:
+        """The depth to record: :attr:`depth` when given, else the client's (0 when it
+        has none)."""
+        return self.depth if self.depth is not None else int(client_depth or 0)
 
     def keywords(self) -> dict[str, Any]:
         """The options as ``complete`` keywords for the next client: ``role``, ``stop``,
@@ -82,8 +92,8 @@ class LanguageModel(Protocol):
             the engine fits its prompt into it.
         ledger: where every call is recorded (:class:`UsageLedger`); the engine sets it
             to the run tree's ledger before the first call (None: calls are not kept).
-        depth: the recursion depth recorded on calls (0: a top-level run); the engine
-            sets it on clients it makes for deeper runs.
+        depth: the recursion depth recorded on calls that do not give one (0: a
+            top-level run); a child run's calls give theirs (:attr:`CallOptions.depth`).
     """
 
     model: str

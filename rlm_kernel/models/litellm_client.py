@@ -182,17 +182,17 @@ class LiteLLMClient:
         kwargs = self._request_kwargs(opts)
         if self.cache and opts.role == "sub":  # sub-calls only: never the root model's turns
             kwargs["cache"] = {"use-cache": True}
-        return self._send(litellm, messages, opts.role, kwargs)
+        return self._send(litellm, messages, opts.role, kwargs, opts.call_depth(self.depth))
 
     def _send(self, litellm: Any, messages: list[Message], role: str,
-              kwargs: dict[str, Any]) -> Completion:
+              kwargs: dict[str, Any], depth: int = 0) -> Completion:
         """One ``litellm.completion`` request, counted in an :class:`LLMCall`.
 
         Raises:
             LLMError: the request failed (after retries).
         """
         start = time.perf_counter()
-        call = LLMCall(model=self.model, role=role, depth=self.depth)
+        call = LLMCall(model=self.model, role=role, depth=depth)
         try:
             response = litellm.completion(model=self.model, messages=messages,
                                           num_retries=self.num_retries, timeout=self.timeout,

@@ -274,7 +274,7 @@ class RouterClient(LiteLLMClient):
         get_router(self.fleet)
 
     def _send(self, litellm: Any, messages: list[Message], role: str,
-              kwargs: dict[str, Any]) -> Completion:
+              kwargs: dict[str, Any], depth: int = 0) -> Completion:
         """One ``router.completion`` request, counted in an :class:`LLMCall` that names
         the deployment that answered.
 
@@ -283,7 +283,7 @@ class RouterClient(LiteLLMClient):
         """
         router = get_router(self.fleet)
         start = time.perf_counter()
-        call = LLMCall(model=self.model, role=role, depth=self.depth)
+        call = LLMCall(model=self.model, role=role, depth=depth)
         try:
             response = router.completion(model=self.model, messages=messages, **kwargs)
         except Exception as exc:

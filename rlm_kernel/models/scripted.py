@@ -83,7 +83,7 @@ class ScriptedModel:
                 item = self._replies.pop(0) if self._replies else 'FINAL("out of script")'
         call = LLMCall(model=self.model, role=role, prompt_tokens=self.prompt_tokens,
                        completion_tokens=self.completion_tokens, cost_usd=self.cost_usd,
-                       depth=self.depth)
+                       depth=opts.call_depth(self.depth))
         if isinstance(item, BaseException):
             call.error = str(item)
             if self.ledger is not None:

@@ -224,7 +224,7 @@ class TracedClient(ClientWrapper):
         Raises:
             LLMError: the call failed (the span is marked as an error).
         """
-        with chat_span(self.model, options.role, self.depth or 0) as sp:
+        with chat_span(self.model, options.role, options.call_depth(self.depth)) as sp:
             completion = super().call(messages, options)
             if sp is not None:
                 sp.set_attributes(call_attributes(completion.call))

@@ -117,7 +117,7 @@ class RecordedClient(ClientWrapper):
         completion = super().call(messages, options)
         text = getattr(completion, "text", None)
         if isinstance(text, str):
-            self.recorder.record(options.role, messages, text, self.depth or 0)
+            self.recorder.record(options.role, messages, text, options.call_depth(self.depth))
         return completion
 
 
@@ -180,11 +180,12 @@ class ReplayModel:
         Raises:
             LLMError: the record has no reply for this call.
             TypeError: an unknown option."""
-        role = CallOptions(**options).role
+        opts = CallOptions(**options)
+        role = opts.role
         with self._lock:
             text = self._next_root() if role in _ROOT_ROLES else \
                 self._matching_sub(_request_text(messages))
-        call = LLMCall(model=self.model, role=role, depth=self.depth)
+        call = LLMCall(model=self.model, role=role, depth=opts.call_depth(self.depth))
         if self.ledger is not None:
             self.ledger.record(call)
         return Completion(text=text, call=call)

@@ -8,8 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from ...executors import Executor, WorkFolder, executor_for
-from ..budget import BudgetExceeded
-from ..prompts import sub_run_failed
+from ..result import RLMResult
 from ..run import Run
 from ..services import RunServices
 from ..session.task import TaskSpec
@@ -18,7 +17,7 @@ __all__ = ["child_runner"]
 
 
 def child_runner(services: RunServices, depth: int, parent: Executor,
-                 folder: WorkFolder | None = None) -> Callable[[str, Any], str | None]:
+                 folder: WorkFolder | None = None) -> Callable[[str, Any], RLMResult | None]:
     """``run_child(prompt, context)`` for a run at ``depth`` on ``services``: a child
     :class:`Run` one level deeper (its own executor of ``config.executor``'s kind, of
     its parent's kind when that is None (:func:`~rlm_kernel.executors.executor_for`),
@@ -39,11 +38,10 @@ def child_runner(services: RunServices, depth: int, parent: Executor,
             sub-agent sees them (:meth:`~rlm_kernel.executors.workfolder.WorkFolder.for_sub_agent`:
             ``apply_patch`` and ``run_tests`` refused, no ``finish``).
 
-    The returned function returns the child's answer text, or ``"Error: ..."`` when the
-    child ended without one.
-
-    Raises (from the returned function):
-        BudgetExceeded: the child ran out of the shared budget: the parent stops too.
+    The returned function returns the child's whole result (its answer, trajectory,
+    conversation and its own children: the parent keeps them,
+    :meth:`~rlm_kernel.engine.repl_functions.REPLFunctions.rlm_query`), or None beyond
+    the depth limit.
     """
     config = services.config
     child = replace(services, config=config.replace(max_iterations=config.child_max_iterations),
@@ -51,7 +49,7 @@ def child_runner(services: RunServices, depth: int, parent: Executor,
     depth += 1
     sub_folder = None if folder is None else folder.for_sub_agent()
 
-    def run_child(prompt: str, context: Any) -> str | None:
+    def run_child(prompt: str, context: Any) -> RLMResult | None:
         if depth > config.max_depth:
             return None
         variables = {} if context is None else {"context": context}
@@ -61,13 +59,8 @@ def child_runner(services: RunServices, depth: int, parent: Executor,
             run = Run(prompt, variables, child, executor=executor, depth=depth,
                       child_runner=child_runner(child, depth, executor, sub_folder),
                       task=TaskSpec(folder=sub_folder))
-            res = run.execute()
+            return run.execute()
         finally:
             executor.close()
-        if res.stopped_by == "budget":
-            raise BudgetExceeded(res.error or "budget used up")
-        if res.answer is None:
-            return sub_run_failed(res.stopped_by, res.error)
-        return res.answer
 
     return run_child

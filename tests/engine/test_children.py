@@ -1,0 +1,68 @@
+"""Every sub-agent's conversation is kept: each ``rlm_query`` child run (grandchildren
+too) in its top-level run's result, with its id, parent, depth, the parent's step,
+messages, trajectory and answer; the calls of a child say its real depth."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.replies import block
+from tests.scripted import scripted_rlm
+
+REPLIES = [
+    block("x = 1\nprint(x)"),
+    block("a = rlm_query('first?')\nb = rlm_query('second?')\nFINAL(a + '|' + b)"),
+    block("g = rlm_query('deeper?')\nFINAL('c1:' + g)"),  # child 1
+    block("FINAL('gc')"),  # child 1's child
+    block("FINAL('c2')"),  # child 2
+]
+
+
+@pytest.mark.parametrize("executor", ["in-process", "isolated"])
+def test_the_whole_tree_is_kept(executor: str) -> None:
+    rlm, _ = scripted_rlm(REPLIES, executor=executor, max_depth=2, max_iterations=3,
+                          child_max_iterations=2)
+    result = rlm.run("Ask twice.")
+    assert result.answer == "c1:gc|c2", result.error
+    kids = {c.id: c for c in result.children}
+    assert [c.id for c in result.children] == ["1", "1.1", "2"]
+    assert [(c.parent, c.depth, c.parent_step) for c in result.children] == \
+        [("", 1, 2), ("1", 2, 1), ("", 1, 2)]
+    assert [kids[i].question for i in ("1", "1.1", "2")] == ["first?", "deeper?", "second?"]
+    assert [kids[i].answer for i in ("1", "1.1", "2")] == ["c1:gc", "gc", "c2"]
+    assert kids["1"].steps == 1 and "rlm_query('deeper?')" in kids["1"].history.entries[0].code
+    # each conversation: system first, the task, its own last reply last
+    for child, reply in ((kids["1"], REPLIES[2]), (kids["1.1"], REPLIES[3]),
+                         (kids["2"], REPLIES[4])):
+        roles = [m["role"] for m in child.messages]
+        assert roles[0] == "system" and roles[-1] == "assistant" and "user" in roles
+        assert child.messages[-1]["content"] == reply
+        assert child.question in "\n".join(m["content"] for m in child.messages)
+    # the top-level conversation ends with its own last reply, not a child's
+    assert result.messages[-1] == {"role": "assistant", "content": REPLIES[1]}
+    assert len(result.root_prompts) == 2  # its own two calls only
+    # every call says the depth of the run that made it
+    assert [(c.role, c.depth) for c in result.calls] == \
+        [("root", 0), ("root", 0), ("root", 1), ("root", 2), ("root", 1)]
+    data = json.loads(json.dumps(result.to_dict()))
+    assert [c["id"] for c in data["children"]] == ["1", "1.1", "2"]
+    assert data["children"][1]["trajectory"][0]["code"] == "FINAL('gc')"
+    assert data["messages"][-1]["content"] == REPLIES[1]
+
+
+def test_a_childs_sub_calls_and_a_failed_child_are_kept() -> None:
+    rlm, _ = scripted_rlm(
+        [block("a = rlm_query('q')\nFINAL(a)"),
+         block("r = llm_query('inner')\nprint(r)"),   # the child never answers
+         block("print('still nothing')"),
+         "I cannot tell."],                            # its "answer now" reply: no FINAL
+        sub_replies=["sub reply"], max_depth=1, max_iterations=2, child_max_iterations=2)
+    result = rlm.run("Ask.")
+    (child,) = result.children
+    assert child.answer is None and child.stopped_by == "max_iterations"
+    assert child.steps == 2 and child.history.entries[0].llm_calls[0]["response"] == "sub reply"
+    assert result.answer is not None and result.answer.startswith("Error:")
+    assert ("sub", 1) in [(c.role, c.depth) for c in result.calls]
+    assert ("final", 1) in [(c.role, c.depth) for c in result.calls]
