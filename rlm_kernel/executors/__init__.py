@@ -47,6 +47,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .folder_diff import FolderBaseline, FolderDiffError
     from .isolated import DEFAULT_MEMORY, IsolatedExecutor, RemoteValue, WorkerError
     from .redaction import Redactor, redact_messages, redact_output
+    from .test_runs import TestRun, run_tests
+    from .walled import SandboxUnavailable, walled_command
     from .workfolder import WorkFolder, sub_agent_refusal
 
 __all__ = ["Executor", "PlainExecutor", "OutputCallback", "StreamTee", "combined_output",
@@ -59,7 +61,8 @@ __all__ = ["Executor", "PlainExecutor", "OutputCallback", "StreamTee", "combined
            "DEFAULT_MEMORY", "SupportsDeadline", "run_deadline", "PASS_ENV_VARIABLE",
            "passed_names", "SupportsDescribe", "variable_ids", "ReadWatch", "DATA_HELPERS",
            "reads_main_variable", "ReadInstrumenter", "recording", "FolderBaseline",
-           "FolderDiffError", "sub_agent_refusal"]
+           "FolderDiffError", "sub_agent_refusal", "TestRun", "run_tests", "walled_command",
+           "SandboxUnavailable"]
 
 # Names whose modules load on first use.  The worker process runs as ``python -m
 # rlm_kernel.executors.worker`` and imports this package first: it must not import the
@@ -68,7 +71,9 @@ __all__ = ["Executor", "PlainExecutor", "OutputCallback", "StreamTee", "combined
 _LAZY = {"DEFAULT_MEMORY": "isolated", "IsolatedExecutor": "isolated",
          "RemoteValue": "isolated", "WorkerError": "isolated", "WorkFolder": "workfolder",
          "sub_agent_refusal": "workfolder", "FolderBaseline": "folder_diff",
-         "FolderDiffError": "folder_diff", "Redactor": "redaction", "redact_messages": "redaction", "redact_output": "redaction"}
+         "FolderDiffError": "folder_diff", "Redactor": "redaction", "redact_messages": "redaction", "redact_output": "redaction",
+         "TestRun": "test_runs", "run_tests": "test_runs", "walled_command": "walled",
+         "SandboxUnavailable": "walled"}
 
 
 def __getattr__(name: str) -> Any:

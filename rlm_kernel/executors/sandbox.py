@@ -322,7 +322,8 @@ def git_metadata(workdir: str) -> list[str]:
 
 def bwrap_command(argv: list[str], *, bwrap: str, python: str, network: bool,
                   workdir: str | None, cwd: str | None, tmp_bytes: int | None,
-                  keep_fds: tuple[int, ...] = (), seccomp_fd: int | None = None) -> list[str]:
+                  keep_fds: tuple[int, ...] = (), seccomp_fd: int | None = None,
+                  writable: tuple[str, ...] = ()) -> list[str]:
     """The command line that runs ``argv`` in the sandbox described in the module
     docstring.
 
@@ -341,6 +342,8 @@ def bwrap_command(argv: list[str], *, bwrap: str, python: str, network: bool,
         seccomp_fd: a descriptor holding the seccomp filter's BPF
             (:func:`~rlm_kernel.executors.syscall_filter.filter_fd`), loaded by bwrap right
             before it runs ``argv``; None: no filter.
+        writable: more folders bound read-write at their own paths (absolute; a
+            host's report folder the command writes into), after ``workdir``.
     """
     uid = SANDBOX_UID if os.getuid() == 0 else os.getuid()
     gid = SANDBOX_UID if os.getuid() == 0 else os.getgid()
@@ -386,6 +389,8 @@ def bwrap_command(argv: list[str], *, bwrap: str, python: str, network: bool,
             cmd += ["--ro-bind", path, path]
         for path in installation_in(workdir, python):  # what the host imports
             cmd += ["--ro-bind", path, path]
+    for path in writable:
+        cmd += ["--bind", path, path]
     bound = read_only + ([workdir] if workdir else [])
     for home in homes:  # credentials stay hidden where a bound folder holds them
         for name in HIDDEN_IN_HOME:
@@ -561,7 +566,7 @@ def limits_command(memory: int | None, nproc: int | None) -> list[str]:
 def wall_command(argv: list[str], *, bwrap: str, python: str, network: bool,
                  workdir: str | None, cwd: str | None, tmp_bytes: int | None,
                  keep_fds: tuple[int, ...], seccomp_fd: int | None,
-                 cgroups: Cgroups) -> list[str]:
+                 cgroups: Cgroups, writable: tuple[str, ...] = ()) -> list[str]:
     """The whole command that runs ``argv`` behind the wall: :func:`bwrap_command`,
     started (a root caller) through :func:`launcher_command` as an unprivileged host
     uid, or (an ordinary user) as the caller, after joining ``cgroups``.  Arguments as
@@ -572,7 +577,7 @@ def wall_command(argv: list[str], *, bwrap: str, python: str, network: bool,
     """
     command = bwrap_command(argv, bwrap=bwrap, python=python, network=network,
                             workdir=workdir, cwd=cwd, tmp_bytes=tmp_bytes, keep_fds=keep_fds,
-                            seccomp_fd=seccomp_fd)
+                            seccomp_fd=seccomp_fd, writable=writable)
     if os.getuid() != 0:
         return cgroups.join_command() + command
     return launcher_command(reach=_read_only_folders(python, everywhere=True),

@@ -26,7 +26,7 @@ import shutil
 import sys
 import tempfile
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -202,12 +202,16 @@ def find_test_command(root: str | os.PathLike[str]) -> list[str]:
 
 
 def _is_pytest(argv: Sequence[str]) -> bool:
-    """Whether ``argv`` runs pytest (``pytest ...``, ``py.test``, ``python -m pytest``)."""
+    """Whether ``argv`` runs pytest (``pytest ...``, ``py.test``, ``python [options] -m
+    pytest``)."""
     if not argv:
         return False
     if os.path.basename(argv[0]) in ("pytest", "py.test"):
         return True
-    return len(argv) >= 3 and argv[1] == "-m" and argv[2] == "pytest"
+    i = 1  # the interpreter's own options first (``python -P -m pytest``)
+    while i < len(argv) and argv[i].startswith("-") and argv[i] != "-m":
+        i += 1
+    return list(argv[i:i + 2]) == ["-m", "pytest"]
 
 
 def _counts(report: Path) -> tuple[int, int, int, int] | None:
@@ -236,7 +240,8 @@ def _counts(report: Path) -> tuple[int, int, int, int] | None:
 
 def run_tests(root: str | os.PathLike[str], command: str | Sequence[str] | None = None, *,
               timeout: float = DEFAULT_TEST_TIMEOUT, max_chars: int = DEFAULT_OUTPUT_CHARS,
-              pass_env: Iterable[str] = (), junit_dir: str | None = None) -> TestRun:
+              pass_env: Iterable[str] = (), junit_dir: str | None = None,
+              wrap: Callable[[list[str], str], list[str]] | None = None) -> TestRun:
     """Run the folder's tests and read their counts.
 
     Args:
@@ -248,6 +253,10 @@ def run_tests(root: str | os.PathLike[str], command: str | Sequence[str] | None 
         pass_env: names of environment variables passed beyond the allow-list.
         junit_dir: folder for pytest's report (a fresh temporary folder when None; the
             report is removed after it is read).
+        wrap: given the whole command line (report options included) and the report's
+            folder, the command line to run instead: the same command behind a wall
+            (:func:`~rlm_kernel.executors.walled.walled_command`), which must let it
+            write that folder.  None: run it as it is.
 
     Returns:
         A :class:`TestRun`; a failing test run is a result, not an error.
@@ -273,6 +282,8 @@ def run_tests(root: str | os.PathLike[str], command: str | Sequence[str] | None 
     full = [*argv, f"--junitxml={report}", "-p", "no:cacheprovider"] if pytest else argv
     log.debug("running tests in %s: %s", root, full)
     try:
+        if wrap is not None:
+            full = wrap(full, report_dir)
         result = run_command(full, cwd=os.fspath(root), timeout=timeout, max_chars=max_chars,
                              hint="run_tests(): run fewer tests with bash('pytest -x ...')",
                              pass_env=pass_env)
