@@ -11,7 +11,10 @@
   it, :func:`run_task`), ``contexts`` (a context read where the task runs:
   :class:`ContextRef`), ``sending`` (what a worker sends back: :func:`sendable`),
 - ``progress`` (the bar: :class:`BatchProgress`),
-- ``runner`` (submission through Dask, ``--max-cost``, ``--export``: :func:`run_batch`).
+- ``runner`` (submission through Dask, ``--max-cost``, ``--export``: :func:`run_batch`),
+- ``rollouts`` (``--rollouts K``: each attempt in its own copy of the task's folder,
+  :func:`run_attempt`, one line each, :func:`rollout_line`) and ``rewards`` (an
+  attempt's score after its loop: :func:`score`).
 
 Dask is imported when a cluster is opened, not with this package.
 """
@@ -28,6 +31,8 @@ from .contexts import ContextRef, load_context
 from .mapping import map_runs, run_task
 from .progress import BatchProgress
 from .results import RESULT_KEYS, ResultsFile, ResultsFileError, result_line
+from .rewards import Reward, RewardSpec, score
+from .rollouts import AttemptOutcome, attempt_id, rollout_line, run_attempt
 from .runner import BatchReport, batch_token, notebook_path, run_batch, task_key
 from .sending import plain_data, sendable
 from .tasks import TaskFileError, TaskRow, read_tasks
@@ -39,5 +44,6 @@ __all__ = [
     "BatchProgress", "BatchReport", "batch_token", "ClusterSpecError", "RESULT_KEYS", "ResultsFile",
     "ResultsFileError", "TaskFileError",
     "TaskOutcome", "TaskRow", "notebook_path", "open_cluster", "parse_cluster", "read_tasks",
-    "result_line", "run_batch", "run_row", "task_key",
+    "result_line", "run_batch", "run_row", "task_key", "Reward", "RewardSpec", "score",
+    "AttemptOutcome", "attempt_id", "rollout_line", "run_attempt",
 ]

@@ -18,6 +18,7 @@ from ..engine import RLMConfig, RLMResult
 from ..models import LLMError, load_fleet
 from .progress import BatchProgress
 from .results import ResultsFile, result_line, same_file
+from .rollouts import AttemptOutcome, attempt_id, rollout_line, run_attempt
 from .tasks import TaskRow
 from .worker import TaskOutcome, run_row
 
@@ -125,7 +126,8 @@ def _export(result: RLMResult, row: TaskRow, folder: str | Path,
 def run_batch(tasks: list[TaskRow], client: Any, config: RLMConfig, out: ResultsFile, *,
               export_dir: str | Path | None = None, max_cost: float | None = None,
               retries: int = 1, in_flight: int | None = None,
-              progress: BatchProgress | None = None) -> BatchReport:
+              progress: BatchProgress | None = None, rollouts: int | None = None,
+              keep_copies: bool = False) -> BatchReport:
     """Run the tasks not yet in ``out`` on the cluster ``client`` talks to.
 
     Args:
@@ -144,6 +146,11 @@ def run_batch(tasks: list[TaskRow], client: Any, config: RLMConfig, out: Results
             asked again as each task finishes, so workers that join get work): no
             task waits in a queue, so ``max_cost`` stops all that has not started.
         progress: the bar to update, or None.
+        rollouts: run each task this many times, each attempt in its own copy of the
+            task's ``workdir`` and scored after its loop
+            (:mod:`~rlm_kernel.batch.rollouts`: one line per attempt, id
+            ``<task id>#<k>``); None: each task once, as a plain batch.
+        keep_copies: keep each attempt's copy (its path in the line).
 
     Returns:
         The :class:`BatchReport`.  Every task run has exactly one line in ``out``; a
@@ -157,25 +164,36 @@ def run_batch(tasks: list[TaskRow], client: Any, config: RLMConfig, out: Results
             load_fleet(config.router)
         except LLMError:
             pass  # each task's run reports it
-    report = BatchReport(total=len(tasks))
-    todo = [row for row in tasks if row.id not in out.done]
-    report.skipped = len(tasks) - len(todo)
+    # the units of work: each task once, or each attempt of each task (a unit's id is
+    # what the results file knows it by)
+    units: list[tuple[str, TaskRow, int | None]] = \
+        [(row.id, row, None) for row in tasks] if rollouts is None else \
+        [(attempt_id(row.id, k), row, k) for row in tasks for k in range(rollouts)]
+    report = BatchReport(total=len(units))
+    todo = [unit for unit in units if unit[0] not in out.done]
+    report.skipped = len(units) - len(todo)
 
     def slots() -> int:
         return in_flight or max(1, sum(client.nthreads().values()))
 
     token = batch_token(out)
     queue = iter(todo)
-    rows: dict[str, TaskRow] = {}  # by Dask key: the tasks submitted, not yet finished
+    rows: dict[str, tuple[str, TaskRow, int | None]] = {}  # by Dask key: submitted units
     completed = as_completed()
 
     def submit_next() -> bool:
-        row = next(queue, None)
-        if row is None:
+        unit = next(queue, None)
+        if unit is None:
             return False
-        future = client.submit(run_row, config, row.model_dump(), key=task_key(row.id, token),
-                               pure=False, retries=retries)
-        rows[future.key] = row
+        uid, row, attempt = unit
+        if attempt is None:
+            future = client.submit(run_row, config, row.model_dump(),
+                                   key=task_key(uid, token), pure=False, retries=retries)
+        else:
+            future = client.submit(run_attempt, config, row.model_dump(), attempt,
+                                   keep_copies, key=task_key(uid, token), pure=False,
+                                   retries=retries)
+        rows[future.key] = unit
         completed.add(future)
         if progress is not None:
             progress.submitted()
@@ -184,14 +202,15 @@ def run_batch(tasks: list[TaskRow], client: Any, config: RLMConfig, out: Results
     while len(rows) < slots() and submit_next():
         pass
     for future in completed:
-        row = rows.pop(future.key)
+        uid, row, attempt = rows.pop(future.key)
         try:
             outcome: TaskOutcome = future.result()
         except Exception as exc:  # noqa: BLE001 - the task's worker failed: its error line
-            log.warning("task %s failed on the cluster: %s", row.id, exc)
-            outcome = TaskOutcome(row.id, RLMResult(
-                question=row.question, stopped_by="error",
-                error=f"its worker failed: {type(exc).__name__}: {exc}"), worker=None)
+            log.warning("task %s failed on the cluster: %s", uid, exc)
+            failed = RLMResult(question=row.question, stopped_by="error",
+                               error=f"its worker failed: {type(exc).__name__}: {exc}")
+            outcome = TaskOutcome(uid, failed, worker=None) if attempt is None else \
+                AttemptOutcome(uid, failed, worker=None, task_id=row.id, attempt=attempt)
         finally:
             future.release()
         result = outcome.result
@@ -204,10 +223,11 @@ def run_batch(tasks: list[TaskRow], client: Any, config: RLMConfig, out: Results
             log.info("max cost reached: no new task; %d running go on", len(rows))
         while not report.stopped_for_cost and len(rows) < slots() and submit_next():
             pass  # the workers get their next task before this one is written
-        out.write(result_line(row.id, result, outcome.worker))
+        out.write(rollout_line(outcome) if isinstance(outcome, AttemptOutcome)
+                  else result_line(uid, result, outcome.worker))
         if progress is not None:
             progress.finished(answered=answered, cost_usd=result.cost_usd)
-        if export_dir is not None:
+        if export_dir is not None and attempt is None:
             error = _export(result, row, export_dir, out)
             if error:
                 report.export_errors.append(error)

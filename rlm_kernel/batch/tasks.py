@@ -40,6 +40,15 @@ class TaskRow(BaseModel):
         returns: the answer's type (``int``, ``list[str]`` ...), or None.
         max_iterations / max_seconds / max_cost_usd / max_llm_calls / max_tokens:
             this task's limits, over the batch's settings (None: the batch's).
+        workdir: a working folder (relative: to the tasks file's folder); each run of
+            the task works in its own fresh copy of it (``rlm batch --rollouts``,
+            :mod:`~rlm_kernel.batch.rollouts`), or None.
+        reward: the command that scores an attempt in its copy after the loop, or None:
+            pytest on the ``held_back`` test files (:mod:`~rlm_kernel.batch.rewards`).
+        held_back: a folder of files (tests) copied into an attempt's copy only after
+            its loop, for the reward; relative as ``workdir``.
+        test_command: the command ``run_tests()`` runs in this task's folder (None: the
+            batch's ``test_command``, else found from the folder).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -53,6 +62,10 @@ class TaskRow(BaseModel):
     max_cost_usd: float | None = Field(default=None, ge=0)
     max_llm_calls: int | None = Field(default=None, ge=1)
     max_tokens: int | None = Field(default=None, ge=1)
+    workdir: str | None = None
+    reward: str | None = None
+    held_back: str | None = None
+    test_command: str | None = None
 
     @field_validator("id", mode="before")
     @classmethod
@@ -78,6 +91,14 @@ def _resolve(location: str | None, base: Path) -> str | None:
     absolute paths as given."""
     if location is None or "://" in location:
         return location
+    path = Path(os.path.expanduser(location))
+    return str(path if path.is_absolute() else (base / path).resolve())
+
+
+def _local(location: str | None, base: Path) -> str | None:
+    """A local folder of a row made absolute against the tasks file's folder."""
+    if location is None:
+        return None
     path = Path(os.path.expanduser(location))
     return str(path if path.is_absolute() else (base / path).resolve())
 
@@ -138,7 +159,9 @@ def read_tasks(path: str | os.PathLike[str]) -> list[TaskRow]:
             raise TaskFileError(f"{where}: id {row.id!r} is already used on line "
                                 f"{seen[row.id]}")
         seen[row.id] = number
-        rows.append(row.model_copy(update={"context": _resolve(row.context, base)}))
+        rows.append(row.model_copy(update={
+            "context": _resolve(row.context, base), "workdir": _local(row.workdir, base),
+            "held_back": _local(row.held_back, base)}))
     if not rows:
         raise TaskFileError(f"{path}: no tasks (one JSON object per line)")
     return rows

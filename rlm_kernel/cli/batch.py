@@ -66,6 +66,14 @@ def add_batch_parser(sub: Any) -> argparse.ArgumentParser:
     batch.add_argument("--retries", type=int, default=1, metavar="N",
                        help="Dask retries of a task whose run raised (default 1); a task "
                        "whose worker died is rescheduled by Dask anyway")
+    batch.add_argument("--rollouts", type=int, metavar="K",
+                       help="rollouts for training: run each task K times, each attempt in "
+                       "its own copy of the task's workdir, scored after its loop by the "
+                       "task's reward (held-back tests); one line per attempt, id "
+                       "<task id>#<k> (docs: Rollouts for training)")
+    batch.add_argument("--keep-copies", action="store_true",
+                       help="with --rollouts: keep each attempt's copy of the folder "
+                       "(its path is in the line); by default each is removed")
     batch.add_argument("--no-progress", action="store_true", help="no progress bar")
     return batch
 
@@ -84,6 +92,7 @@ def batch_command(args: argparse.Namespace) -> int:
         ClusterSpecError,
         ResultsFile,
         TaskFileError,
+        attempt_id,
         open_cluster,
         parse_cluster,
         read_tasks,
@@ -97,6 +106,15 @@ def batch_command(args: argparse.Namespace) -> int:
         parse_cluster(args.cluster)
         if args.retries < 0:
             raise ValueError("--retries must be >= 0")
+        if args.rollouts is not None:
+            if args.rollouts < 1:
+                raise ValueError("--rollouts must be >= 1")
+            bare = [t.id for t in tasks if not t.workdir]
+            if bare:
+                raise ValueError(f"--rollouts: task {bare[0]!r} has no workdir (each "
+                                 "attempt works in its own copy of the task's folder)")
+        elif args.keep_copies:
+            raise ValueError("--keep-copies goes with --rollouts")
         config = RLMConfig().replace(**config_overrides(args))
         model, sub_model = config.models()  # $RLM_MODEL read here, not on each worker
         config = config.replace(model=model, sub_model=sub_model)
@@ -108,13 +126,16 @@ def batch_command(args: argparse.Namespace) -> int:
         _err(f"cannot open --out {args.out}: {exc.strerror or exc}")
         return 2
     with out:
-        todo = [t for t in tasks if t.id not in out.done]
+        ids = [t.id for t in tasks] if args.rollouts is None else \
+            [attempt_id(t.id, k) for t in tasks for k in range(args.rollouts)]
+        todo = [i for i in ids if i not in out.done]
+        what = "tasks" if args.rollouts is None else "attempts"
         if not todo:
-            print(f"All {len(tasks)} tasks already have a line in {args.out}; nothing to run.",
+            print(f"All {len(ids)} {what} already have a line in {args.out}; nothing to run.",
                   file=sys.stderr)
             return 0
-        if len(todo) < len(tasks):
-            print(f"Resuming: {len(tasks) - len(todo)} of {len(tasks)} tasks already in "
+        if len(todo) < len(ids):
+            print(f"Resuming: {len(ids) - len(todo)} of {len(ids)} {what} already in "
                   f"{args.out}; running the other {len(todo)}.", file=sys.stderr)
         if is_embedded(config.model) and args.cluster.startswith("local"):
             # the weights, once, before any worker of this machine asks for them
@@ -134,7 +155,8 @@ def batch_command(args: argparse.Namespace) -> int:
                 try:
                     report = run_batch(tasks, client, config, out, export_dir=args.export,
                                        max_cost=args.batch_max_cost, retries=args.retries,
-                                       progress=progress)
+                                       progress=progress, rollouts=args.rollouts,
+                                       keep_copies=args.keep_copies)
                 finally:
                     progress.close()
         except ClusterMissing as exc:
