@@ -34,18 +34,23 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
+from concurrent.futures import Executor as FuturesExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..engine import RLMConfig, RLMResult
+from .cluster import local_executor
 from .contexts import ContextRef
 from .mapping import run_task
 from .results import result_line
 from .rewards import Reward, RewardSpec, score
 from .worker import TaskOutcome, worker_name
 
-__all__ = ["METRIC_KEYS", "AttemptOutcome", "attempt_id", "rollout_line", "run_attempt"]
+__all__ = ["METRIC_KEYS", "AttemptOutcome", "attempt_id", "map_rollouts", "rollout_line",
+           "run_attempt"]
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +83,7 @@ class AttemptOutcome(TaskOutcome):
 
 
 def run_attempt(config: RLMConfig, row: dict[str, Any], attempt: int,
-                keep_copy: bool = False) -> AttemptOutcome:
+                keep_copy: bool = False, context: Any = None) -> AttemptOutcome:
     """Run and score one attempt at a task on this worker (see the module docstring).
 
     Args:
@@ -87,6 +92,8 @@ def run_attempt(config: RLMConfig, row: dict[str, Any], attempt: int,
             ``workdir`` is required.
         attempt: the attempt's number (from 0).
         keep_copy: keep the attempt's copy of the folder (its path in the outcome).
+        context: the value bound to ``context`` (:meth:`RLM.map`'s); None: the row's
+            ``context`` location, read here, if any.
 
     Returns:
         The :class:`AttemptOutcome`; a failure (the folder cannot be copied, the run or
@@ -117,7 +124,8 @@ def run_attempt(config: RLMConfig, row: dict[str, Any], attempt: int,
     try:
         limits = {name: row[name] for name in LIMITS if row.get(name) is not None}
         test_command = row.get("test_command") or config.test_command
-        context = ContextRef(row["context"]) if row.get("context") else None
+        if context is None and row.get("context"):
+            context = ContextRef(row["context"])
         try:
             task_config = config.replace(workdir=str(copy), test_command=test_command,
                                          **limits)
@@ -193,3 +201,72 @@ def rollout_line(outcome: AttemptOutcome) -> dict[str, Any]:
     })
     return line
 
+
+
+def map_rollouts(config: RLMConfig, questions: Sequence[str], contexts: Any = None, *,
+                 rollouts: int, held_back: str | None = None, reward: str | None = None,
+                 executor: FuturesExecutor | None = None,
+                 keep_copies: bool = False) -> list[dict[str, Any]]:
+    """:meth:`RLM.map(..., rollouts=K) <rlm_kernel.engine.RLM.map>`: each question
+    ``rollouts`` times, each attempt in its own copy of ``config.workdir``, scored after
+    its loop (:func:`run_attempt`), on ``executor``.
+
+    Args:
+        config: every attempt's settings; ``workdir`` is the folder each copies.
+        questions: the tasks (a str alone is one); task ``i`` has the id ``str(i)``.
+        contexts: one context per question, or one for all, or None.
+        rollouts: attempts per question (>= 1).
+        held_back: a folder of tests copied into each copy after its loop, or None.
+        reward: a command that scores a copy instead of pytest on ``held_back``.
+        executor: any ``concurrent.futures.Executor``; None: a Dask ``LocalCluster``
+            (one worker process per CPU, at most one per attempt), closed at the end.
+        keep_copies: keep each attempt's copy (its path in the line's ``copy``).
+
+    Returns:
+        One rollout line per attempt (:func:`rollout_line`: the same dicts as ``rlm
+        batch --rollouts`` writes; ``datasets.Dataset.from_list`` takes them), in
+        question order, then attempt order.
+
+    Raises:
+        ValueError: no ``workdir``, ``rollouts`` < 1, no ``held_back`` and no
+            ``reward``, or ``contexts`` of another length than ``questions``.
+    """
+    import os
+
+    from .mapping import _contexts
+
+    questions = [questions] if isinstance(questions, str) else list(questions)
+    if not config.workdir:
+        raise ValueError("map(rollouts=...): set workdir, the folder each attempt copies")
+    if rollouts < 1:
+        raise ValueError(f"rollouts must be >= 1, not {rollouts}")
+    if held_back is None and reward is None:
+        raise ValueError("map(rollouts=...): give held_back (a folder of tests) or reward "
+                         "(a command) to score the attempts")
+    ctx = _contexts(questions, contexts)
+    if executor is None:
+        with local_executor(min(len(questions) * rollouts, os.cpu_count() or 1)) as dask:
+            return map_rollouts(config, questions, ctx, rollouts=rollouts,
+                                held_back=held_back, reward=reward, executor=dask,
+                                keep_copies=keep_copies)
+    work: list[tuple[dict[str, Any], int, Any]] = []
+    for i, (question, context) in enumerate(zip(questions, ctx, strict=True)):
+        row: dict[str, Any] = {"id": str(i), "question": question, "workdir": config.workdir,
+               "held_back": held_back, "reward": reward}
+        for k in range(rollouts):
+            work.append((row, k, context))
+    futures: list[Future[AttemptOutcome]] = [
+        executor.submit(run_attempt, config, row, k, keep_copies, context)
+        for row, k, context in work]
+    lines = []
+    for (row, k, _), future in zip(work, futures, strict=True):
+        try:
+            outcome = future.result()
+        except Exception as exc:  # noqa: BLE001 - the worker's failure is this attempt's
+            outcome = AttemptOutcome(
+                attempt_id(row["id"], k),
+                RLMResult(question=row["question"], stopped_by="error",
+                          error=f"its worker failed: {type(exc).__name__}: {exc}"),
+                worker=None, task_id=row["id"], attempt=k)
+        lines.append(rollout_line(outcome))
+    return lines

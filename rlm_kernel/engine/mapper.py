@@ -20,10 +20,13 @@ from typing import Any, Protocol
 from .config import RLMConfig
 from .result import RLMResult
 
-__all__ = ["MAP_RUNNER", "MapRunner", "map_runner", "use_map_runner"]
+__all__ = ["MAP_ROLLOUTS", "MAP_RUNNER", "MapRunner", "map_rollouts", "map_runner",
+           "use_map_runner"]
 
 MAP_RUNNER = "rlm_kernel.batch.mapping:map_runs"
 """The default runner, as ``module:function``."""
+MAP_ROLLOUTS = "rlm_kernel.batch.rollouts:map_rollouts"
+"""The runner of :meth:`RLM.map`'s rollouts (``rollouts=K``), as ``module:function``."""
 
 
 class MapRunner(Protocol):
@@ -59,4 +62,18 @@ def map_runner() -> MapRunner:
         return _injected
     module, _, name = MAP_RUNNER.partition(":")
     runner: MapRunner = getattr(importlib.import_module(module), name)
+    return runner
+
+
+def map_rollouts() -> Callable[..., list[dict[str, Any]]]:
+    """The runner of :meth:`RLM.map`'s rollouts (:data:`MAP_ROLLOUTS`, its module
+    imported now, once): ``(config, questions, contexts, *, rollouts, held_back, reward,
+    executor, keep_copies) -> list of rollout lines``.
+
+    Raises:
+        ImportError: its module cannot be imported.
+    """
+    module, _, name = MAP_ROLLOUTS.partition(":")
+    runner: Callable[..., list[dict[str, Any]]] = getattr(importlib.import_module(module),
+                                                          name)
     return runner

@@ -23,7 +23,7 @@ from .answer.types import as_answer_type
 from .budget import Budget
 from .config import RLMConfig
 from .events import Observer
-from .mapper import map_runner
+from .mapper import map_rollouts, map_runner
 from .replay.recording import ReplayModel, load_recording
 from .replay.resume import Continuation
 from .result import RLMResult
@@ -163,7 +163,9 @@ class RLM:
                 services.guard.close()  # nothing spends the run's budget once it returned
 
     def map(self, questions: Sequence[str], contexts: Any = None, *,
-            executor: FuturesExecutor | None = None, returns: Any = None) -> list[RLMResult]:
+            executor: FuturesExecutor | None = None, returns: Any = None,
+            rollouts: int | None = None, held_back: str | None = None,
+            reward: str | None = None, keep_copies: bool = False) -> list[Any]:
         """Answer many questions, each an independent run with this RLM's settings, on
         ``executor`` (:func:`rlm_kernel.batch.mapping.map_runs`, reached through
         :mod:`~rlm_kernel.engine.mapper`).
@@ -179,10 +181,21 @@ class RLM:
                 process per CPU, at most one per question), closed at the end.
             returns: the answers' type, as :meth:`run`'s ``output_type`` (text, a
                 type or a JSON Schema dict; it must pickle for process workers).
+            rollouts: rollouts for training: each question this many times, each attempt
+                in its own copy of ``workdir`` (which must be set), scored after its
+                loop by the host (docs: "Rollouts for training",
+                :func:`rlm_kernel.batch.rollouts.map_rollouts`); None: each once.
+            held_back: with ``rollouts``: a folder of tests copied into each copy after
+                its loop, the reward (the share of them that pass).
+            reward: with ``rollouts``: a command that scores a copy instead.
+            keep_copies: with ``rollouts``: keep each attempt's copy.
 
         Returns:
             One :class:`RLMResult` per question, in input order; a failed task's
             result has ``stopped_by="error"`` and the reason, nothing is raised for it.
+            With ``rollouts``: one rollout line (a dict, as ``rlm batch --rollouts``
+            writes it: ``group``, ``attempt``, ``messages``, ``reward`` ...) per attempt,
+            in question order then attempt order.
 
         Raises:
             ValueError: model clients were given as objects (``root_client``,
@@ -196,6 +209,10 @@ class RLM:
                              "its worker: give model strings, not root_client/sub_client "
                              "or a replay")
         config = self.config.replace(model=self.model, sub_model=self.sub_model)
+        if rollouts is not None:
+            return map_rollouts()(config, questions, contexts, rollouts=rollouts,
+                                  held_back=held_back, reward=reward, executor=executor,
+                                  keep_copies=keep_copies)
         return map_runner()(config, questions, contexts, executor=executor, returns=returns,
                             tools=self.tools or None)
 

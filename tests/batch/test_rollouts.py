@@ -160,3 +160,22 @@ def test_rollouts_need_a_workdir_and_keep_copies_needs_rollouts(tmp_path, capsys
     assert "--rollouts: task 'a' has no workdir" in capsys.readouterr().err
     assert main(["batch", str(tasks), "--out", out, "--keep-copies"]) == 2
     assert "--keep-copies goes with --rollouts" in capsys.readouterr().err
+
+
+def test_map_with_rollouts_gives_the_same_lines(cluster, tmp_path):
+    from rlm_kernel import RLM
+    from tests.batch.fleet import MODEL
+
+    client, _ = cluster
+    rollout_tasks(tmp_path)
+    rlm = RLM(model=MODEL, executor="in-process", ground_answer=False, max_iterations=2,
+              workdir=str(tmp_path / "calc"))
+    lines = rlm.map(["add(2, 3) gives -1. Fix it. [fix]", "Pass the tests. [cheat]"],
+                    rollouts=2, held_back=str(tmp_path / "held"),
+                    executor=client.get_executor())
+    assert [(line["id"], line["group"], line["attempt"]) for line in lines] == \
+        [("0#0", "0", 0), ("0#1", "0", 1), ("1#0", "1", 0), ("1#1", "1", 1)]
+    assert [line["reward"] for line in lines] == [1.0, 1.0, 0.0, 0.0]
+    assert (tmp_path / "calc" / "calc.py").read_text().count("a - b") == 1  # untouched
+    with pytest.raises(ValueError, match="held_back"):
+        rlm.map(["q"], rollouts=2)
