@@ -71,6 +71,7 @@ class REPLFunctions:
                  baseline: FolderBaseline | None = None) -> None:
         self.data_name = data_name
         self.baseline = baseline
+        self._finished: dict[str, Any] | None = None  # the step's finish(), computed once
         self.sub_client = sub_client
         self.guard = guard
         self.namespace = namespace
@@ -146,17 +147,21 @@ class REPLFunctions:
             raise PermissionError(sub_agent_refusal("finish"))
         if message is not None and type(message) is not str:
             raise TypeError(f"finish: message is a str or None, not {type(message).__name__}")
+        if self._finished is not None:  # called again in the step: the same end, no new diff
+            raise FinalOutput(self._finished)
         try:
             diff, problem = self.baseline.diff(), None
         except FolderDiffError as exc:
             diff, problem = None, str(exc)
         output = {"type": "finish", "message": message, "diff": diff, "problem": problem}
+        self._finished = output
         self.finals.keep(output)
         raise FinalOutput(output)
 
     def take_final(self) -> dict[str, Any] | None:
         """The first ``FINAL``/``FINAL_VAR`` recorded since the last call, or None
         (:meth:`~rlm_kernel.engine.answer.final.FinalRecord.take`)."""
+        self._finished = None
         return self.finals.take()
 
     def _client(self, model: str | None) -> LanguageModel:

@@ -101,3 +101,19 @@ def test_a_sub_agent_may_not_finish(tmp_path: Path, executor: str) -> None:
     assert result.answer_source != "finish" and result.diff is None
     child_prompt = "\n".join(m["content"] for m in lm.calls[1])
     assert "finish(" not in child_prompt.split("Working folder:")[1]
+
+
+def test_finish_called_again_in_a_step_computes_no_new_diff(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlm_kernel.executors.folder_diff import FolderBaseline
+
+    calls = []
+    diff = FolderBaseline.diff
+    monkeypatch.setattr(FolderBaseline, "diff", lambda self: calls.append(1) or diff(self))
+    folder = _folder(tmp_path / "work")
+    code = ("for i in range(200):\n    try:\n        finish(f'try {i}')\n"
+            "    except BaseException:\n        pass\n")
+    rlm, _ = scripted_rlm([block(code)], workdir=str(folder), executor="isolated",
+                          max_iterations=2)
+    result = rlm.run("Finish many times.")
+    assert len(calls) == 1 and result.answer == "try 0\n\n(the working folder did not change)"
