@@ -26,6 +26,9 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 # "Dependencies and the lock"); `make lock` rewrites the locks from pyproject.toml.
 LOCK       := requirements/dev.lock
 BUILD_LOCK := requirements/build.lock
+# The rollout tasks' library (bench/rollout_tasks.py): its sdist, hash-checked, kept in the venv.
+TASKS_LOCK := requirements/tasks.lock
+TASKS_DIR  := $(VENV)/share/rlm-tasks
 PIP_LOCKED := $(PY) -m pip install --quiet --require-hashes
 # The locks hold for every platform and every Python from this one on (the dev extra's
 # trace viewer, arize-phoenix, needs 3.11); the package itself supports 3.10.
@@ -50,6 +53,7 @@ setup: $(PY)
 	  $(PIP_LOCKED) --no-cache-dir --force-reinstall --no-deps --no-build-isolation \
 	    -r $(VENV)/llama-cpp-python.lock && echo "$$CMAKE_ARGS $$locked" > $(LLAMA_BUILT); fi
 	$(PIP_LOCKED) -r $(LOCK)
+	$(PY) -m pip download --quiet --no-deps --no-binary :all: --require-hashes -r $(TASKS_LOCK) -d $(TASKS_DIR)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	$(PY) -m rlm_kernel install --sys-prefix
 	$(PY) -m ipykernel install --sys-prefix

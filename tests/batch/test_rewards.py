@@ -5,6 +5,7 @@ held-back tests."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import textwrap
@@ -190,3 +191,46 @@ def test_a_command_that_is_not_pytest_scores_by_its_exit_status(tmp_path):
     bad = score(attempt, RewardSpec(command="false"), pristine=pristine)
     assert (ok.value, bad.value) == (1.0, 0.0)
     assert ok.metrics["total"] is None
+
+
+# -- real input: the task library's tasks (bench/rollout_tasks.py) ------------------------
+
+def test_the_task_library_is_fetched_by_setup_and_matches_its_lock():
+    from bench.rollout_tasks import SDIST_SHA256, find_sdist
+
+    sdist = find_sdist()  # FileNotFoundError saying "run `make setup`" when it is missing
+    lock = (Path(__file__).parents[2] / "requirements" / "tasks.lock").read_text()
+    assert sdist.name.startswith("inflection-0.5.1") and SDIST_SHA256 in lock
+
+
+def test_a_built_task_scores_the_bug_below_one_and_the_release_one(tmp_path):
+    from bench.rollout_tasks import HELD_BACK_FILE, MODULE, TEST_FILE, build_tasks
+
+    (row,) = build_tasks(1, 7, tmp_path / "tasks")
+    lines = (tmp_path / "tasks" / "tasks.jsonl").read_text().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0]) == row
+    assert set(row) == {"id", "question", "workdir", "held_back", "reward", "test_command"}
+    workdir, held = Path(row["workdir"]), Path(row["held_back"])
+    mutation = json.loads((workdir.parent / "mutation.json").read_text())
+    # the held-back tests are nowhere in the model's folder, and the report names a
+    # symptom, not the change
+    visible = (workdir / TEST_FILE).read_text()
+    assert not (workdir / HELD_BACK_FILE).exists()
+    for name in mutation["held_back_tests"]:
+        assert f"def {name}(" not in visible
+        assert f"def {name}(" in (held / HELD_BACK_FILE).read_text()
+    assert mutation["after"] not in row["question"] and "line" not in row["question"]
+
+    spec = RewardSpec(held_back=str(held), timeout=60)
+    untouched = tmp_path / "untouched"
+    shutil.copytree(workdir, untouched)
+    bug = score(untouched, spec, pristine=workdir)
+    assert bug.value < 1.0 and bug.metrics["failed"] >= 1, bug.output
+
+    fixed = tmp_path / "fixed"
+    shutil.copytree(workdir, fixed)
+    shutil.copy2(workdir.parent / "reference" / MODULE, fixed / MODULE)
+    (fixed / TEST_FILE).write_text("def test_nothing():\n    pass\n")  # put back
+    good = score(fixed, spec, pristine=workdir)
+    assert good.value == 1.0 and good.error is None, good.output
+    assert good.metrics["total"] == bug.metrics["total"] > 0
