@@ -8,10 +8,10 @@ on its own terms (issue 38, item 5).
    has it: test files (``test_*.py``, ``*_test.py``), ``conftest.py`` anywhere, pytest's
    and the packaging configuration (``pytest.ini``, ``.pytest.ini``, ``tox.ini``,
    ``setup.cfg``, ``pyproject.toml``), ``sitecustomize.py`` / ``usercustomize.py``,
-   ``*.pth`` files; it removes what the model added that Python or pytest would load
-   on its own (``*.dist-info`` / ``*.egg-info`` folders, whose ``pytest11`` entry
-   points pytest loads as plugins, and every ``__pycache__``, ``*.pyc``, ``.pytest_cache``:
-   a forged cached test module).  A symbolic link the model put in the way is removed,
+   ``*.pth`` files; distributions' metadata (``*.dist-info`` / ``*.egg-info`` folders,
+   whose ``pytest11`` entry points pytest loads as plugins) likewise; and it removes
+   every cache (``__pycache__``, ``*.pyc``, ``.pytest_cache``: a forged cached test
+   module).  A symbolic link the model put in the way is removed,
    never followed: nothing is written outside the folder.
 2. **copies in** the held-back files (``RewardSpec.held_back``): tests model code never
    saw, since they were not in its folder during the loop.
@@ -51,8 +51,8 @@ from typing import Any
 
 from ..executors import SandboxUnavailable, TestRun, run_tests, walled_command
 
-__all__ = ["RewardSpec", "Reward", "score", "PROTECTED_NAMES", "REMOVED_NAMES",
-           "DEFAULT_REWARD_TIMEOUT"]
+__all__ = ["RewardSpec", "Reward", "score", "restore", "PROTECTED_NAMES", "CACHE_NAMES",
+           "METADATA_NAMES", "DEFAULT_REWARD_TIMEOUT"]
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +64,12 @@ PROTECTED_NAMES = ("test_*.py", "*_test.py", "conftest.py", "pytest.ini", ".pyte
 """File names (:mod:`fnmatch` patterns, anywhere in the folder) put back as the pristine
 folder has them before scoring: what steers pytest's collection, configuration and
 plugins, or the interpreter's start."""
-REMOVED_NAMES = ("__pycache__", "*.pyc", "*.pyo", ".pytest_cache", "*.dist-info",
-                 "*.egg-info")
-"""Names (files or folders, anywhere) removed before scoring unless the pristine folder
-has them at that place: cached byte code (a forged cached test module) and installed
-distributions' metadata (``pytest11`` entry points are plugins pytest loads)."""
+CACHE_NAMES = ("__pycache__", "*.pyc", "*.pyo", ".pytest_cache")
+"""Caches removed before scoring wherever they are, the pristine folder's too: a forged
+cached test module would run in the real one's place."""
+METADATA_NAMES = ("*.dist-info", "*.egg-info")
+"""Installed distributions' metadata (``pytest11`` entry points are plugins pytest loads):
+removed before scoring, and those of the pristine folder copied back whole."""
 _OUTPUT_CHARS = 4000
 
 
@@ -177,8 +178,9 @@ def _same(a: Path, b: Path) -> bool:
 
 
 def restore(folder: str | os.PathLike[str], pristine: str | os.PathLike[str]) -> list[str]:
-    """Put back the files of :data:`PROTECTED_NAMES` and remove those of
-    :data:`REMOVED_NAMES` as ``pristine`` has them (step 1 of the module docstring).
+    """Put back the files of :data:`PROTECTED_NAMES` and the folders of
+    :data:`METADATA_NAMES` as ``pristine`` has them, and remove every cache of
+    :data:`CACHE_NAMES` (step 1 of the module docstring).
 
     Args:
         folder: the attempt's folder, as the model left it.
@@ -189,28 +191,44 @@ def restore(folder: str | os.PathLike[str], pristine: str | os.PathLike[str]) ->
     """
     root, base = Path(folder), Path(pristine)
     changed: set[str] = set()
-    removed_dirs: list[str] = []
+    gone: list[str] = []  # folders removed: nothing under them is looked at again
     for rel, entry in list(_walk(root)):
-        if any(rel.startswith(d + "/") for d in removed_dirs):
+        if any(rel.startswith(d + "/") for d in gone):
             continue
-        name = entry.name
-        origin = base / rel
-        if _matches(name, REMOVED_NAMES) and not (origin.exists() or origin.is_symlink()):
-            _remove(root / rel)
+        name, origin, here = entry.name, base / rel, root / rel
+        if _matches(name, CACHE_NAMES):
+            pass
+        elif _matches(name, METADATA_NAMES):
+            if _same_tree(origin, here):
+                continue
+        elif not _matches(name, PROTECTED_NAMES) or _same(origin, here):
+            continue
+        _remove(here)  # added or changed by the model (or a link in a file's place)
+        changed.add(rel)
+        gone.append(rel)
+    for rel, entry in list(_walk(base)):
+        if entry.is_symlink() or (root / rel).exists() or (root / rel).is_symlink():
+            continue
+        if entry.is_file() and _matches(entry.name, PROTECTED_NAMES):
+            shutil.copy2(base / rel, _place(root, rel))
             changed.add(rel)
-            removed_dirs.append(rel)
-        elif _matches(name, PROTECTED_NAMES) and not (origin.is_file()
-                                                      and not origin.is_symlink()):
-            _remove(root / rel)  # added by the model (or a link in a test file's place)
+        elif entry.is_dir() and _matches(entry.name, METADATA_NAMES):
+            shutil.copytree(base / rel, _place(root, rel), symlinks=True)
             changed.add(rel)
-            removed_dirs.append(rel)
-    for rel, entry in _walk(base):
-        if entry.is_file(follow_symlinks=False) and _matches(entry.name, PROTECTED_NAMES):
-            target = root / rel
-            if not _same(base / rel, target):
-                shutil.copy2(base / rel, _place(root, rel))
-                changed.add(rel)
     return sorted(changed)
+
+
+def _same_tree(a: Path, b: Path) -> bool:
+    """Whether folders ``a`` and ``b`` hold the same regular files with the same bytes and
+    nothing else (links count as different)."""
+    if a.is_symlink() or b.is_symlink() or not (a.is_dir() and b.is_dir()):
+        return False
+    left = {rel: e for rel, e in _walk(a)}
+    right = {rel: e for rel, e in _walk(b)}
+    if left.keys() != right.keys():
+        return False
+    return all(e.is_dir(follow_symlinks=False) and right[rel].is_dir(follow_symlinks=False)
+               or _same(a / rel, b / rel) for rel, e in left.items())
 
 
 def _copy_in(folder: Path, held_back: Path) -> list[str]:

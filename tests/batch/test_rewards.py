@@ -109,12 +109,19 @@ def test_an_added_conftest_or_plugin_that_forces_passes_is_neutralised(tmp_path)
     (dist / "entry_points.txt").write_text("[pytest11]\nforcepass = forcepass\n")
     (attempt / "__pycache__").mkdir()
     (attempt / "__pycache__" / "test_calc.cpython-311-pytest-9.2.0.pyc").write_bytes(b"x")
+    # the task's own metadata folder, which the model extends with a plugin
+    for folder in (pristine, attempt):
+        (folder / "calc.egg-info").mkdir()
+        (folder / "calc.egg-info" / "PKG-INFO").write_text("Name: calc\nVersion: 1\n")
+    (attempt / "calc.egg-info" / "entry_points.txt").write_text(
+        "[pytest11]\nforcepass = forcepass\n")
     reward = score(attempt, spec, pristine=pristine)
     assert reward.value == pytest.approx(1 / 3), reward.output
     restored = set(reward.metrics["restored"])
     assert {"conftest.py", "sub/conftest.py", "pytest.ini", "forcepass-1.0.dist-info",
-            "__pycache__"} <= restored
+            "__pycache__", "calc.egg-info"} <= restored
     assert not (attempt / "conftest.py").exists()
+    assert sorted(p.name for p in (attempt / "calc.egg-info").iterdir()) == ["PKG-INFO"]
 
 
 def test_a_reward_or_report_file_the_model_wrote_changes_nothing(tmp_path):
