@@ -80,7 +80,14 @@ def find_sdist() -> Path:
 def _unpack(sdist: Path, dest: Path) -> None:
     """The sdist's top folder's contents into ``dest`` (no byte code, no build files)."""
     with tempfile.TemporaryDirectory() as tmp, tarfile.open(sdist) as archive:
-        archive.extractall(tmp, filter="data")
+        if hasattr(tarfile, "data_filter"):  # Python 3.11.4+ (PEP 706)
+            archive.extractall(tmp, filter="data")
+        else:  # the same refusals by hand: plain files and folders inside ``tmp`` only
+            for member in archive.getmembers():
+                if not (member.isfile() or member.isdir()) or member.name.startswith("/") \
+                        or ".." in Path(member.name).parts:
+                    raise ValueError(f"{sdist.name}: refusing the member {member.name!r}")
+            archive.extractall(tmp)  # noqa: S202 (every member checked above)
         (top,) = Path(tmp).iterdir()
         shutil.copytree(top, dest, ignore=shutil.ignore_patterns(
             "__pycache__", "*.pyc", "*.egg-info", "docs"))

@@ -210,6 +210,17 @@ def test_the_task_library_is_fetched_by_setup_and_matches_its_lock():
     assert sdist.name.startswith("inflection-0.5.1") and SDIST_SHA256 in lock
 
 
+def test_a_missing_or_altered_sdist_says_to_run_setup(tmp_path, monkeypatch):
+    import bench.rollout_tasks as rollout_tasks
+
+    monkeypatch.setattr(rollout_tasks, "TASKS_DIR", tmp_path)
+    with pytest.raises(FileNotFoundError, match="run `make setup`"):
+        rollout_tasks.find_sdist()
+    (tmp_path / rollout_tasks.SDIST_NAME).write_bytes(b"not the sdist")
+    with pytest.raises(ValueError, match="not the locked"):
+        rollout_tasks.find_sdist()
+
+
 def test_a_built_task_scores_the_bug_below_one_and_the_release_one(tmp_path):
     from bench.rollout_tasks import HELD_BACK_FILE, MODULE, TEST_FILE, build_tasks
 
