@@ -28,9 +28,12 @@ The reward (:attr:`Reward.value`) is the share of the held-back tests that pass:
 pytest gives 1.0 when it exits with status 0, else 0.0.  0.0 with :attr:`Reward.error`
 set when nothing ran (no report, a time-out, a command that could not start).
 
-What this does not hold: pytest imports the model's code into its own process, so code
-written to patch pytest's reporting from inside that process could still forge its
-counts; the wall keeps such code from reaching anything but the folder and the report.
+What this holds against model code that patches pytest from inside its process (pytest
+imports the model's code): with the default command a host test that always fails, under
+a random name, is collected first (:func:`_write_sentinel`); a report in which it did not
+fail while tests passed scores 0.0 as forged.  A forgery aimed at the held-back tests
+alone is not caught; the wall keeps such code from reaching anything but the folder and
+the report's own folder.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 import os
+import secrets
 import shlex
 import shutil
 import stat
@@ -290,10 +294,13 @@ def score(folder: str | os.PathLike[str], spec: RewardSpec, *,
         log.info("scoring %s: put back %d files the attempt changed: %s", root,
                  len(restored), restored[:10])
     metrics: dict[str, Any] = {"restored": restored, "prepare_seconds": prepare_seconds}
+    sentinel: str | None = None
     if spec.command is not None:
         argv = shlex.split(spec.command)
     elif tests:
-        argv = [sys.executable, "-m", "pytest", "-q", "--disable-plugin-autoload", *tests]
+        sentinel = _write_sentinel(root)
+        argv = [sys.executable, "-m", "pytest", "-q", "--disable-plugin-autoload", sentinel,
+                *tests]
     else:
         return Reward(0.0, metrics, error=f"the held-back folder {spec.held_back!r} has no "
                       "test files (test_*.py, *_test.py) and no reward command is set")
@@ -306,7 +313,24 @@ def score(folder: str | os.PathLike[str], spec: RewardSpec, *,
                             junit_dir=report_dir, wrap=wrap)
         except (OSError, ValueError) as exc:
             return Reward(0.0, metrics, error=f"the reward command did not run: {exc}")
-    return _reward(run, metrics)
+        finally:
+            if sentinel is not None:
+                (root / sentinel).unlink(missing_ok=True)
+    return _reward(run, metrics, sentinel is not None)
+
+
+def _write_sentinel(root: Path) -> str:
+    """Write a test that always fails, under a random name, into ``root``; its name.
+
+    pytest collects it first, before any model-written module is imported.  A report in
+    which it did not fail while other tests passed was forged from inside pytest's
+    process (model code that patches pytest's reports to pass): such an attempt scores
+    0.0.  A forgery aimed at the held-back tests alone is not caught this way."""
+    name = f"test_{secrets.token_hex(6)}.py"
+    left, right = secrets.token_hex(8), secrets.token_hex(8)
+    (_place(root, name)).write_text(
+        f"def test_{secrets.token_hex(6)}():\n    assert {left!r} == {right!r}\n")
+    return name
 
 
 def _is_pytest(argv: list[str]) -> bool:
@@ -317,9 +341,15 @@ def _is_pytest(argv: list[str]) -> bool:
     return len(argv) >= 3 and argv[1] == "-m" and argv[2] == "pytest"
 
 
-def _reward(run: TestRun, metrics: dict[str, Any]) -> Reward:
-    """The :class:`Reward` of a finished reward command."""
-    counts = {"passed": run.passed, "failed": run.failed, "errors": run.errors,
+def _reward(run: TestRun, metrics: dict[str, Any], sentinel: bool) -> Reward:
+    """The :class:`Reward` of a finished reward command; with ``sentinel``, the counts
+    include :func:`_write_sentinel`'s test, which must have failed."""
+    failed = run.failed
+    forged = False
+    if sentinel and failed is not None:
+        forged = failed < 1 and bool(run.passed)
+        failed = max(failed - 1, 0)
+    counts = {"passed": run.passed, "failed": failed, "errors": run.errors,
               "skipped": run.skipped}
     total = None if run.passed is None else sum(v or 0 for v in counts.values())
     metrics.update(counts, total=total, exit_code=run.exit_code, timed_out=run.timed_out,
@@ -333,6 +363,9 @@ def _reward(run: TestRun, metrics: dict[str, Any]) -> Reward:
             return Reward(1.0 if run.exit_code == 0 else 0.0, metrics, None, output)
         return Reward(0.0, metrics, "pytest wrote no report (it did not start, or its "
                       f"process ended before writing one): exit {run.exit_code}", output)
+    if forged:
+        return Reward(0.0, metrics, "the test report was forged: a host test that always "
+                      "fails was reported as not failing", output)
     if total == 0:
         return Reward(0.0, metrics, "no test ran (none collected)", output)
     return Reward((run.passed or 0) / total, metrics, None, output)

@@ -124,6 +124,26 @@ def test_an_added_conftest_or_plugin_that_forces_passes_is_neutralised(tmp_path)
     assert sorted(p.name for p in (attempt / "calc.egg-info").iterdir()) == ["PKG-INFO"]
 
 
+def test_model_code_that_patches_pytest_reports_to_pass_scores_zero(tmp_path):
+    code = BUGGY + textwrap.dedent("""\
+        import _pytest.reports as reports
+
+        _real = reports.TestReport.from_item_and_call.__func__
+
+        def _forged(cls, item, call):
+            report = _real(cls, item, call)
+            report.outcome, report.longrepr = "passed", None
+            return report
+
+        reports.TestReport.from_item_and_call = classmethod(_forged)
+    """)
+    attempt, pristine, spec = _task(tmp_path, code)
+    reward = score(attempt, spec, pristine=pristine)
+    assert reward.value == 0.0 and "forged" in (reward.error or ""), reward
+    assert sorted(p.name for p in attempt.glob("test_*.py")) == ["test_calc.py",
+                                                                 "test_visible.py"]
+
+
 def test_a_reward_or_report_file_the_model_wrote_changes_nothing(tmp_path):
     attempt, pristine, spec = _task(tmp_path, BUGGY)
     forged = ('<testsuites><testsuite name="pytest" tests="3" failures="0" errors="0" '
