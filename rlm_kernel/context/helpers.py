@@ -86,8 +86,10 @@ def _data(data: Any) -> Any:
         return data
     namespace, name = getattr(_scope, "current", None) or (None, "context")
     if namespace is None or name not in namespace:
+        hint = ("; the files of the working folder: grep('word') or read('path')"
+                if namespace is not None and callable(namespace.get("grep")) else "")
         raise NameError(f"no variable {name!r} to search: pass the data, "
-                        "e.g. search('word', my_text)")
+                        f"e.g. search('word', my_text){hint}")
     return namespace[name]
 
 

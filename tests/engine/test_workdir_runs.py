@@ -138,3 +138,15 @@ def test_an_rlm_query_child_runs_in_the_same_folder(tmp_path, executor):
             assert "wrote outside" in said
     finally:
         outside.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("executor", ["in-process", "isolated"])
+def test_search_without_data_points_to_the_folders_helpers(tmp_path, executor):
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("first line\n")
+    result, _ = run(folder, [block("search('first')"), block("FINAL('ok')")], executor,
+                    max_iterations=3)
+    output = result.history.entries[0].output
+    assert "no variable 'context' to search" in output
+    assert "the files of the working folder: grep('word') or read('path')" in output
