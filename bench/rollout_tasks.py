@@ -9,8 +9,10 @@ comparison's boundary moved, a constant changed; the operators of mutation testi
 mutmut and MutPy apply them), keeps only mutants that the shipped tests catch, and
 (operators and numbers tried before strings) splits ``test_inflection.py`` in two: the test functions that catch the mutant go to
 the task's ``held_back`` folder (``test_held_back.py``, never in the folder the model
-sees), the others stay.  Each task is checked: its held-back tests fail on the mutant
-and pass on the library as released.  The rows of ``tasks.jsonl`` carry ``id``,
+sees), the others stay.  A mutant is kept only when every case of the functions held
+back fails on it (a parametrized function whose other cases pass would give an attempt
+that changes nothing a reward above 0).  Each task is checked: its held-back tests fail
+on the mutant and pass on the library as released.  The rows of ``tasks.jsonl`` carry ``id``,
 ``question`` (a bug report naming the symptom, never the mutation), ``workdir``,
 ``held_back``, ``reward`` (None: pytest on the held-back tests) and ``test_command``.
 
@@ -298,6 +300,9 @@ def build_tasks(n: int, seed: int, out_dir: str | Path) -> list[dict[str, object
         if not results or not failures or not set(caught) <= set(functions) \
                 or len(caught) > len(functions) // 2:
             continue  # not caught, or caught by most tests (a broken import)
+        if any(outcome not in ("failed", "error") for name, (outcome, _) in results.items()
+               if name.split("[")[0] in caught):
+            continue  # a held-back function with cases that pass: doing nothing would score > 0
         task_id = f"inflection-{seed}-{len(rows) + 1}"
         rows.append(_write_task(out / task_id, task_id, original, mutant, tests_source,
                                 functions, caught, failures))
