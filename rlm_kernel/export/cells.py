@@ -17,8 +17,10 @@ class _CellRLMKeys(TypedDict):
 class CellRLM(_CellRLMKeys, total=False):
     """A cell's ``metadata.rlm``, in exported notebooks and on live step cells.
 
-    ``role`` is ``task``, ``setup``, ``recorded``, ``step``, ``candidates`` or
-    ``answer``; ``step`` is the step number (from 1) on step cells, else None;
+    ``role`` is ``task``, ``setup``, ``recorded``, ``step``, ``children``, ``candidates``
+    or ``answer``; ``step`` is the step number (from 1) on step cells and on a
+    ``children`` cell (an exported sub-agent's run, folded Markdown, right after the
+    step whose code started it), else None;
     ``task_cell`` (live cells only, see ``docs/protocol.md``) is the id of the task
     cell that ran the run.  A candidates run (``RLMConfig.candidates`` > 1): live step
     cells carry ``candidate`` (which candidate made them, from 1; step numbers restart

@@ -62,6 +62,7 @@ def rlm_log_lines(result: RLMResult, *, max_iterations: int | None = None,
              if e.get("role") in ("root", "final") and not e.get("depth")]
     prompts = list(getattr(result, "root_prompts", []))
     entries = list(result.history)
+    children = list(getattr(result, "children", None) or ())
     for n, (_, exchange) in enumerate(roots):
         step = int(exchange.get("step") or 0)
         last_of_step = n + 1 == len(roots) or roots[n + 1][1].get("step") != step
@@ -71,7 +72,8 @@ def rlm_log_lines(result: RLMResult, *, max_iterations: int | None = None,
             "timestamp": entry.timestamp if entry is not None else _now(),
             "prompt": prompts[n] if n < len(prompts) else [],
             "response": exchange.get("response", ""),
-            "code_blocks": [_code_block(entry)] if entry is not None and entry.code else [],
+            "code_blocks": [_code_block(entry, step, "", children)]
+            if entry is not None and entry.code else [],
             "final_answer": None,
             "iteration_time": entry.execution_time if entry is not None else None,
         })
@@ -81,7 +83,11 @@ def rlm_log_lines(result: RLMResult, *, max_iterations: int | None = None,
     return redact_data(json.loads(json.dumps(lines, default=str)))
 
 
-def _code_block(entry: Any) -> dict[str, Any]:
+def _code_block(entry: Any, step: int, run: str, children: list[Any]) -> dict[str, Any]:
+    """Step ``step``'s code block of the run ``run`` (a child's id, ``""``: the top
+    level); its ``rlm_calls`` are its sub-calls, then the sub-agent runs its code started
+    (of ``children``, the result's flat list), each with its own steps and sub-agents
+    under ``child`` (:func:`_child_call`)."""
     at = entry.output.find(TRACEBACK_LINE)
     stdout, stderr = (entry.output, "") if at < 0 else (entry.output[:at], entry.output[at:])
     calls = [{"prompt": c.get("prompt", ""), "response": c.get("response", ""),
@@ -89,9 +95,28 @@ def _code_block(entry: Any) -> dict[str, Any]:
               "completion_tokens": int(c.get("completion_tokens", 0) or 0),
               "execution_time": float(c.get("seconds", 0.0) or 0.0)}
              for c in entry.llm_calls]
+    calls += [_child_call(child, children) for child in children
+              if child.parent == run and child.parent_step == step]
     return {"code": entry.code, "result": {"stdout": stdout, "stderr": stderr, "locals": {},
                                            "execution_time": entry.execution_time,
                                            "rlm_calls": calls}}
+
+
+def _child_call(child: Any, children: list[Any]) -> dict[str, Any]:
+    """A sub-agent's run as one of its parent step's ``rlm_calls``
+    (``RLMChatCompletion``'s keys: its question as ``prompt``, its answer as
+    ``response``; tokens are counted on the run's calls, not here: 0), with ``child``:
+    its id, depth, parent step, conversation (``messages``), stop reason and steps (each
+    a code block)."""
+    return {"prompt": child.question, "response": "" if child.answer is None
+            else str(child.answer), "prompt_tokens": 0, "completion_tokens": 0,
+            "execution_time": float(child.seconds),
+            "child": {"id": child.id, "parent": child.parent, "depth": child.depth,
+                      "parent_step": child.parent_step, "stopped_by": child.stopped_by,
+                      "messages": [dict(m) for m in child.messages],
+                      "code_blocks": [_code_block(e, n, child.id, children)
+                                      for n, e in enumerate(child.history, start=1)
+                                      if e.code]}}
 
 
 def _now() -> str:
