@@ -66,3 +66,20 @@ def test_a_childs_sub_calls_and_a_failed_child_are_kept() -> None:
     assert result.answer is not None and result.answer.startswith("Error:")
     assert ("sub", 1) in [(c.role, c.depth) for c in result.calls]
     assert ("final", 1) in [(c.role, c.depth) for c in result.calls]
+
+
+@pytest.mark.parametrize("executor", ["in-process", "isolated"])
+def test_child_spans_sit_under_the_parent_step(executor: str, exporter) -> None:
+    rlm, _ = scripted_rlm(REPLIES, executor=executor, max_depth=2, max_iterations=3,
+                          child_max_iterations=2)
+    assert rlm.run("Ask twice.").answer == "c1:gc|c2"
+    spans = {s.context.span_id: s for s in exporter.get_finished_spans()}
+    runs = [s for s in spans.values() if s.name.startswith("invoke_agent")]
+    by_depth = sorted(((s.attributes["rlm.depth"], s) for s in runs), key=lambda p: p[0])
+    assert [d for d, _ in by_depth] == [0, 1, 1, 2]
+    for depth, run in by_depth[1:]:
+        parent = spans[run.parent.span_id]
+        assert parent.attributes.get("rlm.step") is not None, parent.name  # a step span
+        assert parent.attributes["rlm.depth"] == depth - 1
+    chats = [s for s in spans.values() if s.name.startswith("chat")]
+    assert sorted(s.attributes["rlm.depth"] for s in chats) == [0, 0, 1, 1, 2]
