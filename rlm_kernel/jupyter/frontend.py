@@ -290,6 +290,9 @@ class StepRenderer(RunObserver):
             if candidates:
                 msg["chosen"] = chosen
                 msg["candidates"] = [dict(c) for c in candidates]
+            diff = getattr(res, "diff", None)
+            if diff is not None:
+                msg["diff"] = diff
             self._send(msg)
             if self.comm is not None:
                 self.comm.close()

@@ -150,7 +150,9 @@ class RunFinished(_RunFinishedKeys, total=False):
     sentence: ``The answer was computed by the model's code from your data.``, ``No
     answer: you interrupted the run.``).  After a candidates run, ``chosen`` (the
     candidate whose steps are the run's: the others' cells are removed) and
-    ``candidates`` (the summaries of ``RLMResult.candidates``)."""
+    ``candidates`` (the summaries of ``RLMResult.candidates``).  A working-folder run
+    ended by ``finish()``: ``diff``, the folder's change as a unified diff (the answer
+    holds it after the message), for the answer cell to show as a diff."""
 
     answer_source: str | None
     votes: list[int] | None
@@ -160,6 +162,7 @@ class RunFinished(_RunFinishedKeys, total=False):
     ending_words: str
     chosen: int | None
     candidates: list[dict[str, Any]]
+    diff: str
 
 
 RunMessage = RunStarted | StepAdded | StepOutput | StepFinished | RunFinished
