@@ -43,7 +43,7 @@ from .names import SESSION_NAMES, user_variables
 from .options import add_setting_options, config_overrides, non_empty, positive_int
 from .repl_functions import session_functions
 from .replay.recording import output_digest, step_exchanges
-from .result import ANSWER_SOURCES
+from .result import ANSWER_SOURCES, child_runs
 from .session.conversation import HISTORY_NAME
 from .session.task import check_tools, describe_tool
 from .session.warmup import prewarm
@@ -55,6 +55,8 @@ __all__ = [
     "AnswerCheck", "CandidateFinished", "CandidateStarted", "ModelCall", "RunFinished",
     "RunStarted", "StepFinished", "StepNotice", "StepOutput", "StepStarted", "SubCall",
     "Totals",
+    # a sub-agent's run as its parent keeps it
+    "child_runs",
     # how a run ended, the answer's text and type
     "ANSWER_SOURCES", "ANSWER_SOURCE_KINDS", "AnswerSource", "MAX_DEPTH", "RunEnding",
     "STOP_REASONS", "TONES", "answer_text", "as_answer_type", "describe_variable",

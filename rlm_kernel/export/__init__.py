@@ -10,15 +10,16 @@ from typing import TYPE_CHECKING, Any
 
 from .cells import CellRLM
 
-__all__ = ["CellRLM", "cli_setup_cells", "export_run", "export_rlm_log", "rlm_log_lines",
-           "write_atomic"]
+__all__ = ["CellRLM", "child_markdown", "cli_setup_cells", "export_run", "export_rlm_log",
+           "rlm_log_lines", "write_atomic"]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .folds import child_markdown
     from .notebook import cli_setup_cells, export_run, write_atomic
     from .rlm_log import export_rlm_log, rlm_log_lines
 
 _LAZY = {"cli_setup_cells": "notebook", "export_run": "notebook", "write_atomic": "notebook",
-         "export_rlm_log": "rlm_log", "rlm_log_lines": "rlm_log"}
+         "export_rlm_log": "rlm_log", "rlm_log_lines": "rlm_log", "child_markdown": "folds"}
 
 
 def __getattr__(name: str) -> Any:

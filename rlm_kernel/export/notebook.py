@@ -26,7 +26,6 @@ whichever part of the run it came from (the kernel's own step outputs included).
 from __future__ import annotations
 
 import contextlib
-import html
 import json
 import os
 import sys
@@ -44,6 +43,8 @@ from ..models import model_label
 from ..redaction import redact_data
 from ..text import middle_cut
 from .cells import CellRLM
+from .folds import child_markdown
+from .folds import fenced as _fenced
 
 if TYPE_CHECKING:
     from ..engine import RLMResult
@@ -119,7 +120,7 @@ def export_run(result: RLMResult, path: str | os.PathLike[str] | None = None, *,
     children = list(getattr(result, "children", None) or ())
     for number, cell in enumerate(steps, start=1):
         cells.append(cell)
-        cells += [_tag(v4.new_markdown_cell(_child_markdown(child, children)), run_id,
+        cells += [_tag(v4.new_markdown_cell(child_markdown(child, children)), run_id,
                        "children", number)
                   for child in children if not child.parent and child.parent_step == number]
     cells.append(answer)
@@ -228,34 +229,6 @@ def _step_cells(entries: list[Any], run_id: str,
     return cells
 
 
-_CHILD_OUTPUT_CHARS = 2000  # characters of a child step's output shown in its fold
-
-
-def _child_markdown(child: Any, children: list[Any]) -> str:
-    """A sub-agent's run, folded (an HTML ``<details>`` block, shut until clicked) under
-    the step that started it: its question and answer in the summary, then each of its
-    steps' code and output (cut), then its own sub-agents folded the same way.  Markdown,
-    never code: a re-run of the notebook does not run a child's code again (the
-    ``%%rlm recorded`` cell answers its calls)."""
-    answer = "no answer" if child.answer is None else middle_cut(
-        " ".join(str(child.answer).split()), 120, "the whole is in result.children")
-    head = (f"Sub-agent {child.id} (depth {child.depth}): "
-            f"{html.escape(middle_cut(' '.join(child.question.split()), 120, '...'))} "
-            f"&rarr; {html.escape(answer)} · {child.steps} step"
-            f"{'s' * (child.steps != 1)}, `{child.stopped_by}`")
-    parts = [f"<details>\n<summary>{head}</summary>\n"]
-    for n, entry in enumerate(child.history, start=1):
-        parts.append(f"\n**Step {n}**\n\n{_fenced(entry.code.rstrip(), 'python')}\n")
-        if entry.output.strip():
-            parts.append(_fenced(middle_cut(entry.output.rstrip(), _CHILD_OUTPUT_CHARS,
-                                            "the whole is in result.children")) + "\n")
-    for grandchild in children:
-        if grandchild.parent == child.id:
-            parts.append("\n" + _child_markdown(grandchild, children) + "\n")
-    parts.append("\n</details>")
-    return "".join(parts)
-
-
 def _recorded_cells(result: RLMResult, run_id: str) -> list[Any]:
     """The ``%%rlm recorded`` cell (role ``recorded``): the sub-calls and child runs the
     steps' code made, so that re-running the notebook answers them without a model; an
@@ -336,13 +309,6 @@ def _candidates_markdown(candidates: list[dict[str, Any]]) -> str:
            f"none answered (candidate {chosen.get('index')} kept: the fewest failed steps)")
     return (f"### Candidates\n\n{n} candidate{'s' * (n != 1)} ran; {why}. The steps "
             "below are the chosen candidate's.\n\n" + head + "\n" + "\n".join(rows))
-
-
-def _fenced(text: str, language: str = "text") -> str:
-    fence = "```"
-    while fence in text:
-        fence += "`"
-    return f"{fence}{language}\n{text}\n{fence}"
 
 
 def _answer_markdown(result: RLMResult) -> str:

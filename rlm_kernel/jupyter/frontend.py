@@ -43,6 +43,7 @@ from ..engine.frontends import (
     StepNotice,
     StepStarted,
     Totals,
+    child_runs,
     output_digest,
     short_answer,
     step_source,
@@ -154,12 +155,33 @@ class StepRenderer(RunObserver):
         self.step_candidates: list[int | None] = []  # per item of step_outputs
         self.no_data: bool | None = None  # the run had no data at all (run_started says)
         self._blocks: list[dict[str, Any]] = []  # a candidates run: each finished step
+        self.children_seen = 0  # sub-agents of the top run folded into step outputs
 
     # -- engine events ----------------------------------------------------------------
     def notify(self, event: Event) -> None:
-        """Show the top run's events (a child run's steps are not cells)."""
+        """Show the top run's events (a child run's steps are not cells: a child of the
+        top run, when it ends, is folded into the output of the step that started it,
+        :meth:`on_child_finished`)."""
         if event.depth == 0:
             event.deliver(self)
+        elif event.depth == 1 and isinstance(event, RunFinished):
+            self.on_child_finished(event)
+
+    def on_child_finished(self, event: RunFinished) -> None:
+        """A sub-agent (an ``rlm_query`` child of the top run) ended: its run, folded
+        (an HTML ``<details>`` block in Markdown: question, answer, each step's code and
+        output, its own sub-agents), becomes an output of the running step's cell."""
+        from ..export import child_markdown
+
+        if self.current is None:
+            return
+        self.children_seen += 1
+        kept = child_runs(str(self.children_seen), self.current["step"], event.result)
+        summary = (f"Sub-agent {kept[0].id}: {kept[0].answer}" if kept[0].answer is not None
+                   else f"Sub-agent {kept[0].id}: no answer ({kept[0].stopped_by})")
+        self.on_rich_output({"output_type": "display_data", "metadata": {},
+                             "data": {"text/markdown": child_markdown(kept[0], kept),
+                                      "text/plain": summary}})
 
     def on_rich_output(self, output: dict[str, Any]) -> None:
         """Called by the executor with each nbformat output of the running step."""

@@ -65,3 +65,27 @@ def test_run_tests_and_finish_in_a_real_kernel(kernel: str, tmp_path: Path) -> N
         assert (folder / "calc.py").read_text().count("a + b") == 1  # the change is made
     finally:
         stop(km, kc)
+
+
+def test_a_sub_agent_unfolds_under_the_step_that_started_it(tmp_path: Path) -> None:
+    km, kc = start("rlm")
+    try:
+        script_model(kc, [block("a = rlm_query('Look at it.')\nprint('got', a)"),
+                          block("print('child step')\nFINAL('seen')"),
+                          block("FINAL(a)")], max_depth=1)
+        announce_frontend(kc)
+        reply, messages = execute(kc, "Ask a sub-agent.", cell_id="task")
+        assert reply["content"]["status"] == "ok", reply["content"]
+        data = _comm_data(messages)
+        folds = [d["output"] for d in data if d["type"] == "step_output"
+                 and "text/markdown" in d["output"].get("data", {})]
+        assert len(folds) == 1 and [d["step"] for d in data if d["type"] == "step_output"
+                                    and d["output"] in folds] == [1]
+        markdown = folds[0]["data"]["text/markdown"]
+        assert markdown.startswith("<details>\n<summary>Sub-agent 1 (depth 1): Look at it.")
+        assert "print('child step')" in markdown and "&rarr; seen" in markdown
+        assert folds[0]["data"]["text/plain"] == "Sub-agent 1: seen"
+        end = next(d for d in data if d["type"] == "run_finished")
+        assert end["answer"] == "seen"
+    finally:
+        stop(km, kc)
