@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,14 +53,19 @@ def reply(n: int, body: dict[str, Any]) -> str:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[Any, Path]]:
-    """A 2-worker cluster whose workers reach the provider; and their temporary folder
-    (where the attempts' copies are made)."""
+    """A 2-worker cluster whose workers reach the provider and make their temporary
+    folders (the attempts' copies) in a folder of this module's own, which the sandbox's
+    uid can pass through (0711, as /tmp is to it); and that folder."""
+    temp = Path(tempfile.mkdtemp(prefix="rlm-test-rollouts-"))
+    temp.chmod(0o711)
     with fake_provider(reply) as (base, _), pytest.MonkeyPatch.context() as mp:
         mp.setenv("OPENAI_API_BASE", base)
         mp.setenv("OPENAI_API_KEY", "sk-test")
         mp.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        mp.setenv("TMPDIR", str(temp))
         with local_cluster(2) as client:
-            yield client, Path(tempfile.gettempdir())
+            yield client, temp
+    shutil.rmtree(temp, ignore_errors=True)
 
 
 def rollout_tasks(root: Path, slow: bool = False) -> Path:
@@ -97,7 +103,6 @@ def test_attempts_in_their_own_copies_scored_by_held_back_tests(cluster, tmp_pat
     client, temp = cluster
     tasks = rollout_tasks(tmp_path)
     pristine = {p.name: p.read_text() for p in (tmp_path / "calc").iterdir()}
-    before = set(temp.glob("rlm-rollout-*"))
     out = tmp_path / "rollouts.jsonl"
     assert rollout_batch(client, tasks, out, "--rollouts", "3") == 0
     lines = read_lines(out)
@@ -122,7 +127,7 @@ def test_attempts_in_their_own_copies_scored_by_held_back_tests(cluster, tmp_pat
         assert {"conftest.py", "test_visible.py"} <= set(line["restored"])
     # the task's own folder is untouched, and every copy is gone
     assert {p.name: p.read_text() for p in (tmp_path / "calc").iterdir()} == pristine
-    assert set(temp.glob("rlm-rollout-*")) == before
+    assert not list(temp.glob("rlm-rollout-*"))
     # Hugging Face datasets reads the file as it is
     import datasets
 
