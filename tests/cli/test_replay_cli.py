@@ -45,3 +45,23 @@ def test_replay_of_an_exported_notebook_reports_divergence(tmp_path, capsys):
 def test_a_missing_record_is_one_usage_error(tmp_path, capsys):
     code = main(["run", "--replay", str(tmp_path / "none.ipynb"), "q"])
     assert code == 2 and "--replay" in capsys.readouterr().err
+
+
+def test_json_trajectory_holds_the_children_and_a_replay_gives_them_again(tmp_path, capsys,
+                                                                          monkeypatch):
+    from tests.engine.test_children import REPLIES
+
+    monkeypatch.setenv("RLM_MODEL", "openai/no-such-model")  # would fail if called
+    rlm, _ = scripted_rlm(REPLIES, executor="in-process", max_depth=2, max_iterations=3,
+                          child_max_iterations=2)
+    record = tmp_path / "run.json"
+    record.write_text(json.dumps(rlm.run("Ask twice.").to_dict()))
+    code = main(["run", "--replay", str(record), "--max-depth", "2", "--executor",
+                 "in-process", "--json", "--trajectory"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["answer"] == "c1:gc|c2"
+    assert [(c["id"], c["parent"], c["depth"], c["parent_step"], c["answer"])
+            for c in out["children"]] == [("1", "", 1, 2, "c1:gc"), ("1.1", "1", 2, 1, "gc"),
+                                          ("2", "", 1, 2, "c2")]
+    assert out["children"][1]["trajectory"][0]["code"] == "FINAL('gc')"
+    assert out["messages"][-1]["role"] == "assistant"
