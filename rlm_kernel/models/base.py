@@ -12,6 +12,7 @@ never a backend.  Shape after alexzhang13/rlm's ``clients/base_lm.py``.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, fields
 from typing import Any, Protocol, runtime_checkable
 
@@ -203,7 +204,30 @@ class ClientWrapper:
         what it must (``dataclasses.replace(options, max_tokens=...)``) and passes the
         rest on unnamed.
 
+        A client whose ``complete`` names its keywords and not ``depth`` (one written
+        before that option) is not sent it: the call's record gets the depth here, after
+        the call (the client's :class:`LLMCall` is the object its ledger keeps).
+
         Raises:
             LLMError: the call failed.
         """
-        return self._client.complete(messages, **options.keywords())
+        keywords = options.keywords()
+        if "depth" in keywords and not takes_option(self._client, "depth"):
+            depth = keywords.pop("depth")
+            completion = self._client.complete(messages, **keywords)
+            record = getattr(completion, "call", None)
+            if record is not None and hasattr(record, "depth"):
+                record.depth = depth
+            return completion
+        return self._client.complete(messages, **keywords)
+
+
+def takes_option(client: Any, name: str) -> bool:
+    """Whether ``client.complete`` takes the keyword ``name``: a parameter of that name,
+    or ``**options`` (:func:`inspect.signature`; True when it cannot be read)."""
+    try:
+        parameters = inspect.signature(client.complete).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.kind is inspect.Parameter.VAR_KEYWORD or p.name == name
+               for p in parameters)

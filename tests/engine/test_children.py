@@ -83,3 +83,32 @@ def test_child_spans_sit_under_the_parent_step(executor: str, exporter) -> None:
         assert parent.attributes["rlm.depth"] == depth - 1
     chats = [s for s in spans.values() if s.name.startswith("chat")]
     assert sorted(s.attributes["rlm.depth"] for s in chats) == [0, 0, 1, 1, 2]
+
+
+def test_a_client_written_before_the_depth_option_still_records_a_childs_depth() -> None:
+    from rlm_kernel import RLM
+    from rlm_kernel.models import Completion, LLMCall
+
+    class Older:
+        """A user's client whose complete() names its keywords (no depth)."""
+
+        model, max_tokens, context_window, ledger, depth = "older", None, None, None, 0
+
+        def __init__(self) -> None:
+            self.replies = list(REPLIES)
+
+        def check(self) -> None:
+            pass
+
+        def complete(self, messages, *, role="root", stop=None, max_tokens=None,
+                     temperature=None, seed=None):
+            call = LLMCall(model=self.model, role=role, depth=self.depth)
+            if self.ledger is not None:
+                self.ledger.record(call)
+            return Completion(text=self.replies.pop(0), call=call)
+
+    lm = Older()
+    result = RLM(root_client=lm, sub_client=lm, executor="in-process", max_depth=2,
+                 max_iterations=3, child_max_iterations=2, ground_answer=False).run("Ask.")
+    assert result.answer == "c1:gc|c2", result.error
+    assert [c.depth for c in result.calls] == [0, 0, 1, 2, 1]
