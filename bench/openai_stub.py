@@ -10,6 +10,12 @@ delay standing in for model latency, with at most ``slots`` requests served at o
 one model, ``GET .../stats`` returns :meth:`StubChatServer.stats`, ``POST .../reset``
 forgets the counts; any other path gets a 404, a body that is not JSON a 400.
 
+A request with ``"stream": true`` is answered as OpenAI streams (server-sent events:
+``chat.completion.chunk`` objects, one piece of the text each, :func:`pieces`, then one
+with the usage when ``stream_options.include_usage`` asks for it, then ``[DONE]``),
+``piece_seconds`` apart, as a model writes; a client that closes the stream ends it
+(the server stops writing, as llama.cpp's stops generating), which is counted.
+
 It records, for the test or benchmark to read:
 
 * ``stamps``: the arrival time of every chat request, in seconds of
@@ -18,7 +24,9 @@ It records, for the test or benchmark to read:
 * ``requests`` and ``seen`` (one entry per request): how many chat requests arrived;
 * ``in_flight`` / ``peak``: how many were being served at once, now and at most;
   ``waiting`` / ``peak_waiting``: how many waited for a slot;
-* ``counts``: what the reply callable counted (:meth:`StubChatServer.count`).
+* ``counts``: what the reply callable counted (:meth:`StubChatServer.count`);
+* ``streams``: per streamed request, ``{"pieces": sent, "of": total, "closed": the
+  client closed it before the end, "ended": perf_counter seconds when it stopped}``.
 
 Use it as a context manager (``with StubChatServer(reply) as server: ...``) or call
 :meth:`StubChatServer.start` and :meth:`StubChatServer.stop`.  Tests use
@@ -33,6 +41,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import threading
 import time
 from collections import Counter
@@ -42,8 +51,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-__all__ = ["StubChatServer", "chat_completion", "fake_provider", "fake_server", "send_ok",
-           "serve_http"]
+__all__ = ["StubChatServer", "chat_completion", "fake_provider", "fake_server", "pieces",
+           "send_ok", "serve_http"]
+
+
+def pieces(text: str) -> list[str]:
+    """``text`` cut into the pieces a stream sends: a word with the white space before
+    it (and the white space at the end); joined, they are ``text``.  (A tokenizer's
+    tokens are shorter; the stream's shape is the same.)"""
+    return re.findall(r"\s*\S+|\s+\Z", text)
 
 
 def chat_completion(text: str, model: str = "stub",
@@ -111,6 +127,7 @@ class StubChatServer:
         keep_alive: HTTP/1.1 with persistent connections (True), else HTTP/1.0, one
             request a connection, so that after :meth:`stop` every request is refused.
         kinds: keys of :attr:`counts` reported even at zero (``("root", "sub")``).
+        piece_seconds: seconds between two pieces of a streamed reply.
 
     Raises:
         ValueError: ``delay`` < 0 or ``slots`` < 1.
@@ -120,7 +137,7 @@ class StubChatServer:
     def __init__(self, reply: Callable[..., str], delay: float = 0.0,
                  usage: tuple[int, int] = (10, 5), slots: int | None = None,
                  port: int = 0, model: str | None = None, keep_alive: bool = True,
-                 kinds: tuple[str, ...] = ()) -> None:
+                 kinds: tuple[str, ...] = (), piece_seconds: float = 0.0) -> None:
         if delay < 0 or (slots is not None and slots < 1):
             raise ValueError("delay must be >= 0 and slots >= 1")
         self.reply = reply
@@ -129,6 +146,7 @@ class StubChatServer:
         self.kinds = kinds
         self.delay = delay  # seconds
         self.usage = usage  # (prompt_tokens, completion_tokens) per reply
+        self.piece_seconds = piece_seconds
         self._slots = threading.BoundedSemaphore(slots) if slots is not None else None
         self._lock = threading.Lock()
         self._stopped = False
@@ -170,7 +188,46 @@ class StubChatServer:
                 except ValueError:
                     self._send(400, {"error": {"message": "the body is not JSON"}})
                     return
+                if request.get("stream"):
+                    self._stream(owner._complete(request, arrived), request)
+                    return
                 self._send(200, owner._complete(request, arrived))
+
+            def _stream(self, reply: dict[str, Any], request: dict[str, Any]) -> None:
+                """The reply as server-sent events, piece by piece, until the client
+                closes the stream."""
+                text = reply["choices"][0]["message"]["content"]
+                parts = pieces(text)
+                record = {"pieces": 0, "of": len(parts), "closed": False, "ended": 0.0}
+                with owner._lock:
+                    owner.streams.append(record)
+                self.close_connection = True
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                head = {"id": "chatcmpl-stub", "object": "chat.completion.chunk",
+                        "created": reply["created"], "model": reply["model"]}
+                events = [{**head, "choices": [{"index": 0, "finish_reason": None,
+                                                "delta": {"role": "assistant",
+                                                          "content": part}}]}
+                          for part in parts]
+                events.append({**head, "choices": [{"index": 0, "delta": {},
+                                                    "finish_reason": "stop"}]})
+                if (request.get("stream_options") or {}).get("include_usage"):
+                    events.append({**head, "choices": [], "usage": reply["usage"]})
+                try:
+                    for n, event in enumerate(events):
+                        if n and owner.piece_seconds:
+                            time.sleep(owner.piece_seconds)
+                        self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                        self.wfile.flush()
+                        record["pieces"] = min(n + 1, len(parts))
+                    self.wfile.write(b"data: [DONE]\n\n")
+                    self.wfile.flush()
+                except OSError:  # the client closed the stream
+                    record["closed"] = True
+                record["ended"] = time.perf_counter()
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()
@@ -211,6 +268,19 @@ class StubChatServer:
             if self._slots is not None:
                 self._slots.release()
         return chat_completion(text, self.model or request.get("model", "stub"), self.usage)
+
+    def ended_streams(self, timeout: float = 5.0) -> list[dict[str, Any]]:
+        """:attr:`streams` once each has ended (its last piece sent, or its client gone:
+        the server sees a closed stream at its next write), waiting up to ``timeout``
+        seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if all(s["ended"] for s in self.streams):
+                    break
+            time.sleep(0.005)
+        with self._lock:
+            return [dict(s) for s in self.streams]
 
     def count(self, key: str) -> None:
         """Add one to ``counts[key]`` (thread-safe): for a reply that sorts requests."""
@@ -262,6 +332,7 @@ class StubChatServer:
             self.seen: list[int] = []  # one entry per chat request
             self.requests = 0
             self.counts: Counter[str] = Counter(dict.fromkeys(self.kinds, 0))
+            self.streams: list[dict[str, Any]] = []  # per streamed request (module docstring)
             self.peak = getattr(self, "in_flight", 0)
             self.peak_waiting = getattr(self, "waiting", 0)
 

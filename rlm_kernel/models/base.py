@@ -13,6 +13,7 @@ never a backend.  Shape after alexzhang13/rlm's ``clients/base_lm.py``.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, Protocol, runtime_checkable
 
@@ -48,6 +49,14 @@ class CallOptions:
             n: an ``rlm_query`` child n levels down), recorded on the call and its span;
             None: the client's own ``depth``.  The engine sends it for a child's calls,
             which go through the same clients as its parent's.
+        stream: ``callable(text)`` called with each piece of the reply, in order, as
+            the model writes it (a piece of a streamed reply: one token for llama.cpp's
+            server and OpenAI's); the pieces joined are the reply the call returns.
+            None: the reply comes whole.  A client that cannot stream calls it once with
+            the whole reply (:meth:`ClientWrapper.call` does for a client whose
+            ``complete`` does not take it).  An exception it raises (a stop, a spent time
+            budget) ends the request: the client closes it, so the server stops
+            generating, and re-raises it.
 
     A new option is a field here (default None: "the client's own") and code in the
     client that sends it; clients that cannot use an option (scripted models) accept
@@ -63,6 +72,7 @@ class CallOptions:
     temperature: float | None = None
     seed: int | None = None
     depth: int | None = None
+    stream: Callable[[str], None] | None = None
 
     def call_depth(self, client_depth: int | None) -> int:
         """The depth to record: :attr:`depth` when given, else the client's (0 when it
@@ -79,6 +89,8 @@ class CallOptions:
 
 #: The options every client has taken since the first protocol; see :meth:`CallOptions.keywords`.
 _ALWAYS_SENT = frozenset({"role", "stop", "max_tokens", "temperature"})
+#: Options a client written before them may not take (:meth:`ClientWrapper.call`).
+_LATER_OPTIONS = ("depth", "stream")
 
 
 @runtime_checkable
@@ -126,7 +138,7 @@ class LanguageModel(Protocol):
             messages: the chat so far.
             **options: this call's options, by keyword: the fields of
                 :class:`CallOptions` (``role``, ``stop``, ``max_tokens``,
-                ``temperature``, ``seed``), each defaulting to the client's own.  A
+                ``temperature``, ``seed``, ``depth``, ``stream``), each defaulting to the client's own.  A
                 client reads them with ``CallOptions(**options)``.
 
         Raises:
@@ -204,29 +216,52 @@ class ClientWrapper:
         what it must (``dataclasses.replace(options, max_tokens=...)``) and passes the
         rest on unnamed.
 
-        A client whose ``complete`` names its keywords and not ``depth`` (one written
-        before that option) is not sent it: the call's record gets the depth here, after
-        the call (the client's :class:`LLMCall` is the object its ledger keeps).
+        A client whose ``complete`` names its keywords (one written before an option)
+        is not sent those it lacks: the call's record gets the ``depth`` here, after the
+        call (the client's :class:`LLMCall` is the object its ledger keeps), and
+        ``stream`` is called once with the whole reply.
 
         Raises:
             LLMError: the call failed.
         """
         keywords = options.keywords()
-        if "depth" in keywords and not takes_option(self._client, "depth"):
-            depth = keywords.pop("depth")
-            completion = self._client.complete(messages, **keywords)
+        lacks = [name for name in _LATER_OPTIONS
+                 if name in keywords and not takes_option(self._client, name)]
+        for name in lacks:
+            del keywords[name]
+        completion = self._client.complete(messages, **keywords)
+        if "depth" in lacks:
             record = getattr(completion, "call", None)
             if record is not None and hasattr(record, "depth"):
-                record.depth = depth
-            return completion
-        return self._client.complete(messages, **keywords)
+                record.depth = options.depth
+        if "stream" in lacks and options.stream is not None and completion.text:
+            options.stream(completion.text)
+        return completion
 
 
 def takes_option(client: Any, name: str) -> bool:
     """Whether ``client.complete`` takes the keyword ``name``: a parameter of that name,
-    or ``**options`` (:func:`inspect.signature`; True when it cannot be read)."""
+    or ``**options`` (:func:`inspect.signature`; True when it cannot be read).  Read once
+    per client class (a ``complete`` set on the instance is read each time)."""
+    if "complete" in getattr(client, "__dict__", {}):
+        return _takes(client.complete, name)
+    return _class_takes(type(client), name)
+
+
+_TAKES: dict[tuple[type, str], bool] = {}
+
+
+def _class_takes(cls: type, name: str) -> bool:
+    """:func:`_takes` of ``cls.complete``, kept per class and option."""
+    key = (cls, name)
+    if key not in _TAKES:
+        _TAKES[key] = _takes(getattr(cls, "complete", None), name)
+    return _TAKES[key]
+
+
+def _takes(complete: Any, name: str) -> bool:
     try:
-        parameters = inspect.signature(client.complete).parameters.values()
+        parameters = inspect.signature(complete).parameters.values()
     except (TypeError, ValueError):
         return True
     return any(p.kind is inspect.Parameter.VAR_KEYWORD or p.name == name

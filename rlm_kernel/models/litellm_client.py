@@ -14,6 +14,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..redaction import Redactor, remember_settings
@@ -182,33 +183,96 @@ class LiteLLMClient:
         kwargs = self._request_kwargs(opts)
         if self.cache and opts.role == "sub":  # sub-calls only: never the root model's turns
             kwargs["cache"] = {"use-cache": True}
-        return self._send(litellm, messages, opts.role, kwargs, opts.call_depth(self.depth))
+        return self._send(litellm, messages, opts.role, kwargs, opts.call_depth(self.depth),
+                          opts.stream)
 
     def _send(self, litellm: Any, messages: list[Message], role: str,
-              kwargs: dict[str, Any], depth: int = 0) -> Completion:
-        """One ``litellm.completion`` request, counted in an :class:`LLMCall`.
+              kwargs: dict[str, Any], depth: int = 0,
+              stream: Callable[[str], None] | None = None) -> Completion:
+        """One ``litellm.completion`` request, counted in an :class:`LLMCall`; with
+        ``stream``, a streamed one (:meth:`_read_stream`).
 
         Raises:
-            LLMError: the request failed (after retries).
+            LLMError: the request failed (after retries), or its stream broke.
+            BaseException: what ``stream`` raised (a stop), after the request was closed.
         """
         start = time.perf_counter()
         call = LLMCall(model=self.model, role=role, depth=depth)
+        if stream is not None:
+            kwargs = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
         try:
-            response = litellm.completion(model=self.model, messages=messages,
-                                          num_retries=self.num_retries, timeout=self.timeout,
-                                          **kwargs)
+            response = self._request(litellm, messages, kwargs)
+            self._note_response(call, response)
+            if stream is not None:
+                response = self._read_stream(litellm, response, messages, stream, call, start)
         except Exception as exc:
-            call.seconds = time.perf_counter() - start
-            call.error = _describe(exc, self.api_base, self.timeout)
-            log.warning("%s (%s call) failed: %s", self.model, role, call.error)
-            log.debug("litellm's exception", exc_info=True)  # the chain, for a maintainer
-            self._record(call)
-            raise LLMError(f"{self.model}: {call.error}") from exc
+            self._failed(call, start, exc)
         call.seconds = time.perf_counter() - start
         self._count_usage(call, response)
         self._record(call)
         text = response.choices[0].message.content or ""
         return Completion(text=text, call=call)
+
+    def _request(self, litellm: Any, messages: list[Message], kwargs: dict[str, Any]) -> Any:
+        """Send the request: ``litellm.completion`` with the client's retries and
+        timeout (a subclass sends it elsewhere: the Router's fleet)."""
+        return litellm.completion(model=self.model, messages=messages,
+                                  num_retries=self.num_retries, timeout=self.timeout, **kwargs)
+
+    def _note_response(self, call: LLMCall, response: Any) -> None:
+        """Note on ``call`` what the response says before it is read (nothing here;
+        the Router notes the deployment that answered)."""
+
+    def _failed(self, call: LLMCall, start: float, exc: Exception) -> None:
+        """Record ``call`` as failed with ``exc``'s cause and raise it as an LLMError.
+
+        Raises:
+            LLMError: always; its line names the cause (:func:`_describe`).
+        """
+        call.seconds = time.perf_counter() - start
+        call.error = _describe(exc, self.api_base, self.timeout)
+        log.warning("%s (%s call) failed: %s", self.model, call.role, call.error)
+        log.debug("litellm's exception", exc_info=True)  # the chain, for a maintainer
+        self._record(call)
+        raise LLMError(f"{self.model}: {call.error}") from exc
+
+    def _read_stream(self, litellm: Any, response: Any, messages: list[Message],
+                     stream: Callable[[str], None], call: LLMCall, start: float) -> Any:
+        """Read a streamed reply, handing each piece of text to ``stream``; returns the
+        reply as one response (litellm's ``stream_chunk_builder``: the text joined, the
+        usage the provider sent in its last chunk, else litellm's count).
+
+        When ``stream`` raises (a stop: ``KeyboardInterrupt``; a spent budget) the
+        request is closed at once, which closes its connection: a server that streams
+        stops generating when its client is gone (llama-cpp-python's checks after each
+        token).  The call is recorded with what was written (``call.error`` says it was
+        cut) and the exception raised again.
+
+        Raises:
+            BaseException: what ``stream`` raised.
+            Exception: the stream broke (turned into an LLMError by the caller).
+        """
+        chunks: list[Any] = []
+        written = 0
+        try:
+            for chunk in response:
+                chunks.append(chunk)
+                choices = getattr(chunk, "choices", None) or []
+                piece = getattr(getattr(choices[0], "delta", None), "content", None) \
+                    if choices else None
+                if piece:
+                    written += len(piece)
+                    stream(piece)
+        except BaseException as exc:
+            _close_stream(response)
+            if isinstance(exc, Exception):  # the stream broke: the caller says how
+                raise
+            call.seconds = time.perf_counter() - start
+            call.completion_tokens = sum(1 for c in chunks if getattr(c, "choices", None))
+            call.error = f"the reply was cut after {written} characters ({type(exc).__name__})"
+            self._record(call)
+            raise
+        return litellm.stream_chunk_builder(chunks, messages=messages)
 
     def _request_kwargs(self, options: CallOptions) -> dict[str, Any]:
         """litellm ``completion`` arguments besides the model and messages, from the
@@ -249,6 +313,18 @@ class LiteLLMClient:
     def _record(self, call: LLMCall) -> None:
         if self.ledger is not None:
             self.ledger.record(call)
+
+
+def _close_stream(response: Any) -> None:
+    """Close a streamed response (litellm's ``CustomStreamWrapper`` over the provider
+    SDK's stream) and with it its HTTP connection; best effort."""
+    for target in (getattr(response, "completion_stream", None), response):
+        close = getattr(target, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - closing what may be closed already
+                log.debug("closing a stream failed", exc_info=True)
 
 
 _HINTS = {  # litellm exception class -> what it usually means for the user

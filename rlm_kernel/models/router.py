@@ -29,7 +29,6 @@ import json
 import logging
 import os
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,8 +36,8 @@ from typing import Any
 
 from ..redaction import ENV_PREFIX, redact_text, remember_settings
 from .base import LLMError, Message
-from .litellm_client import LiteLLMClient, _describe, import_litellm
-from .usage import Completion, LLMCall
+from .litellm_client import LiteLLMClient, import_litellm
+from .usage import LLMCall
 
 log = logging.getLogger(__name__)
 
@@ -273,33 +272,16 @@ class RouterClient(LiteLLMClient):
         """
         get_router(self.fleet)
 
-    def _send(self, litellm: Any, messages: list[Message], role: str,
-              kwargs: dict[str, Any], depth: int = 0) -> Completion:
-        """One ``router.completion`` request, counted in an :class:`LLMCall` that names
-        the deployment that answered.
+    def _request(self, litellm: Any, messages: list[Message], kwargs: dict[str, Any]) -> Any:
+        """One ``router.completion`` request: the Router picks the deployment and
+        retries on the others."""
+        return get_router(self.fleet).completion(model=self.model, messages=messages,
+                                                 **kwargs)
 
-        Raises:
-            LLMError: the request failed on every deployment the Router tried.
-        """
-        router = get_router(self.fleet)
-        start = time.perf_counter()
-        call = LLMCall(model=self.model, role=role, depth=depth)
-        try:
-            response = router.completion(model=self.model, messages=messages, **kwargs)
-        except Exception as exc:
-            call.seconds = time.perf_counter() - start
-            call.error = _describe(exc)
-            log.warning("%s (%s call, fleet %s) failed: %s", self.model, role,
-                        self.fleet.source, call.error)
-            log.debug("the Router's exception", exc_info=True)
-            self._record(call)
-            raise LLMError(f"{self.model}: {call.error}") from exc
-        call.seconds = time.perf_counter() - start
+    def _note_response(self, call: LLMCall, response: Any) -> None:
+        """The deployment that answered, on ``call`` (from the response's hidden
+        parameters; a streamed response has them before it is read)."""
         call.deployment = self._deployment(response)
-        self._count_usage(call, response)
-        self._record(call)
-        text = response.choices[0].message.content or ""
-        return Completion(text=text, call=call)
 
     def _deployment(self, response: Any) -> str | None:
         """The answering deployment's name from the response's hidden parameters."""

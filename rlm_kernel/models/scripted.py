@@ -63,7 +63,7 @@ class ScriptedModel:
         """Return the next scripted reply (see class docstring); of the options
         (:class:`~rlm_kernel.models.CallOptions`) ``role`` chooses the script,
         ``temperature``, ``seed`` and ``max_tokens`` are recorded (:attr:`temperatures`,
-        :attr:`seeds`, :attr:`caps`), not used.
+        :attr:`seeds`, :attr:`caps`), not used; ``stream`` gets the whole reply at once.
 
         Raises:
             LLMError: the script's next item is an exception.
@@ -92,4 +92,6 @@ class ScriptedModel:
         text = item(messages) if callable(item) else item
         if self.ledger is not None:
             self.ledger.record(call)
+        if opts.stream is not None and text:  # a script's reply is written at once
+            opts.stream(text)
         return Completion(text=text, call=call)

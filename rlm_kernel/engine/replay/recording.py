@@ -175,7 +175,8 @@ class ReplayModel:
 
     def complete(self, messages: list[dict[str, str]], **options: Any) -> Completion:
         """The recorded reply for this call (see the class docstring); of the options
-        (:class:`~rlm_kernel.models.CallOptions`) only ``role`` is read.
+        (:class:`~rlm_kernel.models.CallOptions`) only ``role`` is read (and ``stream``
+        gets the whole reply at once).
 
         Raises:
             LLMError: the record has no reply for this call.
@@ -188,6 +189,8 @@ class ReplayModel:
         call = LLMCall(model=self.model, role=role, depth=opts.call_depth(self.depth))
         if self.ledger is not None:
             self.ledger.record(call)
+        if opts.stream is not None and text:  # the recorded reply, written at once
+            opts.stream(text)
         return Completion(text=text, call=call)
 
     def _next_root(self) -> str:

@@ -73,6 +73,12 @@ def server_command(model_path: Path, alias: str, port: int,
     ``bench/bench_memory.py`` measures both and checks replies at temperature 0
     are the same.  Speculative decoding needs it on (llama-cpp-python samples at every
     drafted position and sizes its logits array by this flag).
+
+    ``--interrupt_requests False``: by default the server ends a streamed reply (with
+    its ``[DONE]``, as if complete) whenever another request waits for the model; the
+    processes sharing one server (a batch's workers, a kernel and a command) would get
+    each other's replies cut short.  A streamed request still ends when its client
+    closes it (the server checks after each token), which is how a stop stops it.
     """
     s = settings or ServerSettings()
     threads = s.threads or os.cpu_count() or 2
@@ -80,7 +86,7 @@ def server_command(model_path: Path, alias: str, port: int,
            "--model_alias", alias, "--host", "127.0.0.1", "--port", str(port),
            "--n_ctx", str(s.n_ctx), "--n_threads", str(threads),
            "--n_threads_batch", str(threads), "--verbose", str(s.verbose),
-           "--logits_all", str(bool(s.draft_tokens))]
+           "--logits_all", str(bool(s.draft_tokens)), "--interrupt_requests", "False"]
     if s.draft_tokens:
         cmd += ["--draft_model", "prompt-lookup-decoding",
                 "--draft_model_num_pred_tokens", str(s.draft_tokens)]

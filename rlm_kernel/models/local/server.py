@@ -23,13 +23,14 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..base import LLMError, Message
 from ..litellm_client import LiteLLMClient
-from ..usage import Completion
+from ..usage import Completion, LLMCall
 from .discovery import (
     ServerInfo,
     accepting,
@@ -50,7 +51,15 @@ from .launcher import (
     spawner,
     with_parent_death,
 )
-from .weights import LocalModelError, LocalModelSpec, get_spec, prepare
+from .tokens import counter_for
+from .weights import (
+    LocalModelError,
+    LocalModelSpec,
+    get_spec,
+    is_prepared,
+    prepare,
+    weights_path,
+)
 
 log = logging.getLogger(__name__)
 
@@ -344,6 +353,14 @@ class LocalModelClient(LiteLLMClient):
         self.local_name = name
         self._context_window = DEFAULT_N_CTX
         spawner.start()  # now, not inside a step that first asks the model
+        # the token counter of streamed replies (~0.7 s to load), before the first reply
+        threading.Thread(target=self._token_counter, daemon=True,
+                         name="rlm-token-counter").start()
+
+    def _token_counter(self) -> None:
+        spec = get_spec(self.local_name)
+        if is_prepared(spec):  # else the first call prepares the weights, then loads it
+            counter_for(weights_path(spec))
 
     def check(self) -> None:
         """Nothing to check before the run: the server starts on first use."""
@@ -378,3 +395,19 @@ class LocalModelClient(LiteLLMClient):
             self.api_base = ensure_server(self.local_name).api_base
         except LocalModelError as exc:
             raise LLMError(f"embedded model: {exc}") from exc
+
+    def _read_stream(self, litellm: Any, response: Any, messages: list[Message],
+                     stream: Callable[[str], None], call: LLMCall, start: float) -> Any:
+        """A streamed reply (see :class:`LiteLLMClient`), its usage counted as the
+        server counts it (:mod:`~rlm_kernel.models.local.tokens`): llama-cpp-python's
+        server sends none with a stream."""
+        built = super()._read_stream(litellm, response, messages, stream, call, start)
+        usage = getattr(built, "usage", None)
+        counter = counter_for(weights_path(get_spec(self.local_name)))
+        if usage is not None and counter is not None:
+            prompt = counter.prompt(messages)
+            if prompt is not None:
+                usage.prompt_tokens = prompt
+            usage.completion_tokens = counter.text(built.choices[0].message.content or "")
+            usage.total_tokens = usage.prompt_tokens + usage.completion_tokens
+        return built
