@@ -134,6 +134,9 @@ class RLMConfig:
         "models write the next turn themselves).")
     use_stop_sequences: bool = _opt(
         True, "Send stop sequences that end a reply at its first closing fence.")
+    stream_replies: bool = _opt(
+        True, "Stream the root model's replies: each step's reply is shown as it is "
+        "written, and a stop ends the model's request (its server stops generating).")
     protect_inputs: bool = _opt(
         True, "Restore the run's input variables (context ...) if model code rebinds or "
         "deletes them, with a warning to the model.")

@@ -2,6 +2,7 @@
 
 One frozen dataclass per kind; :attr:`Event.kind` names it (the same strings in logs and
 in tests).  In order: :class:`RunStarted`, then per step :class:`ModelCall`,
+:class:`ModelWriting` (zero or more, while the root model writes its reply),
 :class:`StepStarted`, :class:`StepOutput` (zero or more, streamed while the code runs),
 :class:`SubCall` (after each ``llm_query`` of the step), :class:`StepNotice` (the host's
 note on the step: an input put back, an answer of the wrong type refused, a repetition),
@@ -45,7 +46,7 @@ from .step import StepOutcome
 log = logging.getLogger(__name__)
 
 __all__ = ["AnswerCheck", "CANDIDATE_EVENTS", "CandidateFinished", "CandidateStarted",
-           "EVENT_TYPES", "Event", "ModelCall", "Observer", "RunFinished", "RunObserver",
+           "EVENT_TYPES", "Event", "ModelCall", "ModelWriting", "Observer", "RunFinished", "RunObserver",
            "RunStarted", "StepFinished", "StepNotice", "StepOutput", "StepStarted", "SubCall",
            "Totals", "emit", "usage_totals"]
 
@@ -77,8 +78,8 @@ class Event:
         depth: 0 for the top run, n for an ``rlm_query`` child n levels down.
         elapsed: seconds since the run started (a candidates run: since the first
             candidate started).
-        totals: the usage of the run tree so far; None on ``step_output`` (frequent;
-            totals cost O(calls)).
+        totals: the usage of the run tree so far; None on ``step_output`` and
+            ``model_writing`` (frequent; totals cost O(calls)).
         candidate / candidates: in a candidates run, which candidate (from 1) and how
             many were asked for; None otherwise.
     """
@@ -147,6 +148,37 @@ class ModelCall(Event):
     def deliver(self, observer: RunObserver) -> None:
         """Call ``observer.on_model_call(self)``."""
         observer.on_model_call(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelWriting(Event):
+    """``model_writing``: the root model is writing ``step``'s reply (a streamed reply;
+    :mod:`~rlm_kernel.engine.writing` batches its pieces: the first at once, then at most
+    one event each :data:`~rlm_kernel.engine.writing.WRITING_INTERVAL` seconds, and one
+    with ``done`` when the reply is complete).
+
+    Attributes:
+        step: the step whose reply it is (from 1; the "answer now" call's number for it).
+        text: what was written since the previous ``model_writing`` of this reply.
+        reply: the reply so far (``done``: the whole reply, as recorded).
+        pieces: the stream's pieces so far (one token each for llama.cpp's server and
+            OpenAI's).
+        tokens_per_second: ``pieces`` over the seconds since the first piece (0 before
+            a second piece).
+        done: the reply is complete (the last event of this reply).
+    """
+
+    kind: ClassVar[str] = "model_writing"
+    step: int
+    text: str
+    reply: str
+    pieces: int
+    tokens_per_second: float
+    done: bool = False
+
+    def deliver(self, observer: RunObserver) -> None:
+        """Call ``observer.on_model_writing(self)``."""
+        observer.on_model_writing(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -321,7 +353,7 @@ class CandidateFinished(Event):
 
 #: Event kind -> its dataclass.
 EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in (
-    RunStarted, ModelCall, StepStarted, StepOutput, SubCall, StepNotice, StepFinished,
+    RunStarted, ModelCall, ModelWriting, StepStarted, StepOutput, SubCall, StepNotice, StepFinished,
     AnswerCheck, RunFinished, CandidateStarted, CandidateFinished)}
 
 #: The kinds only a candidates run emits.
@@ -349,6 +381,9 @@ class RunObserver:
 
     def on_model_call(self, event: ModelCall) -> None:
         """The root model is asked for a step's reply."""
+
+    def on_model_writing(self, event: ModelWriting) -> None:
+        """The root model wrote more of a step's reply."""
 
     def on_step_started(self, event: StepStarted) -> None:
         """A step's code is about to run."""

@@ -30,6 +30,7 @@ from .events import (
     CandidateFinished,
     CandidateStarted,
     ModelCall,
+    ModelWriting,
     RunFinished,
     RunStarted,
     StepFinished,
@@ -47,12 +48,13 @@ from .result import ANSWER_SOURCES, child_runs
 from .session.conversation import HISTORY_NAME
 from .session.task import check_tools, describe_tool
 from .session.warmup import prewarm
-from .step import SIGNAL_NAMES, TRACEBACK_LINE, step_source
+from .step import SIGNAL_NAMES, TRACEBACK_LINE, step_source, writing_source
 from .strategies.candidates import short_answer, vote_line
 
 __all__ = [
     # what observers see, beyond Event and RunObserver
-    "AnswerCheck", "CandidateFinished", "CandidateStarted", "ModelCall", "RunFinished",
+    "AnswerCheck", "CandidateFinished", "CandidateStarted", "ModelCall", "ModelWriting",
+    "RunFinished",
     "RunStarted", "StepFinished", "StepNotice", "StepOutput", "StepStarted", "SubCall",
     "Totals",
     # a sub-agent's run as its parent keeps it
@@ -68,4 +70,5 @@ __all__ = [
     "prewarm", "session_functions", "user_variables",
     # a step's record and its replay
     "TRACEBACK_LINE", "output_digest", "step_exchanges", "step_source",
+    "writing_source",
 ]

@@ -66,6 +66,7 @@ from .config import RLMConfig
 from .events import (
     Event,
     ModelCall,
+    ModelWriting,
     RunFinished,
     RunStarted,
     StepFinished,
@@ -91,6 +92,7 @@ from .services import RunServices
 from .session.namespace import set_up_namespace
 from .session.task import TaskSpec
 from .step import TRACEBACK_LINE, LoopState, StepOutcome, split_reply
+from .writing import ReplyStream, cut_note
 
 __all__ = ["EXECUTOR_ERRORS", "Run", "end_by_executor_error", "executor_failure",
            "reply_text"]
@@ -173,6 +175,7 @@ class Run:
         # a child's calls go through its parent's clients: each says its run's depth
         self.call_depth: dict[str, int] = {"depth": depth} if depth else {}
         self.last_call: tuple[list[dict[str, str]], str] | None = None  # messages, reply
+        self.writing: ReplyStream | None = None  # the root model's reply being written
         self.task = task = task or TaskSpec()
         self.start = time.perf_counter()
         self.executor_error: Exception | None = None  # the error of the REPL that ended it
@@ -228,8 +231,10 @@ class Run:
                 self._loop(state, first_step)
             except BudgetExceeded as exc:
                 result.stopped_by, result.error = "budget", services.guard.exceeded or str(exc)
+                self._keep_cut_reply(result.error)
             except KeyboardInterrupt:
                 result.stopped_by, result.error = "interrupt", "interrupted by the user"
+                self._keep_cut_reply(result.error)
             except LLMError as exc:
                 result.stopped_by, result.error = "error", str(exc)
             except EXECUTOR_ERRORS as exc:  # the REPL itself failed: the run ends, kept
@@ -317,8 +322,7 @@ class Run:
         differently: dict[str, Any] = {"temperature": cfg.resample_temperature} \
             if cfg.resample_temperature else {}
         sampling, state = differently if state.resample else {}, replace(state, resample=False)
-        reply = reply_text(services.root_client, messages, role="root",
-                           stop=cfg.stop_sequences(), **sampling, **self.call_depth)
+        reply = self._reply(step, messages, role="root", **sampling)
         rep = self.judge.repeats(reply, state, cut_after_first_block=cfg.cut_after_first_block) \
             if state.warned is None else None
         if rep is not None:  # shown to the model and sampled again, before it runs
@@ -327,13 +331,47 @@ class Run:
             messages += [{"role": "assistant", "content": kept},
                          {"role": "user", "content": repetition_message(rep)}]
             try:
-                reply = reply_text(services.root_client, messages, role="root",
-                                   stop=cfg.stop_sequences(), **differently,
-                                   **self.call_depth)
+                reply = self._reply(step, messages, role="root", **differently)
             except BudgetExceeded:  # no budget for a second sample: run the first
-                messages = messages[:-2]
+                messages, self.writing = messages[:-2], None
         self.last_call = (messages, reply)
         return reply, state
+
+    def _reply(self, step: int, messages: list[dict[str, str]], **options: Any) -> str:
+        """The root model's reply to ``messages`` for ``step`` (``options``: the call's
+        role and sampling), streamed when ``stream_replies`` is on: each piece goes to
+        the observer as ``model_writing`` (:class:`~.writing.ReplyStream`), and the
+        reply so far is kept in :attr:`writing` until it is complete, for a stop that
+        cuts it (:meth:`_keep_cut_reply`).
+
+        Raises:
+            LLMError: the call failed.
+            BudgetExceeded: the budget ran out (before the call, or while the model wrote).
+            KeyboardInterrupt: the user stopped the run (the request is closed).
+        """
+        cfg = self.services.config
+        if not cfg.stream_replies:
+            return reply_text(self.services.root_client, messages,
+                              stop=cfg.stop_sequences(), **options, **self.call_depth)
+        self.writing = ReplyStream(step, self.notify, self.services.guard)
+        reply = reply_text(self.services.root_client, messages, stop=cfg.stop_sequences(),
+                           stream=self.writing, **options, **self.call_depth)
+        self.writing.close()
+        self.writing = None
+        return reply
+
+    def _keep_cut_reply(self, reason: str) -> None:
+        """A stop (``reason``) came while the root model wrote a reply: that reply, as it
+        was when it was cut, becomes the last step of the trajectory, its output saying
+        so (:func:`~.writing.cut_note`); its code is not run."""
+        writing, self.writing = self.writing, None
+        if writing is None or not writing.text:
+            return
+        text = writing.text
+        self.result.history = self.result.history.append(
+            reasoning=text, output=cut_note(len(text), reason))
+        log.info("step %d: the reply was cut after %d characters (%s)", writing.step,
+                 len(text), reason)
 
     def _record(self, step: int, outcome: StepOutcome) -> None:
         """Append the step to the trajectory (with the sub-calls made while its code
@@ -412,8 +450,7 @@ class Run:
         messages = self.transcript.messages()
         messages.append({"role": "user",
                          "content": message or answer_now_message(cfg.max_iterations)})
-        reply = reply_text(services.root_client, messages, role="final",
-                           stop=cfg.stop_sequences(), **self.call_depth)
+        reply = self._reply(last, messages, role="final")
         self.last_call = (messages, reply)
         outcome = self.code.run(reply, last, final_only=True)
         if outcome.code:  # the FINAL call ran: it is part of the trajectory
@@ -446,11 +483,12 @@ class Run:
     # -- events -------------------------------------------------------------------------
     def notify(self, event: Event) -> None:
         """Tell the observer ``event`` with the run's ``depth``, ``elapsed`` (seconds)
-        and, but for the frequent :class:`~rlm_kernel.engine.events.StepOutput`, the
-        ledger's ``totals`` filled in (:mod:`~rlm_kernel.engine.events`)."""
+        and, but for the frequent :class:`~rlm_kernel.engine.events.StepOutput` and
+        :class:`~rlm_kernel.engine.events.ModelWriting`, the ledger's ``totals`` filled in (:mod:`~rlm_kernel.engine.events`)."""
         if self.services.observer is None:
             return
-        totals = None if isinstance(event, StepOutput) else usage_totals(self.services.ledger)
+        totals = None if isinstance(event, (StepOutput, ModelWriting)) \
+            else usage_totals(self.services.ledger)
         emit(self.services.observer, replace(event, depth=self.depth, totals=totals,
                                              elapsed=time.perf_counter() - self.start))
 

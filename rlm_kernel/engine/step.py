@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .repetition import Repetition
 
 __all__ = ["SIGNAL_NAMES", "TRACEBACK_LINE", "LoopState", "StepOutcome", "before_traceback", "model_words",
-           "split_reply", "step_source", "writes_final"]
+           "split_reply", "step_source", "writes_final", "writing_source"]
 
 #: REPL variables through which model code (or code a caller's task asks for) reports
 #: how a step went: their number goes to the termination policy (``RLM_REWARD`` as
@@ -174,3 +174,23 @@ def step_source(reasoning: str, code: str) -> str:
     """
     comments = [f"# {line}".rstrip() for line in reasoning.strip().splitlines()]
     return "\n".join([*comments, code.strip("\n")] if code.strip() else comments)
+
+
+def writing_source(reply: str) -> str:
+    """The cell source of a reply being written (:func:`step_source`'s form, so the cell
+    does not change shape when the step starts): the prose before its first fence as
+    ``# `` comment lines, then what the model wrote after that fence so far, up to a
+    closing fence.
+
+    Args:
+        reply: the reply so far (a prefix of a root-model reply).
+    """
+    fences = list(_FENCE_LINE.finditer(reply))
+    if not fences:
+        return step_source(reply, "")
+    start = reply.find("\n", fences[0].start())
+    code = "" if start == -1 else reply[start + 1:]
+    if len(fences) >= 2:
+        code = reply[start + 1:fences[1].start()]
+    return step_source(reply[:fences[0].start()], code)
+

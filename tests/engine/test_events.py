@@ -13,6 +13,7 @@ from rlm_kernel.engine.events import (
     EVENT_TYPES,
     Event,
     ModelCall,
+    ModelWriting,
     RunFinished,
     RunObserver,
     StepFinished,
@@ -24,7 +25,7 @@ from rlm_kernel.models.scripted import ScriptedModel
 from tests.replies import block
 
 # The kinds' names, as logs and tests have always read them.
-KINDS = {"run_started", "model_call", "step_started", "step_output", "sub_call",
+KINDS = {"run_started", "model_call", "model_writing", "step_started", "step_output", "sub_call",
          "step_notice", "step_finished", "answer_check", "run_finished",
          "candidate_started", "candidate_finished"}
 
@@ -56,7 +57,7 @@ def check_fields(events: list[Event], *, candidates: bool) -> None:
     for event in events:
         assert type(event) is EVENT_TYPES[event.kind]
         assert event.depth == 0 and event.elapsed >= 0
-        if isinstance(event, StepOutput):  # frequent: no totals
+        if isinstance(event, (StepOutput, ModelWriting)):  # frequent: no totals
             assert event.totals is None
         else:
             assert event.totals is not None
