@@ -22,6 +22,7 @@ from ..engine.frontends import (
     CandidateFinished,
     CandidateStarted,
     ModelCall,
+    ModelWriting,
     RunFinished,
     RunStarted,
     StepFinished,
@@ -284,7 +285,7 @@ def _run(args: argparse.Namespace) -> int:
         return _fail(args, f"--export needs a path ending in .ipynb or .jsonl, got "
                      f"{args.export}", 2)
     context: Any = load_contexts(args.context) if args.context else None
-    printer = None if args.json else StepPrinter()
+    printer = None if args.json else StepPrinter(live=sys.stdout.isatty())
     recording = _recording(args.replay) if args.replay else None
     if recording is not None and not args.question:
         question = recording.question
@@ -446,12 +447,18 @@ class StepPrinter(RunObserver):
     Args:
         stream: where to print (default ``sys.stdout``); the "waiting for the model"
             lines go to ``sys.stderr``.
+        live: print the top run's replies as the model writes them (dimmed), and then
+            not again as the step's code; for a terminal (``rlm run`` sets it when
+            ``stream`` is a TTY and ``--json`` is not given).
     """
 
     OUTPUT_LINES = 12
+    DIM, PLAIN = "\x1b[2m", "\x1b[0m"  # ANSI SGR: faint, reset
 
-    def __init__(self, stream: Any = None) -> None:
+    def __init__(self, stream: Any = None, *, live: bool = False) -> None:
         self.stream = stream or sys.stdout
+        self.live = live
+        self._written: set[int] = set()  # steps whose reply was printed as it came
         self._t0 = time.monotonic()
 
     @staticmethod
@@ -477,9 +484,26 @@ class StepPrinter(RunObserver):
         print(f"{self._indent(event)}[{time.monotonic() - self._t0:6.1f}s] step "
               f"{event.step}: waiting for the model...", file=sys.stderr, flush=True)
 
+    def on_model_writing(self, event: ModelWriting) -> None:
+        """With ``live``: the top run's reply as it is written, dimmed."""
+        if not self.live or event.depth > 0:
+            return
+        out = self.stream
+        if event.step not in self._written:
+            self._written.add(event.step)
+            print(f"── step {event.step} (the model writes) ──", file=out)
+        out.write(f"{self.DIM}{event.text}{self.PLAIN}")
+        if event.done:
+            out.write("\n")
+        out.flush()
+
     def on_step_started(self, event: StepStarted) -> None:
-        """The step's first line of reasoning and its code."""
+        """The step's first line of reasoning and its code (not again when its reply
+        was printed as it came: then only where the step starts)."""
         indent, out = self._indent(event), self.stream
+        if event.depth == 0 and event.step in self._written:
+            print(f"── step {event.step}: its code runs ──", file=out, flush=True)
+            return
         print(f"{indent}── step {event.step} ──", file=out)
         if event.reasoning:
             print(f"{indent}# {event.reasoning.splitlines()[0][:160]}", file=out)
