@@ -19,12 +19,15 @@ export const ANSWER_CLASS = 'jp-rlm-answer';
 /** An answer cell's tone class: `jp-rlm-tone-` + the kernel's `tone`. */
 export const TONE_CLASS = 'jp-rlm-tone-';
 export const DIVERGED_CLASS = 'jp-rlm-diverged';
+/** A step cell whose reply the model is writing now. */
+export const WRITING_CLASS = 'jp-rlm-writing';
 export const PROSE_CLASS = 'jp-rlm-prose';
 /** The editor MIME type of a prose task cell: plain text, no highlighting. */
 export const PROSE_MIME = 'text/plain';
 
 /** A step cell's label: `step 1 · candidate 2 · run aa9b` (no candidate outside a
- * candidates run), with a note on a replayed step whose output differs. */
+ * candidates run), with a note on a replayed step whose output differs, and on a
+ * cell whose reply the model is writing (or a stop cut). */
 export function stepLabel(meta: IRlmMetadata): string {
   const parts = [meta.answer_now ? 'answer now' : `step ${meta.step ?? '?'}`];
   if (meta.candidate !== undefined && meta.candidate !== null) {
@@ -32,7 +35,12 @@ export function stepLabel(meta: IRlmMetadata): string {
   }
   parts.push(`run ${String(meta.run_id ?? '').slice(0, 4)}`);
   const diverged = meta.diverged ? ' (output differs from the record)' : '';
-  return parts.join(' · ') + diverged;
+  const writing = meta.writing
+    ? ' (the model is writing it)'
+    : meta.cut
+      ? ' (cut by a stop while the model wrote it)'
+      : '';
+  return parts.join(' · ') + diverged + writing;
 }
 
 /** An answer cell's tone, as the kernel sent it (`run_finished`'s `tone`), or null
@@ -72,6 +80,7 @@ export function markCell(cell: Cell, codeMime?: string): void {
     cell.toggleClass(TONE_CLASS + each, tone === each);
   }
   cell.toggleClass(DIVERGED_CLASS, step && !!meta?.diverged);
+  cell.toggleClass(WRITING_CLASS, step && !!meta?.writing);
   if (step && meta) {
     node.dataset.rlmLabel = stepLabel(meta);
   } else {

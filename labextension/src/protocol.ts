@@ -56,6 +56,10 @@ export interface IRlmMetadata {
   ending_words?: string | null;
   /** A step cell holding the "answer now" call after the run stopped early. */
   answer_now?: boolean;
+  /** A step cell whose reply the model is writing now (`step_writing`). */
+  writing?: boolean;
+  /** A step cell whose reply a stop cut while the model wrote it. */
+  cut?: boolean;
 }
 
 /** A step cell's metadata: `{rlm: {...}}`. */
@@ -94,6 +98,19 @@ export interface IStepAdded extends IMessageBase {
   source: string;
   metadata: ICellMetadata;
   /** The "answer now" call after the run stopped early, not a further step. */
+  answer_now?: boolean;
+}
+
+/** The root model writes a step's reply (docs/protocol.md, `step_writing`). */
+export interface IStepWriting extends IMessageBase {
+  type: 'step_writing';
+  step: number;
+  /** The reply so far, in a step cell's form. */
+  source: string;
+  /** writing: insert or update the cell; cut: keep it, marked; dropped: remove it. */
+  state: 'writing' | 'cut' | 'dropped';
+  tokens: number;
+  tokens_per_second: number;
   answer_now?: boolean;
 }
 
@@ -160,6 +177,7 @@ export interface IRunFinished extends IMessageBase {
 /** Any message of a run, told apart by `type`. */
 export type RunMessage =
   | IRunStarted
+  | IStepWriting
   | IStepAdded
   | IStepOutput
   | IStepFinished
@@ -186,6 +204,7 @@ export function isRunMessage(data: unknown): data is RunMessage {
     typeof d.run_id === 'string' &&
     [
       'run_started',
+      'step_writing',
       'step_added',
       'step_output',
       'step_finished',

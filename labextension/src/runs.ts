@@ -13,6 +13,7 @@ import {
   IStepAdded,
   IStepFinished,
   IStepOutput,
+  IStepWriting,
   RunMessage,
   rlmMeta
 } from './protocol';
@@ -105,6 +106,9 @@ export function handleRunMessage(model: INotebookLike, data: RunMessage): boolea
     return false; // not ours (another notebook on this kernel), or another view took it
   }
   switch (data.type) {
+    case 'step_writing':
+      writeStep(model, run, data);
+      return true;
     case 'step_added':
       addStep(model, run, data);
       return true;
@@ -243,23 +247,94 @@ export function insertIndex(model: INotebookLike, run: IRunState): number {
   return index + 1;
 }
 
+/**
+ * The model writes a step's reply: its cell (inserted where the step's cell goes, marked
+ * `writing`) takes the reply so far; `cut` keeps it, marked so; `dropped` removes it.
+ */
+function writeStep(model: INotebookLike, run: IRunState, data: IStepWriting): void {
+  const step = Number(data.step);
+  const id = run.steps.get(step) ?? null;
+  const index = indexOfCell(model, id);
+  const cell = index >= 0 ? model.cells.get(index) : null;
+  const meta = cell ? rlmMeta(cell) : null;
+  if (!cell || !meta?.writing) {
+    if (data.state === 'writing' && !cell) {
+      insertStepCell(model, run, step, data.source, {
+        ...(data.answer_now ? { answer_now: true } : {}),
+        writing: true
+      });
+    }
+    return; // a step cell already added is the kernel's, not a reply being written
+  }
+  if (data.state === 'dropped') {
+    model.sharedModel.deleteCell(index);
+    run.steps.delete(step);
+    if (run.lastCellId === id) {
+      run.lastCellId = index > 0 ? model.cells.get(index - 1).id : run.taskCellId;
+    }
+    return;
+  }
+  cell.sharedModel?.setSource(data.source ?? '');
+  if (data.state === 'cut') {
+    const rest = { ...meta };
+    delete rest.writing;
+    cell.setMetadata('rlm', { ...rest, cut: true });
+  }
+}
+
 function addStep(model: INotebookLike, run: IRunState, data: IStepAdded): void {
   const step = Number(data.step);
+  const extra = {
+    ...(data.answer_now ? { answer_now: true } : {}),
+    ...(data.metadata?.rlm ?? {})
+  };
+  const written = stepCell(model, run, step);
+  if (written && rlmMeta(written)?.writing) {
+    // The cell of the reply as it was written becomes the step's cell.
+    written.sharedModel?.setSource(data.source ?? '');
+    written.setMetadata('rlm', {
+      run_id: run.runId,
+      step,
+      role: 'step',
+      task_cell: run.taskCellId,
+      ...extra
+    });
+    return;
+  }
+  insertStepCell(
+    model,
+    run,
+    step,
+    data.source,
+    extra,
+    data.metadata as unknown as Record<string, unknown> | undefined
+  );
+}
+
+/** Insert a run's step cell below its last cell (`metadata.rlm`: the run, step, role and
+ * task cell, then `extra`). */
+function insertStepCell(
+  model: INotebookLike,
+  run: IRunState,
+  step: number,
+  source: string | undefined,
+  extra: Record<string, unknown>,
+  cellMetadata?: Record<string, unknown>
+): void {
   const metadata = {
-    ...(data.metadata ?? {}),
+    ...(cellMetadata ?? {}),
     rlm: {
       run_id: run.runId,
       step,
       role: 'step',
       task_cell: run.taskCellId,
-      ...(data.answer_now ? { answer_now: true } : {}),
-      ...(data.metadata?.rlm ?? {})
+      ...extra
     }
   };
   const index = insertIndex(model, run);
   model.sharedModel.insertCell(index, {
     cell_type: 'code',
-    source: data.source ?? '',
+    source: source ?? '',
     metadata,
     outputs: [],
     execution_count: null

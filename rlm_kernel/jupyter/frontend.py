@@ -3,7 +3,8 @@
 The message protocol is in ``docs/protocol.md``.  A frontend extension says it
 is there by opening a comm to :data:`FRONTEND_TARGET` when it connects to the
 kernel; a run then opens a comm to :data:`RUN_TARGET` and streams
-``run_started``, ``step_added``, ``step_output``, ``step_finished`` and
+``run_started``, ``step_writing`` (the model's reply as it is written, into the cell
+that becomes the step's), ``step_added``, ``step_output``, ``step_finished`` and
 ``run_finished``.  Without an extension, each step is rendered in the task
 cell's own output as one collapsible block (code, then output), updated in
 place while the step runs, with a plain-text form for text-only frontends.
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..engine import Event, RunObserver
 from ..engine.frontends import (
     CandidateStarted,
+    ModelWriting,
     RunFinished,
     RunStarted,
     StepFinished,
@@ -47,6 +49,7 @@ from ..engine.frontends import (
     output_digest,
     short_answer,
     step_source,
+    writing_source,
 )
 from ..executors import Executor
 from ..export import CellRLM
@@ -61,6 +64,7 @@ from .protocol import (
     RunMessage,
     StepAdded,
     StepOutput,
+    StepWriting,
     VariableInfo,
 )
 from .protocol import RunFinished as RunFinishedMessage
@@ -156,6 +160,7 @@ class StepRenderer(RunObserver):
         self.no_data: bool | None = None  # the run had no data at all (run_started says)
         self._blocks: list[dict[str, Any]] = []  # a candidates run: each finished step
         self.children_seen = 0  # sub-agents of the top run folded into step outputs
+        self.writing: dict[str, Any] | None = None  # the step whose reply is being written
 
     # -- engine events ----------------------------------------------------------------
     def notify(self, event: Event) -> None:
@@ -222,8 +227,59 @@ class StepRenderer(RunObserver):
         """Note which candidate runs now (its steps' cells name it)."""
         self.candidate, self.candidates = event.candidate, event.candidates or 0
 
+    def on_model_writing(self, event: ModelWriting) -> None:
+        """The model writes a step's reply: its cell, marked as being written, takes the
+        reply so far (``step_writing``), or inline its block (refreshed at most each
+        0.25 s)."""
+        block = {"step": event.step, "source": writing_source(event.reply), "outputs": [],
+                 "candidate": event.candidate, "tokens": event.pieces,
+                 "tokens_per_second": event.tokens_per_second,
+                 "answer_now": False, "shown": False}
+        first = self.writing is None or self.writing["step"] != event.step
+        if not first and self.writing is not None:
+            if self.writing["source"] == block["source"]:  # the end, nothing new: no message
+                return
+            block["shown"] = self.writing["shown"]
+        self.writing = block
+        if self.use_comm:
+            self._send_writing("writing")
+        elif first or event.done or time.monotonic() - self._last_refresh >= _UPDATE_INTERVAL:
+            self._render_inline(update=bool(block["shown"]), block=block)
+            block["shown"] = True
+
+    def _send_writing(self, state: str) -> None:
+        """``step_writing`` of the reply being written, in ``state``."""
+        w = self.writing
+        if w is None:
+            return
+        self._send(StepWriting(type="step_writing", run_id=self.run_id, cell_id=self.cell_id,
+                               step=w["step"], source=w["source"],
+                               state=state,  # type: ignore[typeddict-item]
+                               tokens=w["tokens"], tokens_per_second=w["tokens_per_second"]))
+
+    def _end_writing(self, state: str) -> None:
+        """The reply being written will not become a step's cell: it was ``cut`` by a
+        stop (its cell stays, marked so) or held no code (``dropped``: its cell goes)."""
+        w, self.writing = self.writing, None
+        if w is None:
+            return
+        if self.use_comm:
+            self.writing = w
+            self._send_writing(state)
+            self.writing = None
+        elif w["shown"]:
+            if state == "dropped":
+                self.publish({}, {}, self._display_id(w), True)
+            else:
+                w["status"] = "cut by a stop while the model wrote it"
+                self._render_inline(update=True, block=w)
+
     def on_step_started(self, event: StepStarted) -> None:
-        """Add the step's cell (``step_added``), or its inline block."""
+        """Add the step's cell (``step_added``; the cell of its reply as it was written
+        becomes it), or its inline block (in place of the written reply's)."""
+        shown = self.writing is not None and self.writing["step"] == event.step \
+            and bool(self.writing["shown"])
+        self.writing = None
         self.current = {"step": event.step, "source": step_source(event.reasoning, event.code),
                         "outputs": [], "started": time.monotonic(),
                         "candidate": event.candidate,
@@ -237,7 +293,7 @@ class StepRenderer(RunObserver):
                 msg["answer_now"] = True
             self._send(msg)
         else:
-            self._render_inline(update=False)
+            self._render_inline(update=shown)
 
     def _cell_rlm(self, step: int, *, exchanges: list[dict[str, Any]] | None = None,
                   output_sha256: str | None = None) -> CellRLM:
@@ -265,6 +321,8 @@ class StepRenderer(RunObserver):
         """Finish the step's cell (``step_finished``: count, seconds) or inline block."""
         cur, outcome = self.current, event.outcome
         if cur is None or cur["step"] != event.step:  # a reply without code: no cell
+            if self.writing is not None and self.writing["step"] == event.step:
+                self._end_writing("dropped")
             return
         count = getattr(self.executor, "last_execution_count", None)
         cur["count"], cur["seconds"] = count, outcome.seconds
@@ -289,7 +347,9 @@ class StepRenderer(RunObserver):
         self.current = None
 
     def on_run_finished(self, event: RunFinished) -> None:
-        """Keep the chosen candidate's steps; send ``run_finished`` and close the comm."""
+        """Keep the chosen candidate's steps; send ``run_finished`` and close the comm
+        (a reply still being written was cut by the stop: its cell stays, marked so)."""
+        self._end_writing("cut")
         res = event.result
         candidates = list(getattr(res, "candidates", None) or [])
         chosen = next((c["index"] for c in candidates if c.get("chosen")), None)
@@ -355,9 +415,10 @@ class StepRenderer(RunObserver):
             return f"rlm-{self.run_id}-{block['candidate']}-{block['step']}"
         return f"rlm-{self.run_id}-{block['step']}"
 
-    def _render_inline(self, *, update: bool) -> None:
-        """Show (or update) the running step's block."""
-        cur = self.current
+    def _render_inline(self, *, update: bool, block: dict[str, Any] | None = None) -> None:
+        """Show (or update) the running step's block, or ``block`` (a reply being
+        written: its status says so, with the model's tokens a second)."""
+        cur = block or self.current
         if cur is None:
             return
         self._last_refresh = time.monotonic()
@@ -365,7 +426,12 @@ class StepRenderer(RunObserver):
             outputs = _merge_streams(cur["outputs"])
         text = "".join(output_text(o) for o in outputs)
         count = cur.get("count")
-        status = (f"[{count}] {cur['seconds']:.2f} s" if "seconds" in cur else "running…")
+        if "tokens" in cur:
+            rate = cur["tokens_per_second"]
+            status = cur.get("status") or (
+                f"the model writes… {cur['tokens']} tokens" + (f", {rate:.1f}/s" if rate else ""))
+        else:
+            status = (f"[{count}] {cur['seconds']:.2f} s" if "seconds" in cur else "running…")
         name = ANSWER_NOW_TITLE if cur.get("answer_now") else f"Step {cur['step']}"
         head = f"{name} · {status}"
         display_id = self._display_id(cur)

@@ -8,7 +8,8 @@ Field names are exactly the document's; the TypeScript mirror
   (``rlm_kernel.frontend``), sent by an extension.
 - :class:`RunStarted` (the ``comm_open`` data of :data:`RUN_TARGET`,
   ``rlm_kernel.run``), :class:`StepAdded`, :class:`StepOutput`,
-  :class:`StepFinished`, :class:`RunFinished`: a run's messages, :data:`RunMessage`
+  :class:`StepFinished`, :class:`RunFinished` (and :class:`StepWriting` while the model
+  writes a step's reply): a run's messages, :data:`RunMessage`
   their union, :data:`MESSAGE_TYPES` the ``type`` field's value -> its class.
 - :class:`~rlm_kernel.export.CellRLM`: a step cell's ``metadata.rlm``
   (:class:`CellMetadata` holds it under ``rlm``).
@@ -25,7 +26,7 @@ from ..export import CellRLM
 
 __all__ = ["FRONTEND_TARGET", "RUN_TARGET", "Announcement", "CellMetadata", "CellRLM", "Continues",
            "MESSAGE_TYPES", "NOTEBOOK_MIME", "RunFinished", "RunMessage", "RunStarted", "StepAdded",
-           "StepFinished", "StepOutput", "Totals", "VariableInfo"]
+           "StepFinished", "StepOutput", "StepWriting", "Totals", "VariableInfo"]
 
 RUN_TARGET = "rlm_kernel.run"
 """The comm target a run opens (its ``comm_open`` data is :class:`RunStarted`)."""
@@ -106,6 +107,26 @@ class StepAdded(_StepAddedKeys, total=False):
     answer_now: bool
 
 
+class _StepWritingKeys(_Message):
+    type: Literal["step_writing"]
+    step: int  # from 1
+    source: str  # the reply so far, in a step cell's form (reasoning as "#" lines, code)
+    state: Literal["writing", "cut", "dropped"]
+    tokens: int  # the stream's pieces so far (one token each for llama.cpp and OpenAI)
+    tokens_per_second: float
+
+
+class StepWriting(_StepWritingKeys, total=False):
+    """``step_writing``: the root model is writing ``step``'s reply.  ``state``
+    ``writing``: insert the step's cell (the first time) or set its ``source``, marked
+    as being written (``metadata.rlm.writing``); the ``step_added`` of that step then
+    makes it the step's cell.  ``cut``: the run stopped while the model wrote: the cell
+    stays, marked as cut (``metadata.rlm.cut``).  ``dropped``: the reply had no code (no
+    step cell): remove it.  ``answer_now``: as for ``step_added``."""
+
+    answer_now: bool
+
+
 class StepOutput(_Message):
     """``step_output``: one nbformat v4 output dict of the running step."""
 
@@ -165,10 +186,11 @@ class RunFinished(_RunFinishedKeys, total=False):
     diff: str
 
 
-RunMessage = RunStarted | StepAdded | StepOutput | StepFinished | RunFinished
+RunMessage = RunStarted | StepWriting | StepAdded | StepOutput | StepFinished | RunFinished
 
 #: The ``type`` field's value -> the message's TypedDict.
 MESSAGE_TYPES: dict[str, type] = {
-    "run_started": RunStarted, "step_added": StepAdded, "step_output": StepOutput,
+    "run_started": RunStarted, "step_writing": StepWriting, "step_added": StepAdded,
+    "step_output": StepOutput,
     "step_finished": StepFinished, "run_finished": RunFinished,
 }

@@ -100,6 +100,7 @@ class RLM(Configurable):
     max_sub_tokens = _setting_trait("max_sub_tokens")
     cut_after_first_block = _setting_trait("cut_after_first_block")
     use_stop_sequences = _setting_trait("use_stop_sequences")
+    stream_replies = _setting_trait("stream_replies")
     protect_inputs = _setting_trait("protect_inputs")
     context_window = _setting_trait("context_window")
     restate_question = _setting_trait("restate_question")

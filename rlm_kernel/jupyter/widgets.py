@@ -40,6 +40,7 @@ from ..engine.frontends import (
     CandidateFinished,
     CandidateStarted,
     ModelCall,
+    ModelWriting,
     RunFinished,
     RunStarted,
     StepFinished,
@@ -164,6 +165,14 @@ class ProgressView(RunObserver):
     def on_model_call(self, event: ModelCall) -> None:
         """Waiting for the model's reply for a step."""
         self.step, self.activity = event.step, _phrase(event) or ""
+
+    def on_model_writing(self, event: ModelWriting) -> None:
+        """The model writes a step's reply: how much, and how fast (tokens a second)."""
+        rate = f", {event.tokens_per_second:.1f} tokens/s" if event.tokens_per_second else ""
+        self.step = event.step
+        self.activity = (f"the model writes step {event.step} ({event.pieces} tokens{rate})"
+                         if not event.done else f"step {event.step} written "
+                         f"({event.pieces} tokens{rate})")
 
     def on_step_started(self, event: StepStarted) -> None:
         """A step's code runs (or the "answer now" call's, said so)."""

@@ -132,12 +132,18 @@ def run_and_watch(nb: NotebookPage, task_index: int, label: str,
     nb.run_all()
     shots: list[Path] = []
     seen_running = False
+    writing: list[tuple[int, int]] = []  # (step, characters) of a cell being written
     deadline = time.monotonic() + RUN_TIMEOUT
     while True:
         cells = nb.cells()
         task = cells[[c["id"] for c in cells].index(task_id)]
         if is_running(task["prompt"]):
             seen_running = True
+            written = [c for c in cells if (c["rlm"] or {}).get("writing")]
+            for c in written:
+                writing.append((c["rlm"]["step"], len(c["source"])))
+            if written and len(writing) >= 3 and not any("writing" in str(p) for p in shots):
+                shots.append(nb.screenshot(f"browser_{label}_writing"))  # mid-reply
             # Mid-run: with the extension, once a step cell exists; without it, once the
             # task cell shows something (the inline fallback or progress).
             ready = (any((c["rlm"] or {}).get("role") == "step" for c in cells) if extension
@@ -156,7 +162,7 @@ def run_and_watch(nb: NotebookPage, task_index: int, label: str,
     nb.page.wait_for_timeout(500)  # let the last outputs render before the screenshot
     shots.append(nb.screenshot(f"browser_{label}_finished"))
     return {"task_id": task_id, "events": nb.rlm_events(), "cells": nb.cells(),
-            "screenshots": shots, "seen_running": seen_running}
+            "screenshots": shots, "seen_running": seen_running, "writing": writing}
 
 
 def check_page(run: dict[str, Any], task_index: int, expected: str,
@@ -263,6 +269,12 @@ def run_notebook_test(lab: JupyterLab, page: Any, extension: bool, question, *,
                     f"(inline fallback, answer {result_text(task)!r}); the step-cell, "
                     "answer-cell and saved-notebook assertions did not run")
     steps = check_page(run, task_index, expected, kernel)
+    # a step cell filled while the model wrote its reply (streamed), then became the step
+    grew = [step for step in {s for s, _ in run["writing"]}
+            if len({n for s, n in run["writing"] if s == step}) >= 2]
+    assert grew, f"no step cell was seen filling while the model wrote: {run['writing']}"
+    assert not any(c["rlm"].get("writing") for c in steps), "a step cell still says writing"
+    assert any("writing" in str(p) for p in run["screenshots"])
     path = nb.save()
     check_saved(path, task_index, steps, expected)
 

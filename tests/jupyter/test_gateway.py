@@ -435,8 +435,9 @@ def test_a_runs_comm_messages_arrive_through_the_gateway_websocket(gateway):
             messages = [m["content"]["data"] for m in task.of_type("comm_msg")
                         if m["content"]["comm_id"] == opens[0]["comm_id"]]
             kinds = [d["type"] for d in messages if d["type"] != "step_output"]
-            assert kinds == ["step_added", "step_finished", "step_added", "step_finished",
-                             "run_finished"], kinds
+            # each reply (scripted: written at once) fills its cell, then it is the step
+            assert kinds == ["step_writing", "step_added", "step_finished", "step_writing",
+                             "step_added", "step_finished", "run_finished"], kinds
             outputs = [d["output"] for d in messages if d["type"] == "step_output"]
             assert any(str(WORDS) in str(o.get("text", "")) for o in outputs), outputs
             assert messages[-1]["answer"] == str(WORDS), messages[-1]
@@ -515,7 +516,8 @@ def test_the_stop_button_ends_a_run_in_a_gateway_kernel(gateway):
         task, seconds = asyncio.run(scenario(kernel_id))
     messages = run_messages(task)
     kinds = [d["type"] for d in messages]
-    assert kinds[:2] == ["run_started", "step_added"] and kinds[-1] == "run_finished", kinds
+    assert kinds[:3] == ["run_started", "step_writing", "step_added"], kinds
+    assert kinds[-1] == "run_finished", kinds
     # the stopped step is finished too (its cell gets its number), and kept in the record
     assert kinds[-2] == "step_finished", kinds
     outputs = [d["output"] for d in messages if d["type"] == "step_output"]

@@ -31,6 +31,13 @@ test('an answer cell takes the tone the kernel sent, and none it did not', () =>
   expect(answerTone(null)).toBeNull();
 });
 
+test('a cell the model is writing, or whose reply a stop cut, says so', () => {
+  expect(stepLabel({ run_id: 'aa9b1234', step: 2, role: 'step', writing: true }))
+    .toBe('step 2 · run aa9b (the model is writing it)');
+  expect(stepLabel({ run_id: 'aa9b1234', step: 2, role: 'step', cut: true }))
+    .toBe('step 2 · run aa9b (cut by a stop while the model wrote it)');
+});
+
 test('the "answer now" call is labelled as that, not as a further step', () => {
   expect(stepLabel({ run_id: 'aa9b1234', step: 6, role: 'step', answer_now: true }))
     .toBe('answer now · run aa9b');

@@ -120,6 +120,37 @@ test('steps go below the task cell in order, then the answer', () => {
   expect(step1.trusted).toBe(true);
 });
 
+test('a reply being written fills the cell that becomes its step; a cut one stays', () => {
+  const nb = new FakeNotebook(['task', 'after']);
+  const send = (m: any) => {
+    expect(isRunMessage({ ...base('r1'), ...m })).toBe(true);
+    handleRunMessage(nb, { ...base('r1'), ...m } as RunMessage);
+  };
+  const writing = (step: number, source: string, state = 'writing') =>
+    send({ type: 'step_writing', step, source, state, tokens: 3, tokens_per_second: 20 });
+  send({ type: 'run_started', question: 'q', model: 'm', max_iterations: 9, variables: [] });
+  writing(1, '# I will');
+  expect(nb.roles()).toEqual(['task', 'r1:step1', 'after']);
+  expect((nb.list[1].metadata.rlm as any).writing).toBe(true);
+  writing(1, '# I will look\nx = ');
+  expect(nb.list[1].source).toBe('# I will look\nx = ');
+  send({ type: 'step_added', step: 1, source: '# I will look\nx = 1',
+         metadata: { rlm: { run_id: 'r1', step: 1, role: 'step', task_cell: 'task' } } });
+  expect(nb.roles()).toEqual(['task', 'r1:step1', 'after']); // the same cell, not a new one
+  expect(nb.list[1].source).toBe('# I will look\nx = 1');
+  expect((nb.list[1].metadata.rlm as any).writing).toBeUndefined();
+  writing(2, '# no code here');
+  writing(2, '# no code here', 'dropped'); // a reply without code has no cell
+  expect(nb.roles()).toEqual(['task', 'r1:step1', 'after']);
+  writing(2, '# then the stop');
+  writing(2, '# then the stop came', 'cut');
+  expect(nb.roles()).toEqual(['task', 'r1:step1', 'r1:step2', 'after']);
+  const cut = nb.list[2].metadata.rlm as any;
+  expect(cut.cut).toBe(true);
+  expect(cut.writing).toBeUndefined();
+  expect(nb.list[2].source).toBe('# then the stop came');
+});
+
 test('step_finished writes the replay record and marks a diverged step', () => {
   const nb = new FakeNotebook(['task']);
   run(nb, 'r1', 2);
