@@ -1,0 +1,197 @@
+"""Streamed replies on the embedded model: how soon a step's reply shows, what
+streaming costs per step, and what the server spends after a stop.
+
+Run by hand (the real model, the shared embedded server; about 6 minutes on 2 cores):
+
+    .venv/bin/python bench/bench_streaming.py [--tasks 2] [--trials 3]
+
+Three tables, each with its baseline side by side in the same run:
+
+1. **First visible token.**  For ``--trials`` prompts of a real size (the first
+   4,000 characters of a standard-library module and a question: ~1,100 tokens), the
+   seconds from the call to the first ``model_writing`` an observer gets (a run's
+   ``ReplyStream``, as a cell gets it) against the seconds the server takes to
+   evaluate that prompt and write one token (the same messages, ``max_tokens=1``, not
+   streamed; another request between the two so neither reuses the other's prompt).
+   Target: the prompt's evaluation + 0.3 s.
+2. **Seconds per step, streamed and not.**  ``--tasks`` dev tasks of ``evals`` each run
+   twice through :class:`rlm_kernel.RLM`, ``stream_replies`` on and off, in
+   alternating order (on/off, then off/on) so load and the server's prompt reuse hit
+   both alike; mean seconds per step (a root call plus its code).  Target: ≤ 3 % apart.
+3. **Server CPU after a stop.**  A long reply (``max_tokens`` 400) stopped after
+   ``--stop-after`` seconds of writing: streamed and stopped by a ``KeyboardInterrupt``
+   in the stream callback (what Ctrl-C and the stop button raise), against today's
+   path (not streamed: the client gives up on its request, as a stopped run did, and
+   the server writes on).  The server's CPU seconds (``/proc/PID/stat``) from the
+   stop until it is idle (no CPU for 0.5 s; at most 60 s).  Target: < 1 s.  A fourth
+   row stops a streamed request at its first token (a ~3,000-token prompt): a stop
+   that comes while a prompt is evaluated ends the request there at the earliest, since
+   llama-cpp-python's server looks at its client only between two tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_accuracy import load_tasks  # noqa: E402
+from proc_cpu import cpu_seconds, cpu_until_idle  # noqa: E402
+
+from rlm_kernel import RLM  # noqa: E402
+from rlm_kernel.engine.budget import Budget, BudgetGuard  # noqa: E402
+from rlm_kernel.engine.events import ModelWriting  # noqa: E402
+from rlm_kernel.engine.writing import ReplyStream  # noqa: E402
+from rlm_kernel.models import LLMError, UsageLedger  # noqa: E402
+from rlm_kernel.models.local.server import LocalModelClient, ensure_server  # noqa: E402
+
+MODEL = "qwen2.5-coder-1.5b"
+MODULES = ["json.decoder", "textwrap", "shlex", "fnmatch", "glob", "calendar"]
+
+
+def source_of(module: str, chars: int) -> str:
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin
+    return Path(spec.origin).read_text()[:chars]
+
+
+def question(module: str, chars: int = 4000) -> list[dict[str, str]]:
+    return [{"role": "system", "content": "You answer questions about Python code."},
+            {"role": "user", "content": f"```python\n{source_of(module, chars)}\n```\n"
+             "Which functions does this code define? Name each with one line on what it does."}]
+
+
+def client(max_tokens: int | None = None, timeout: float = 600.0) -> LocalModelClient:
+    lm = LocalModelClient(MODEL, max_tokens=max_tokens, timeout=timeout)
+    lm.ledger = UsageLedger()
+    return lm
+
+
+def first_token(trials: int) -> list[tuple[str, float, float]]:
+    """Per trial: the module, seconds to the first ``model_writing``, seconds for the
+    prompt's evaluation and one token (not streamed)."""
+    rows = []
+    for module in MODULES[:trials]:
+        messages = question(module)
+        seen: list[float] = []
+        guard = BudgetGuard(Budget(), UsageLedger(), time.monotonic())
+        writer = ReplyStream(1, lambda e, seen=seen: seen.append(time.perf_counter())
+                             if isinstance(e, ModelWriting) else None, guard)
+        start = time.perf_counter()
+        client(max_tokens=40).complete(messages, stream=writer)
+        shown = seen[0] - start
+        client(max_tokens=1).complete([{"role": "user", "content": "Say hi."}])  # between
+        start = time.perf_counter()
+        client(max_tokens=1).complete(messages)
+        rows.append((module, shown, time.perf_counter() - start))
+    return rows
+
+
+def per_step(n_tasks: int) -> list[tuple[str, bool, int, float]]:
+    """Per run: the task, streamed or not, steps, seconds per step."""
+    tasks, _ = load_tasks("dev", None, None, 1)
+    rows = []
+    for i, task in enumerate(tasks[:n_tasks]):
+        for stream in ((True, False) if i % 2 == 0 else (False, True)):
+            res = RLM(config={"stream_replies": stream, "max_iterations": 6}).run(
+                task.question, context=task.context)
+            rows.append((str(task.id), stream, res.steps, res.seconds / max(1, res.steps)))
+    return rows
+
+
+def after_stop(pid: int, stop_after: float,
+               trials: int) -> list[tuple[str, float, float, str]]:
+    """Per way of stopping (the streamed stop ``trials`` times): CPU seconds after the
+    stop, seconds until idle, what the client saw."""
+    rows = []
+    long_reply = question("calendar", 2000)
+    # streamed, stopped by KeyboardInterrupt in the callback (Ctrl-C, the stop button)
+    for trial in range(1, trials + 1):
+        got: list[float] = []
+
+        def stop_later(_piece: str, got: list[float] = got) -> None:
+            got.append(time.monotonic())
+            if got[-1] - got[0] >= stop_after:
+                raise KeyboardInterrupt
+
+        try:
+            client(max_tokens=400).complete(long_reply, stream=stop_later)
+            seen = "not stopped (the reply ended first)"
+        except KeyboardInterrupt:
+            seen = f"stopped after {len(got)} tokens"
+        at_stop = cpu_seconds(pid)
+        cpu, idle = cpu_until_idle(pid, at_stop)
+        rows.append((f"streamed, stopped while writing (trial {trial})", cpu, idle, seen))
+    # today's path: not streamed, the client gives up (its request is closed)
+    first = time.monotonic()
+    try:  # the prompt evaluation (~3 s) and ``stop_after`` s of writing
+        client(max_tokens=400, timeout=3.0 + stop_after).complete(long_reply)
+        seen = "not stopped (the reply ended first)"
+    except LLMError:
+        seen = f"gave up after {time.monotonic() - first:.1f} s"
+    at_stop = cpu_seconds(pid)
+    cpu, idle = cpu_until_idle(pid, at_stop)
+    rows.append(("not streamed, client gone (before)", cpu, idle, seen))
+    # streamed, stopped during the prompt's evaluation
+    prompt = question("calendar", 12000)
+
+    def stop_at_first(_piece: str) -> None:
+        raise KeyboardInterrupt
+
+    begun = time.monotonic()
+    try:
+        client(max_tokens=400).complete(prompt, stream=stop_at_first)
+    except KeyboardInterrupt:
+        pass
+    seen = f"first token after {time.monotonic() - begun:.1f} s, stopped there"
+    at_stop = cpu_seconds(pid)
+    cpu, idle = cpu_until_idle(pid, at_stop)
+    rows.append(("streamed, stopped at its first token (long prompt)", cpu, idle, seen))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=2, help="dev tasks for table 2")
+    parser.add_argument("--trials", type=int, default=3, help="prompts for table 1")
+    parser.add_argument("--stop-after", type=float, default=2.0,
+                        help="seconds of writing before the stop (table 3)")
+    args = parser.parse_args()
+    pid = ensure_server(MODEL).pid
+    client(max_tokens=1).complete([{"role": "user", "content": "hi"}])  # loaded, warm
+
+    print("\n1. Seconds to the first visible token (target: prompt evaluation + 0.3 s)")
+    print(f"{'prompt':<14} {'first model_writing':>20} {'prompt eval + 1 token':>22} "
+          f"{'difference':>11}")
+    for module, shown, evaluated in first_token(args.trials):
+        print(f"{module:<14} {shown:>20.2f} {evaluated:>22.2f} {shown - evaluated:>+11.2f}")
+
+    print("\n2. Seconds per step, streamed and not (target: ≤ 3 % apart)")
+    rows = per_step(args.tasks)
+    print(f"{'task':<28} {'streamed':>9} {'steps':>6} {'s/step':>8}")
+    for task, stream, steps, secs in rows:
+        print(f"{task:<28} {'yes' if stream else 'no':>9} {steps:>6} {secs:>8.2f}")
+    on = statistics.mean(s for _, st, _, s in rows if st)
+    off = statistics.mean(s for _, st, _, s in rows if not st)
+    print(f"{'mean':<28} {'yes':>9} {'':>6} {on:>8.2f}")
+    print(f"{'mean':<28} {'no':>9} {'':>6} {off:>8.2f}")
+    print(f"ratio streamed / not streamed: {on / off:.3f}")
+
+    print(f"\n3. Server CPU seconds after a stop (target: < 1 s; stopped after "
+          f"{args.stop_after:g} s of writing)")
+    print(f"{'how the request ended':<52} {'CPU s':>7} {'s to idle':>10}  client")
+    for how, cpu, idle, seen in after_stop(pid, args.stop_after, args.trials):
+        print(f"{how:<52} {cpu:>7.2f} {idle:>10.2f}  {seen}")
+
+
+if __name__ == "__main__":
+    main()
