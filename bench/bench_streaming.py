@@ -7,17 +7,18 @@ Run by hand (the real model, the shared embedded server; about 6 minutes on 2 co
 
 Three tables, each with its baseline side by side in the same run:
 
-1. **First visible token.**  For ``--trials`` prompts of a real size (the first
-   4,000 characters of a standard-library module and a question: ~1,100 tokens), the
-   seconds from the call to the first ``model_writing`` an observer gets (a run's
-   ``ReplyStream``, as a cell gets it) against the seconds the server takes to
-   evaluate that prompt and write one token (the same messages, ``max_tokens=1``, not
-   streamed; another request between the two so neither reuses the other's prompt).
-   Target: the prompt's evaluation + 0.3 s.
+1. **First visible token.**  For ``--trials`` prompts (the first 2,000 characters of a
+   standard-library module and a question: ~600 tokens), the seconds from the call to
+   the first ``model_writing`` an observer gets (a run's ``ReplyStream``, as a cell
+   gets it), the prompt new to the server; then, the prompt evaluated by the server
+   already (it reuses it), the same against one token not streamed
+   (``max_tokens=1``): what streaming adds to the model's own time.  Target: the
+   prompt's evaluation + 0.3 s.
 2. **Seconds per step, streamed and not.**  ``--tasks`` dev tasks of ``evals`` each run
    twice through :class:`rlm_kernel.RLM`, ``stream_replies`` on and off, in
-   alternating order (on/off, then off/on) so load and the server's prompt reuse hit
-   both alike; mean seconds per step (a root call plus its code).  Target: ≤ 3 % apart.
+   alternating order (on/off, then off/on), after a one-step run of the same task that
+   is not measured (the server then holds the task's prompt head for both runs alike);
+   mean seconds per step (a root call plus its code).  Target: ≤ 3 % apart.
 3. **Server CPU after a stop.**  A long reply (``max_tokens`` 400) stopped after
    ``--stop-after`` seconds of writing: streamed and stopped by a ``KeyboardInterrupt``
    in the stream callback (what Ctrl-C and the stop button raise), against today's
@@ -47,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_accuracy import load_tasks  # noqa: E402
 from proc_cpu import cpu_seconds, cpu_until_idle  # noqa: E402
 
-from rlm_kernel import RLM  # noqa: E402
+from rlm_kernel import RLM, RLMConfig  # noqa: E402
 from rlm_kernel.engine.budget import Budget, BudgetGuard  # noqa: E402
 from rlm_kernel.engine.events import ModelWriting  # noqa: E402
 from rlm_kernel.engine.writing import ReplyStream  # noqa: E402
@@ -76,23 +77,30 @@ def client(max_tokens: int | None = None, timeout: float = 600.0) -> LocalModelC
     return lm
 
 
-def first_token(trials: int) -> list[tuple[str, float, float]]:
-    """Per trial: the module, seconds to the first ``model_writing``, seconds for the
-    prompt's evaluation and one token (not streamed)."""
+def first_token(trials: int) -> list[tuple[str, int, float, float, float]]:
+    """Per trial: the module, the prompt's tokens, seconds to the first
+    ``model_writing`` (streamed, the prompt new to the server), then with the prompt
+    evaluated already (the server reuses it): seconds to the first ``model_writing``
+    and seconds for one token not streamed."""
     rows = []
     for module in MODULES[:trials]:
-        messages = question(module)
-        seen: list[float] = []
-        guard = BudgetGuard(Budget(), UsageLedger(), time.monotonic())
-        writer = ReplyStream(1, lambda e, seen=seen: seen.append(time.perf_counter())
-                             if isinstance(e, ModelWriting) else None, guard)
+        messages = question(module, 2000)
+
+        def first_shown(messages: list[dict[str, str]] = messages) -> float:
+            seen: list[float] = []
+            guard = BudgetGuard(Budget(), UsageLedger(), time.monotonic())
+            writer = ReplyStream(1, lambda e: seen.append(time.perf_counter())
+                                 if isinstance(e, ModelWriting) else None, guard)
+            start = time.perf_counter()
+            client(max_tokens=8).complete(messages, stream=writer)
+            return seen[0] - start
+
+        cold = first_shown()
         start = time.perf_counter()
-        client(max_tokens=40).complete(messages, stream=writer)
-        shown = seen[0] - start
-        client(max_tokens=1).complete([{"role": "user", "content": "Say hi."}])  # between
-        start = time.perf_counter()
-        client(max_tokens=1).complete(messages)
-        rows.append((module, shown, time.perf_counter() - start))
+        one = client(max_tokens=1).complete(messages)
+        one_token = time.perf_counter() - start
+        warm = first_shown()
+        rows.append((module, one.call.prompt_tokens, cold, warm, one_token))
     return rows
 
 
@@ -101,8 +109,10 @@ def per_step(n_tasks: int) -> list[tuple[str, bool, int, float]]:
     tasks, _ = load_tasks("dev", None, None, 1)
     rows = []
     for i, task in enumerate(tasks[:n_tasks]):
+        # not measured: the server then holds this task's prompt head, for both runs alike
+        RLM(config=RLMConfig(max_iterations=1)).run(task.question, context=task.context)
         for stream in ((True, False) if i % 2 == 0 else (False, True)):
-            res = RLM(config={"stream_replies": stream, "max_iterations": 6}).run(
+            res = RLM(config=RLMConfig(stream_replies=stream, max_iterations=6)).run(
                 task.question, context=task.context)
             rows.append((str(task.id), stream, res.steps, res.seconds / max(1, res.steps)))
     return rows
@@ -165,18 +175,62 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=3, help="prompts for table 1")
     parser.add_argument("--stop-after", type=float, default=2.0,
                         help="seconds of writing before the stop (table 3)")
+    parser.add_argument("--tables", default="1,2,3", help="which tables (default: 1,2,3)")
     args = parser.parse_args()
     pid = ensure_server(MODEL).pid
     client(max_tokens=1).complete([{"role": "user", "content": "hi"}])  # loaded, warm
 
-    print("\n1. Seconds to the first visible token (target: prompt evaluation + 0.3 s)")
-    print(f"{'prompt':<14} {'first model_writing':>20} {'prompt eval + 1 token':>22} "
-          f"{'difference':>11}")
-    for module, shown, evaluated in first_token(args.trials):
-        print(f"{module:<14} {shown:>20.2f} {evaluated:>22.2f} {shown - evaluated:>+11.2f}")
+    tables = {int(t) for t in args.tables.split(",")}
+    if 1 in tables:
+        _first_token_table(args.trials)
+    if 2 in tables:
+        _per_step_table(args.tasks)
+    if 3 in tables:
+        _after_stop_table(pid, args.stop_after, args.trials)
 
-    print("\n2. Seconds per step, streamed and not (target: ≤ 3 % apart)")
-    rows = per_step(args.tasks)
+
+def _first_token_table(trials: int) -> None:
+    print("\n1. Seconds to the first visible token (target: prompt evaluation + 0.3 s)")
+    print(f"{'prompt':<14} {'tokens':>7} {'new prompt':>11} {'evaluated':>10} "
+          f"{'1 token, not streamed':>22} {'streaming adds':>15}")
+    for module, tokens, cold, warm, one in first_token(trials):
+        print(f"{module:<14} {tokens:>7} {cold:>11.2f} {warm:>10.2f} {one:>22.2f} "
+              f"{warm - one:>+15.2f}")
+    print("(new prompt / evaluated: seconds from the call to the first model_writing, "
+          "the prompt new to the server / already evaluated by it)")
+
+
+def same_request(repeats: int) -> list[tuple[bool, float, int]]:
+    """The same request (its prompt evaluated by the server already, 100 tokens
+    written), streamed and not in turn, ``repeats`` times each: (streamed, seconds,
+    tokens written)."""
+    messages = question("fnmatch", 1500)
+    client(max_tokens=1).complete(messages)  # the prompt evaluated once, before
+    rows = []
+    for i in range(2 * repeats):
+        stream = i % 2 == 0
+        start = time.perf_counter()
+        lm = client(max_tokens=100)
+        reply = lm.complete(messages, stream=(lambda _p: None) if stream else None)
+        rows.append((stream, time.perf_counter() - start, reply.call.completion_tokens))
+    return rows
+
+
+def _per_step_table(tasks: int) -> None:
+    print("\n2a. One request, streamed and not in turn (the same prompt, evaluated "
+          "already; 100 tokens written)")
+    rows2 = same_request(4)
+    for stream in (True, False):
+        secs = [t for st, t, _ in rows2 if st is stream]
+        tokens = {n for st, _, n in rows2 if st is stream}
+        print(f"{'streamed' if stream else 'not streamed':<14} mean {statistics.mean(secs):6.2f} s"
+              f"  (runs: {', '.join(f'{t:.2f}' for t in secs)}; tokens {sorted(tokens)})")
+    on1 = statistics.mean(t for st, t, _ in rows2 if st)
+    off1 = statistics.mean(t for st, t, _ in rows2 if not st)
+    print(f"ratio streamed / not streamed: {on1 / off1:.3f}")
+    print("\n2b. Seconds per step of whole runs, streamed and not (target: ≤ 3 % apart; "
+          "replies may differ: the server's prompt reuse changes their last bits)")
+    rows = per_step(tasks)
     print(f"{'task':<28} {'streamed':>9} {'steps':>6} {'s/step':>8}")
     for task, stream, steps, secs in rows:
         print(f"{task:<28} {'yes' if stream else 'no':>9} {steps:>6} {secs:>8.2f}")
@@ -186,10 +240,12 @@ def main() -> None:
     print(f"{'mean':<28} {'no':>9} {'':>6} {off:>8.2f}")
     print(f"ratio streamed / not streamed: {on / off:.3f}")
 
+
+def _after_stop_table(pid: int, stop_after: float, trials: int) -> None:
     print(f"\n3. Server CPU seconds after a stop (target: < 1 s; stopped after "
-          f"{args.stop_after:g} s of writing)")
+          f"{stop_after:g} s of writing)")
     print(f"{'how the request ended':<52} {'CPU s':>7} {'s to idle':>10}  client")
-    for how, cpu, idle, seen in after_stop(pid, args.stop_after, args.trials):
+    for how, cpu, idle, seen in after_stop(pid, stop_after, trials):
         print(f"{how:<52} {cpu:>7.2f} {idle:>10.2f}  {seen}")
 
 
