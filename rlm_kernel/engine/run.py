@@ -176,6 +176,7 @@ class Run:
         self.call_depth: dict[str, int] = {"depth": depth} if depth else {}
         self.last_call: tuple[list[dict[str, str]], str] | None = None  # messages, reply
         self.writing: ReplyStream | None = None  # the root model's reply being written
+        self.asked: list[dict[str, str]] | None = None  # the messages it answers
         self.task = task = task or TaskSpec()
         self.start = time.perf_counter()
         self.executor_error: Exception | None = None  # the error of the REPL that ended it
@@ -354,6 +355,7 @@ class Run:
             return reply_text(self.services.root_client, messages,
                               stop=cfg.stop_sequences(), **options, **self.call_depth)
         self.writing = ReplyStream(step, self.notify, self.services.guard)
+        self.asked = messages
         reply = reply_text(self.services.root_client, messages, stop=cfg.stop_sequences(),
                            stream=self.writing, **options, **self.call_depth)
         self.writing.close()
@@ -363,13 +365,16 @@ class Run:
     def _keep_cut_reply(self, reason: str) -> None:
         """A stop (``reason``) came while the root model wrote a reply: that reply, as it
         was when it was cut, becomes the last step of the trajectory, its output saying
-        so (:func:`~.writing.cut_note`); its code is not run."""
+        so (:func:`~.writing.cut_note`), and the last assistant message of the run's
+        conversation (``RLMResult.messages``); its code is not run."""
         writing, self.writing = self.writing, None
         if writing is None or not writing.text:
             return
         text = writing.text
         self.result.history = self.result.history.append(
             reasoning=text, output=cut_note(len(text), reason))
+        if self.asked is not None:  # the run's conversation ends with the reply as cut
+            self.last_call = (self.asked, text)
         log.info("step %d: the reply was cut after %d characters (%s)", writing.step,
                  len(text), reason)
 

@@ -86,3 +86,6 @@ def test_a_stop_while_the_model_writes_ends_the_request_and_keeps_the_cut_reply(
     assert cut["reasoning"] == seen[-1].reply or cut["reasoning"].startswith(seen[-1].reply)
     assert LONG.startswith(cut["reasoning"]) and len(cut["reasoning"]) < len(LONG)
     assert f"after {len(cut['reasoning'])} characters" in cut["output"]
+    # the run's conversation (what a trainer takes) ends with the reply as it was cut
+    assert result.messages[-1] == {"role": "assistant", "content": cut["reasoning"]}
+    assert result.messages[-2]["role"] == "user"
