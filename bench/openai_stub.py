@@ -52,7 +52,7 @@ from types import TracebackType
 from typing import Any
 
 __all__ = ["StubChatServer", "chat_completion", "fake_provider", "fake_server", "pieces",
-           "send_ok", "serve_http"]
+           "send_ok", "send_reply", "serve_http", "stream_events"]
 
 
 def pieces(text: str) -> list[str]:
@@ -80,6 +80,38 @@ def chat_completion(text: str, model: str = "stub",
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "total_tokens": prompt_tokens + completion_tokens},
     }
+
+
+def stream_events(reply: dict[str, Any], request: dict[str, Any]) -> list[dict[str, Any]]:
+    """A ``chat.completion`` payload as the ``chat.completion.chunk`` events OpenAI
+    streams for it: one per piece of its text (:func:`pieces`), one with its
+    ``finish_reason``, and one with its ``usage`` when the request's
+    ``stream_options.include_usage`` asks for it."""
+    head = {"id": reply.get("id", "chatcmpl-stub"), "object": "chat.completion.chunk",
+            "created": reply.get("created", 0), "model": reply.get("model", "stub")}
+    text = reply["choices"][0]["message"]["content"]
+    events: list[dict[str, Any]] = [
+        {**head, "choices": [{"index": 0, "finish_reason": None,
+                              "delta": {"role": "assistant", "content": part}}]}
+        for part in pieces(text)]
+    events.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason":
+                                        reply["choices"][0].get("finish_reason", "stop")}]})
+    if (request.get("stream_options") or {}).get("include_usage"):
+        events.append({**head, "choices": [], "usage": reply["usage"]})
+    return events
+
+
+def send_reply(handler: BaseHTTPRequestHandler, reply: dict[str, Any],
+               request: dict[str, Any]) -> None:
+    """Answer ``handler``'s chat request with ``reply`` (a ``chat.completion`` payload):
+    as JSON, or as server-sent events (:func:`stream_events`, then ``[DONE]``) when the
+    request asks for a stream, as an OpenAI-compatible server does."""
+    if not request.get("stream"):
+        send_ok(handler, json.dumps(reply).encode(), "application/json")
+        return
+    data = b"".join(f"data: {json.dumps(e)}\n\n".encode()
+                    for e in stream_events(reply, request)) + b"data: [DONE]\n\n"
+    send_ok(handler, data, "text/event-stream")
 
 
 def send_ok(handler: BaseHTTPRequestHandler, data: bytes, content_type: str) -> None:
@@ -206,16 +238,7 @@ class StubChatServer:
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Connection", "close")
                 self.end_headers()
-                head = {"id": "chatcmpl-stub", "object": "chat.completion.chunk",
-                        "created": reply["created"], "model": reply["model"]}
-                events = [{**head, "choices": [{"index": 0, "finish_reason": None,
-                                                "delta": {"role": "assistant",
-                                                          "content": part}}]}
-                          for part in parts]
-                events.append({**head, "choices": [{"index": 0, "delta": {},
-                                                    "finish_reason": "stop"}]})
-                if (request.get("stream_options") or {}).get("include_usage"):
-                    events.append({**head, "choices": [], "usage": reply["usage"]})
+                events = stream_events(reply, request)
                 try:
                     for n, event in enumerate(events):
                         if n and owner.piece_seconds:

@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from bench.openai_stub import send_ok, serve_http
+from bench.openai_stub import send_reply, serve_http
 from rlm_kernel import RLM
 from rlm_kernel.engine.budget import prompt_tokens
 from rlm_kernel.models import Completion, LLMCall, TokenPrices
@@ -209,12 +209,12 @@ def spending_server():
             cap = body.get("max_completion_tokens") or body.get("max_tokens") or UNCAPPED
             time.sleep(0.2)  # the calls of a batch overlap
             pt = prompt_tokens(messages)
-            send_ok(self, json.dumps({
+            send_reply(self, {  # streamed when asked (root replies are), as OpenAI does
                 "id": "x", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini",
                 "choices": [{"index": 0, "finish_reason": "stop",
                              "message": {"role": "assistant", "content": text}}],
                 "usage": {"prompt_tokens": pt, "completion_tokens": cap,
-                          "total_tokens": pt + cap}}).encode(), "application/json")
+                          "total_tokens": pt + cap}}, body)
 
     httpd = serve_http(Handler)
     try:
