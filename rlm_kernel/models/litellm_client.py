@@ -190,7 +190,7 @@ class LiteLLMClient:
               kwargs: dict[str, Any], depth: int = 0,
               stream: Callable[[str], None] | None = None) -> Completion:
         """One ``litellm.completion`` request, counted in an :class:`LLMCall`; with
-        ``stream``, a streamed one (:meth:`_read_stream`).
+        ``stream``, a streamed one (:meth:`read_stream`).
 
         Raises:
             LLMError: the request failed (after retries), or its stream broke.
@@ -204,7 +204,7 @@ class LiteLLMClient:
             response = self._request(litellm, messages, kwargs)
             self._note_response(call, response)
             if stream is not None:
-                response = self._read_stream(litellm, response, messages, stream, call, start)
+                response = self.read_stream(litellm, response, messages, stream, call, start)
         except Exception as exc:
             self._failed(call, start, exc)
         call.seconds = time.perf_counter() - start
@@ -236,7 +236,7 @@ class LiteLLMClient:
         self._record(call)
         raise LLMError(f"{self.model}: {call.error}") from exc
 
-    def _read_stream(self, litellm: Any, response: Any, messages: list[Message],
+    def read_stream(self, litellm: Any, response: Any, messages: list[Message],
                      stream: Callable[[str], None], call: LLMCall, start: float) -> Any:
         """Read a streamed reply, handing each piece of text to ``stream``; returns the
         reply as one response (litellm's ``stream_chunk_builder``: the text joined, the

@@ -396,12 +396,12 @@ class LocalModelClient(LiteLLMClient):
         except LocalModelError as exc:
             raise LLMError(f"embedded model: {exc}") from exc
 
-    def _read_stream(self, litellm: Any, response: Any, messages: list[Message],
+    def read_stream(self, litellm: Any, response: Any, messages: list[Message],
                      stream: Callable[[str], None], call: LLMCall, start: float) -> Any:
         """A streamed reply (see :class:`LiteLLMClient`), its usage counted as the
         server counts it (:mod:`~rlm_kernel.models.local.tokens`): llama-cpp-python's
         server sends none with a stream."""
-        built = super()._read_stream(litellm, response, messages, stream, call, start)
+        built = super().read_stream(litellm, response, messages, stream, call, start)
         usage = getattr(built, "usage", None)
         counter = counter_for(weights_path(get_spec(self.local_name)))
         if usage is not None and counter is not None:

@@ -105,20 +105,17 @@ class TokenCounter:
 
 
 def _quietly(make: Any) -> Any:
-    """``make()`` with llama.cpp's log silenced: llama-cpp-python's callback prints it
-    to ``sys.stderr`` (a cell's output in a kernel).  Its callback is put back after."""
-    import llama_cpp
-    from llama_cpp import _logger
-
-    @llama_cpp.llama_log_callback
-    def drop(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
-        pass
-
-    llama_cpp.llama_log_set(drop, ctypes.c_void_p(0))
+    """``make()`` with llama.cpp's log held back: llama-cpp-python's log callback prints
+    it to ``sys.stderr`` (a cell's output in a kernel) unless its logger
+    (``llama-cpp-python``, standard ``logging``) is set above the message's level; the
+    logger's level is put back after."""
+    logger = logging.getLogger("llama-cpp-python")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
     try:
         return make()
     finally:
-        llama_cpp.llama_log_set(_logger.llama_log_callback, ctypes.c_void_p(0))
+        logger.setLevel(level)
 
 
 def counter_for(model_path: Path) -> TokenCounter | None:
