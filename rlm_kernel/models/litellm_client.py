@@ -272,6 +272,8 @@ class LiteLLMClient:
             call.error = f"the reply was cut after {written} characters ({type(exc).__name__})"
             self._record(call)
             raise
+        hidden = getattr(response, "_hidden_params", None) or {}
+        call.cached = bool(hidden.get("cache_hit"))  # the stream, not the reply built from it
         return litellm.stream_chunk_builder(chunks, messages=messages)
 
     def _request_kwargs(self, options: CallOptions) -> dict[str, Any]:
@@ -302,7 +304,7 @@ class LiteLLMClient:
         call.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         call.completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
         hidden = getattr(response, "_hidden_params", None) or {}
-        call.cached = bool(hidden.get("cache_hit"))
+        call.cached = call.cached or bool(hidden.get("cache_hit"))
         if self.priced and not call.cached:
             try:
                 call.cost_usd = float(import_litellm().completion_cost(

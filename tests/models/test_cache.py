@@ -82,6 +82,23 @@ def test_a_cache_hit_needs_no_request_and_costs_nothing(server, restore_cache):
     assert not uncached.complete(ask, role="sub").call.cached and len(seen) == 4
 
 
+def test_a_streamed_cache_hit_is_marked_cached_and_sends_nothing(server, restore_cache):
+    """The embedded model's client streams its sub-calls: litellm's cache answers a
+    stream too, and the call must say so (cost 0, ``cached``)."""
+    api_base, seen = server
+    configure_cache("memory")
+    client = LiteLLMClient("openai/gpt-4o-mini", api_base=api_base, api_key="k", cache=True,
+                           num_retries=0)
+    ask = [{"role": "user", "content": f"streamed and cached? {time.time()}"}]
+    pieces: list[list[str]] = [[], []]
+    first, second = (client.complete(ask, role="sub", stream=pieces[i].append)
+                     for i in range(2))
+    assert len(seen) == 1 and second.text == first.text == "reply 1"
+    assert "".join(pieces[0]) == "".join(pieces[1]) == "reply 1"
+    assert (first.call.cached, second.call.cached) == (False, True)
+    assert first.call.cost_usd > 0 and second.call.cost_usd == 0
+
+
 @pytest.mark.slow
 def test_identical_sub_calls_come_from_the_cache_and_root_turns_never(local_server):
     configure_cache("memory")
