@@ -20,6 +20,10 @@ def pytest_configure(config: pytest.Config) -> None:
 # send each new kernel's system prompt to the shared server in the background.
 # tests/jupyter/test_warm_start.py turns it back on where it is the subject.
 os.environ["RLM_WARM_START"] = "0"
+# The embedded model's server stops with the process that started it (keep_alive 0): a
+# server kept up after its test (300 s by default) would hold a test's own cache folder
+# and 1 GB of memory.  tests/models/test_keep_alive.py sets it where it is the subject.
+os.environ["RLM_KEEP_ALIVE"] = "0"
 
 
 @pytest.fixture(scope="session")

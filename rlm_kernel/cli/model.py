@@ -1,4 +1,4 @@
-"""``rlm model status|prepare|serve``: the embedded model from the command line;
+"""``rlm model status|prepare|serve|stop``: the embedded model from the command line;
 ``serve --replicas N`` starts N servers and prints the fleet file for them."""
 
 from __future__ import annotations
@@ -11,15 +11,18 @@ from pathlib import Path
 from ..engine.frontends import prewarm
 from ..models import (
     LocalModelError,
+    describe_status,
     ensure_server,
     find_running,
     fleet_yaml,
     get_spec,
     is_prepared,
     prepare,
+    read_status,
     running_replicas,
     start_replicas,
     stop_replicas,
+    stop_running,
     stop_server,
     weights_path,
 )
@@ -101,7 +104,9 @@ def model_command(action: str, name: str | None, *, replicas: int | None = None,
     """Run one ``rlm model`` action; returns the exit code (2: bad options).
 
     Args:
-        action: ``status``, ``prepare`` or ``serve``.
+        action: ``status``, ``prepare``, ``serve`` (until Ctrl-C, which stops the server
+            at once, a request in flight or not) or ``stop`` (the running server, whichever
+            process started it).
         name: embedded model short name (None: the default).
         replicas: ``serve`` only: start this many servers and print their fleet file
             (:func:`serve_replicas`); None: one server that other processes find.
@@ -127,25 +132,41 @@ def model_command(action: str, name: str | None, *, replicas: int | None = None,
             print(f"licence:    Apache-2.0 (Qwen); SHA-256 {spec.sha256}")
             print(f"weights:    {path}: {state}")
             print(f"llama-cpp:  {_llama_version()}")
-            print(f"server:     {running.api_base + f' (pid {running.pid})' if running else 'not running'}")
+            if running is None:
+                print("server:     not running (the next run starts it)")
+            else:
+                print(f"server:     {running.api_base} (pid {running.pid}): "
+                      f"{describe_status(read_status(running.api_base))}")
             return 0
         if action == "prepare":
             prepare_with_progress(spec.name)
             print(weights_path(spec))
             return 0
+        if action == "stop":
+            stopped = stop_running(spec.name)
+            print(f"stopped the {spec.name} server (pid {stopped.pid})" if stopped
+                  else f"no {spec.name} server runs")
+            return 0
         t0 = time.monotonic()
-        info = ensure_server(spec.name)
+        info = ensure_server(spec.name, keep_alive=0)  # this command holds it up
         prewarm(f"local/{spec.name}").join()  # the system prompt read before "Serving"
+        started_elsewhere = (f"; started by another command, it stops itself after "
+                             f"{info.keep_alive:g} idle seconds" if info.keep_alive > 0 else "")
         print(f"Serving {spec.name} at {info.api_base} (pid {info.pid}, ready in "
-              f"{time.monotonic() - t0:.1f} s). Ctrl-C stops it.", flush=True)
+              f"{time.monotonic() - t0:.1f} s{started_elsewhere}). Ctrl-C stops it.",
+              flush=True)
         try:
             while find_running(spec.name) is not None:
-                time.sleep(2)
+                time.sleep(0.5)
         except KeyboardInterrupt:
-            pass
+            # at once, a request in flight or not: uvicorn would wait for a streamed
+            # reply on SIGTERM, so the grace is short (the server holds nothing to save)
+            stop_running(spec.name, grace=0.5)
+            return 0
         stop_server(spec.name)
+        print(f"rlm: the {spec.name} server (pid {info.pid}) stopped", file=sys.stderr)
         return 0
-    except LocalModelError as exc:
+    except (LocalModelError, ValueError) as exc:  # ValueError: $RLM_KEEP_ALIVE
         print(f"rlm: error: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:  # the fleet file cannot be written

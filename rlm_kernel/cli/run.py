@@ -75,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_batch_parser(sub)  # rlm batch TASKS.jsonl --out RESULTS.jsonl ...
     model = sub.add_parser("model", help="the embedded local model")
-    model.add_argument("action", choices=["status", "prepare", "serve"])
+    model.add_argument("action", choices=["status", "prepare", "serve", "stop"],
+                       help="status: weights, server and when it stops; prepare: the "
+                       "weights; serve: a server until Ctrl-C; stop: the running server now")
     model.add_argument("--name", help="embedded model (default qwen2.5-coder-1.5b)")
     model.add_argument("--replicas", type=int, metavar="N",
                        help="serve: start N servers and print the fleet file for them "

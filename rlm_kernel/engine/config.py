@@ -75,6 +75,12 @@ class RLMConfig:
         "model_name of it, and every call goes through one Router (spread over its "
         "deployments, retried, failed over, within rpm/tpm).  The Python API also takes "
         "the parsed dict.  None: models are called directly.", flag="--router")
+    keep_alive: float | None = _opt(
+        None, "Seconds the embedded model's server, when this process starts it, stays up "
+        "after its last request: it outlives this process and every process (kernel, "
+        "rlm run, batch workers) shares it, so the next command finds it warm; 0: it "
+        "stops when this process exits.  None: $RLM_KEEP_ALIVE, else 300.  A running "
+        "server is reused as it is.", low=0, flag="--keep-alive")
     max_iterations: int = _opt(
         12, "Steps (root-model calls that run code) before the last 'answer now' call.",
         low=1, flag="--max-iterations")

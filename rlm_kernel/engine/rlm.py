@@ -288,6 +288,7 @@ class RLM:
             configure_cache(cfg.cache)  # before any client of ours calls litellm
         cache = cfg.cache is not None  # RLMConfig allows "memory", "disk" or None
         root = self._root_client or make_client(self.model, router=cfg.router,
+                                                keep_alive=cfg.keep_alive,
                                                 temperature=cfg.temperature,
                                                 max_tokens=cfg.max_step_tokens, cache=cache)
         if self._sub_client is not None:
@@ -295,7 +296,8 @@ class RLM:
         elif self._root_client is None and self.sub_model == self.model:
             sub = root
         else:
-            sub = make_client(self.sub_model, router=cfg.router, temperature=cfg.temperature,
+            sub = make_client(self.sub_model, router=cfg.router, keep_alive=cfg.keep_alive,
+                              temperature=cfg.temperature,
                               max_tokens=cfg.max_sub_tokens, cache=cache)
         self._root_client, self._sub_client = root, sub
         return root, sub

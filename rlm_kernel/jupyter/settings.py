@@ -78,6 +78,7 @@ class RLM(Configurable):
     model = _setting_trait("model")
     sub_model = _setting_trait("sub_model")
     router = _setting_trait("router")
+    keep_alive = _setting_trait("keep_alive")
     max_iterations = _setting_trait("max_iterations")
     max_depth = _setting_trait("max_depth")
     child_max_iterations = _setting_trait("child_max_iterations")

@@ -20,6 +20,7 @@ from .usage import Completion, LLMCall, UsageLedger
 
 if TYPE_CHECKING:  # pragma: no cover
     from .cache import configure_cache
+    from .local.keep_alive import describe_status, read_status
     from .local.server import (
         ensure_server,
         find_running,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
         start_replicas,
         stop_all_servers,
         stop_replicas,
+        stop_running,
         stop_server,
     )
     from .local.weights import LocalModelError, get_spec, is_prepared, prepare, weights_path
@@ -35,16 +37,19 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["CallOptions", "ClientWrapper", "LanguageModel", "LiteLLMClient", "LLMError", "Message", "import_litellm",
            "is_embedded", "make_client", "model_label", "Completion", "LLMCall", "UsageLedger",
            "configure_cache", "ensure_server", "find_running", "stop_all_servers", "stop_server",
-           "LocalModelError", "get_spec", "is_prepared", "prepare", "weights_path", "tracing",
+           "stop_running", "LocalModelError", "get_spec", "is_prepared", "prepare", "weights_path", "tracing",
            "Fleet", "RouterClient", "fleet_yaml", "load_fleet", "running_replicas",
-           "start_replicas", "stop_replicas", "TokenPrices", "token_prices"]
+           "start_replicas", "stop_replicas", "TokenPrices", "token_prices", "describe_status",
+           "read_status"]
 
 # Names whose modules load on first use: the embedded model's server and weights, and
 # the sub-call cache, are not needed by every process that imports this package (the
 # isolated worker imports it, and would pay about 45 ms at each start).
 _LAZY = {"configure_cache": "cache", "ensure_server": "local.server",
          "find_running": "local.server", "stop_all_servers": "local.server",
-         "stop_server": "local.server", "LocalModelError": "local.weights",
+         "stop_server": "local.server", "stop_running": "local.server",
+         "describe_status": "local.keep_alive", "read_status": "local.keep_alive",
+         "LocalModelError": "local.weights",
          "get_spec": "local.weights", "is_prepared": "local.weights",
          "prepare": "local.weights", "weights_path": "local.weights",
          "Fleet": "router", "RouterClient": "router", "fleet_yaml": "router",

@@ -42,7 +42,8 @@ def model_label(model: str | None) -> str:
     return model
 
 
-def make_client(model: str | None, router: Any = None, **kwargs: Any) -> LanguageModel:
+def make_client(model: str | None, router: Any = None, *, keep_alive: float | None = None,
+                **kwargs: Any) -> LanguageModel:
     """Build the client for a model string.
 
     With a ``router`` (a model fleet), a ``model`` that is one of its ``model_name``
@@ -56,6 +57,9 @@ def make_client(model: str | None, router: Any = None, **kwargs: Any) -> Languag
         router: None, or the fleet: a fleet file's path, its parsed dict, or a
             :class:`~rlm_kernel.models.router.Fleet` (see
             :func:`~rlm_kernel.models.router.load_fleet`).
+        keep_alive: the embedded model only: seconds a server its client starts stays
+            up after its last request (see
+            :func:`~rlm_kernel.models.local.server.ensure_server`); None: the default.
         **kwargs: client settings (``temperature``, ``max_tokens``, ``cache`` ...),
             passed to :class:`LiteLLMClient` (the embedded model's client is one);
             ``cache=True`` lets the client's sub-calls use litellm's cache.
@@ -79,7 +83,7 @@ def make_client(model: str | None, router: Any = None, **kwargs: Any) -> Languag
         from .local.weights import get_spec
 
         name = model.split("/", 1)[1] if model and "/" in model else None
-        return LocalModelClient(get_spec(name).name, **kwargs)
+        return LocalModelClient(get_spec(name).name, keep_alive=keep_alive, **kwargs)
     from .litellm_client import LiteLLMClient
 
     return LiteLLMClient(model, **kwargs)

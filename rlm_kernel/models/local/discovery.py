@@ -29,12 +29,14 @@ __all__ = ["ServerInfo", "accepting", "healthy", "is_server", "log_path", "log_t
 
 @dataclass(slots=True)
 class ServerInfo:
-    """A running model server: its model alias, port, process id and context size."""
+    """A running model server: its model alias, port, process id, context size (tokens)
+    and keep-alive (seconds idle before it stops itself; 0: it stops with its starter)."""
 
     model: str
     port: int
     pid: int
     n_ctx: int
+    keep_alive: float = 0.0
 
     @property
     def api_base(self) -> str:

@@ -45,6 +45,9 @@ class ServerSettings:
             so a root step after a sub-call need not evaluate its prompt again; None:
             off (only the previous request's prefix is reused).
         verbose: the server logs each request's reused prefix and timings.
+        keep_alive: seconds the server stays up after its last request, outliving the
+            process that started it (:mod:`~rlm_kernel.models.local.keep_alive`); 0: it
+            stops with that process (and Linux kills it if that process dies).
     """
 
     n_ctx: int = DEFAULT_N_CTX
@@ -52,6 +55,7 @@ class ServerSettings:
     draft_tokens: int | None = None
     prompt_cache_bytes: int | None = None
     verbose: bool = False
+    keep_alive: float = 0.0
 
 
 def server_command(model_path: Path, alias: str, port: int,
@@ -86,7 +90,8 @@ def server_command(model_path: Path, alias: str, port: int,
            "--model_alias", alias, "--host", "127.0.0.1", "--port", str(port),
            "--n_ctx", str(s.n_ctx), "--n_threads", str(threads),
            "--n_threads_batch", str(threads), "--verbose", str(s.verbose),
-           "--logits_all", str(bool(s.draft_tokens)), "--interrupt_requests", "False"]
+           "--logits_all", str(bool(s.draft_tokens)), "--interrupt_requests", "False",
+           "--keep_alive", f"{s.keep_alive:g}"]
     if s.draft_tokens:
         cmd += ["--draft_model", "prompt-lookup-decoding",
                 "--draft_model_num_pred_tokens", str(s.draft_tokens)]

@@ -20,8 +20,9 @@ starts from, in this server process only, before anything is loaded.
 from __future__ import annotations
 
 import logging
+import os
 import sys
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["amx_built", "main", "without_extra_buffer_types"]
 
@@ -65,16 +66,54 @@ def main(argv: list[str] | None = None) -> None:
     """Run the server with ``argv`` (its options; default ``sys.argv[2:]``, after the
     program name that :func:`~rlm_kernel.models.local.launcher.server_command` puts first).
 
+    The options are llama-cpp-python's (parsed by its own ``llama_cpp.server.cli``), and
+    ``--keep_alive SECONDS`` (rlm-kernel's, default 0): the app is wrapped in an
+    :class:`~rlm_kernel.models.local.keep_alive.IdleWatch` that, after that many idle
+    seconds, removes the model's state file (when it names this server and no other
+    process holds the start lock) and ends the server as uvicorn ends on SIGTERM.
+
     Raises:
-        SystemExit: from the server's own option parser on a bad option.
+        SystemExit: from the option parser on a bad option.
     """
+    import argparse
+
+    import uvicorn
+    from llama_cpp.server.app import create_app
+    from llama_cpp.server.cli import add_args_from_model, parse_model_from_args
+    from llama_cpp.server.settings import ModelSettings, ServerSettings, Settings
+
+    from .discovery import remove_state, start_lock
+    from .keep_alive import IdleWatch
+    from .weights import get_spec
+
     args = sys.argv[2:] if argv is None else argv
     if amx_built():
         without_extra_buffer_types()
         log.warning("rlm-kernel: llama.cpp was built with its AMX kernels, which crash on "
                     "some CPUs; the model is loaded without extra buffer types (no AMX, no "
                     "weight repacking). make setup builds without them.")
-    from llama_cpp.server.__main__ import main as serve
+    parser = argparse.ArgumentParser(prog=PROGRAM)
+    add_args_from_model(parser, Settings)
+    parser.add_argument("--keep_alive", type=float, default=0.0,
+                        help="seconds idle before the server stops itself (0: never)")
+    options = parser.parse_args(args)
+    # (its parser is annotated as returning the class it is given; it returns an instance)
+    server_settings = cast(ServerSettings, parse_model_from_args(ServerSettings, options))
+    model_settings = cast(ModelSettings, parse_model_from_args(ModelSettings, options))
+    app = create_app(server_settings=server_settings, model_settings=[model_settings])
+    spec = get_spec(options.model_alias)
+    server: uvicorn.Server | None = None
 
-    sys.argv = [PROGRAM, *args]  # the server's parser reads sys.argv
-    serve()
+    def stop_when_idle() -> bool:
+        with start_lock(spec, timeout=0) as held:
+            if not held:  # a process is finding or starting a server: it may pick us
+                return False
+            remove_state(spec, os.getpid())
+        if server is not None:
+            server.should_exit = True  # as on SIGTERM: no request is in flight
+        return True
+
+    watched = IdleWatch(app, options.keep_alive, stop_when_idle)
+    server = uvicorn.Server(uvicorn.Config(watched, host=server_settings.host,
+                                           port=server_settings.port))
+    server.run()

@@ -1,11 +1,13 @@
 """Serve the embedded model with llama-cpp-python's OpenAI-compatible server.
 
 The server runs as a child process on a free 127.0.0.1 port, is started on the
-first call that needs it, reused by later calls, and stopped when the Python
-process that started it exits (and killed by Linux if that process dies: see
-``launcher``).  Other processes (``rlm model status``, a second ``rlm run``) find
-and reuse a server that ``rlm model serve`` keeps running through its state file
-(``discovery``).
+first call that needs it and reused by later calls, of this process and of others
+(``rlm model status``, the next ``rlm run``, a kernel), which find it through its state
+file (``discovery``).  It outlives the process that started it and stops itself after
+``keep_alive`` idle seconds (:mod:`~rlm_kernel.models.local.keep_alive`; default
+``$RLM_KEEP_ALIVE``, else 5 minutes), so consecutive commands share one warm server.
+With ``keep_alive`` 0 (and for ``rlm model serve``) it stops when that process exits,
+and is killed by Linux if that process dies (``launcher``).
 
 ``rlm model serve --replicas N`` starts N more servers of one model
 (:func:`start_replicas`) for a model fleet (:mod:`rlm_kernel.models.router`): each on its
@@ -43,6 +45,7 @@ from .discovery import (
     start_lock,
     write_state,
 )
+from .keep_alive import default_keep_alive
 from .launcher import (
     DEFAULT_N_CTX,
     ServerSettings,
@@ -106,6 +109,7 @@ def find_running(name: str | None = None) -> ServerInfo | None:
 
 
 def ensure_server(name: str | None = None, *, settings: ServerSettings | None = None,
+                  keep_alive: float | None = None,
                   timeout: float = START_TIMEOUT) -> ServerInfo:
     """Return a running server for the embedded model, starting one if needed.
 
@@ -113,11 +117,16 @@ def ensure_server(name: str | None = None, *, settings: ServerSettings | None = 
         name: embedded model short name (default model if None).
         settings: how a server started here runs (default :data:`DEFAULT_SETTINGS`);
             a running server is reused as it is.
+        keep_alive: seconds a server started here stays up after its last request,
+            outliving this process; 0: it stops with this process.  None: the one of
+            ``settings`` when given, else :func:`default_keep_alive` (``$RLM_KEEP_ALIVE``,
+            else 300).
         timeout: seconds to wait for the server to become ready.
 
     Raises:
         LocalModelError: llama-cpp-python is not installed, the weights cannot be
             prepared, or the server exits or does not answer within ``timeout``.
+        ValueError: ``$RLM_KEEP_ALIVE`` is not a number of seconds.
     """
     spec = get_spec(name)
     with _lock, start_lock(spec):
@@ -130,7 +139,11 @@ def ensure_server(name: str | None = None, *, settings: ServerSettings | None = 
             raise LocalModelError(
                 "the embedded model needs llama-cpp-python: pip install 'rlm-kernel[local]'"
             )
+        if keep_alive is None and settings is None:
+            keep_alive = default_keep_alive()
         settings = settings or DEFAULT_SETTINGS
+        if keep_alive is not None:
+            settings = replace(settings, keep_alive=keep_alive)
         proc, info = _launch(spec, settings)
         log.info("starting the %s server on port %d (pid %d, %s)", spec.name, info.port,
                  info.pid, settings)
@@ -149,14 +162,18 @@ def _launch(spec: LocalModelSpec, settings: ServerSettings,
     cmd = server_command(path, spec.name, port, settings)
     log_file = (log or log_path(spec)).open("wb")
     # A session of its own: Ctrl-C or a kernel interrupt (sent to the process
-    # group) must not kill the server mid-run.  It still dies with this process.
+    # group) must not kill the server mid-run.  Without keep_alive it still dies
+    # with this process; with it, it outlives this process and stops itself.
+    if settings.keep_alive <= 0:
+        cmd = with_parent_death(cmd)
     try:
-        proc = spawner.popen(with_parent_death(cmd), stdout=log_file,
+        proc = spawner.popen(cmd, stdout=log_file,
                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                               start_new_session=True)
     finally:
         log_file.close()
-    return proc, ServerInfo(model=spec.name, port=port, pid=proc.pid, n_ctx=settings.n_ctx)
+    return proc, ServerInfo(model=spec.name, port=port, pid=proc.pid, n_ctx=settings.n_ctx,
+                            keep_alive=settings.keep_alive)
 
 
 def _wait_until_ready(spec: LocalModelSpec, proc: subprocess.Popen, info: ServerInfo,
@@ -327,10 +344,41 @@ def stop_server(name: str | None = None, grace: float = 3.0) -> bool:
     return True
 
 
+def stop_running(name: str | None = None, grace: float = 3.0) -> ServerInfo | None:
+    """Stop the running server of ``name``, whichever process started it (``rlm model
+    stop``): SIGTERM, SIGKILL after ``grace`` seconds (a server waits for a request in
+    flight on SIGTERM), then its state file is removed.  Returns the server stopped, or
+    None when none ran.
+
+    Raises:
+        PermissionError: the server is another user's process.
+    """
+    spec = get_spec(name)
+    info = find_running(spec.name)
+    if info is None:
+        return None
+    if stop_server(spec.name, grace):
+        return info
+    os.kill(info.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while is_server(info.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if is_server(info.pid):
+        os.kill(info.pid, signal.SIGKILL)
+    with start_lock(spec, timeout=2.0):
+        remove_state(spec, info.pid)
+    return info
+
+
 @atexit.register
 def stop_all_servers() -> None:
-    """Stop every model server this process started, replicas too (run at exit)."""
-    for name in list(_servers):
+    """Stop every model server this process started, replicas too (run at exit), but
+    a server with a ``keep_alive``: it outlives this process and stops itself."""
+    for name, (proc, info) in list(_servers.items()):
+        if info.keep_alive > 0 and proc.poll() is None:
+            log.debug("leaving the %s server (pid %d) up: it stops itself after %g idle "
+                      "seconds", name, info.pid, info.keep_alive)
+            continue
         stop_server(name)
     stop_replicas()
 
@@ -342,15 +390,23 @@ class LocalModelClient(LiteLLMClient):
     ``openai/<alias>``.  The server is started (or found) at the first request
     and looked up again before each one, so a server that died is restarted.
 
+    Every request is streamed, a sub-call's too (its pieces go nowhere): llama-cpp-python's
+    server stops generating a streamed reply when its client goes (it looks after each
+    token), but a plain one runs to its end, and a server that outlives this process
+    (``keep_alive``) would go on generating for a client killed mid-request.
+
     Args:
         name: embedded model short name (see :data:`rlm_kernel.models.local.weights.MODELS`).
+        keep_alive: seconds a server this client starts stays up after its last request
+            (see :func:`ensure_server`); None: ``$RLM_KEEP_ALIVE``, else 300.
         **kwargs: as for :class:`LiteLLMClient` (``api_base``/``api_key`` are set here).
     """
 
-    def __init__(self, name: str, **kwargs: Any) -> None:
+    def __init__(self, name: str, keep_alive: float | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("num_retries", 1)
         super().__init__(f"openai/{name}", api_key="local", priced=False, **kwargs)
         self.local_name = name
+        self.keep_alive = keep_alive
         self._context_window = DEFAULT_N_CTX
         spawner.start()  # now, not inside a step that first asks the model
         # the token counter of streamed replies (~0.7 s to load), before the first reply
@@ -375,6 +431,8 @@ class LocalModelClient(LiteLLMClient):
             LLMError: the weights cannot be prepared, the server cannot start,
                 or the request failed (the message names the cause).
         """
+        if kwargs.get("stream") is None:  # streamed all the same (the class docstring)
+            kwargs["stream"] = _unread
         self._serve()
         try:
             return super().complete(messages, **kwargs)
@@ -392,7 +450,7 @@ class LocalModelClient(LiteLLMClient):
 
     def _serve(self) -> None:
         try:
-            self.api_base = ensure_server(self.local_name).api_base
+            self.api_base = ensure_server(self.local_name, keep_alive=self.keep_alive).api_base
         except LocalModelError as exc:
             raise LLMError(f"embedded model: {exc}") from exc
 
@@ -411,3 +469,7 @@ class LocalModelClient(LiteLLMClient):
             usage.completion_tokens = counter.text(built.choices[0].message.content or "")
             usage.total_tokens = usage.prompt_tokens + usage.completion_tokens
         return built
+
+
+def _unread(piece: str) -> None:
+    """The pieces of a reply nobody watches (a sub-call's): dropped."""
