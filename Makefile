@@ -65,9 +65,10 @@ demo: setup
 	$(PY) scripts/demo.py
 
 # The static checks first (lint), then the suite; lint runs after setup has made the venv.
+# --durations: the 30 slowest tests at the end of the log, to keep the suite within CI's time.
 test: setup
 	$(MAKE) lint
-	$(PY) -m pytest -v --nbval-lax tests notebooks
+	$(PY) -m pytest -v --durations=30 --nbval-lax tests notebooks
 
 # Rewrite the locks from pyproject.toml (and requirements/build.in), keeping the versions
 # already locked where they still fit; `make lock LOCK_FLAGS=--upgrade` takes the newest.

@@ -38,8 +38,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +55,13 @@ RECORDED = ("euid", "egid", "groups")
 """The properties the fault suite's ``conftest.py`` records in the JUnit XML report
 (``record_testsuite_property``): the effective uid and gid and the supplementary
 groups of the process the tests ran in."""
+SUITE = [str(FAULTS.relative_to(ROOT)),
+         f"--ignore={(FAULTS / 'test_as_user.py').relative_to(ROOT)}"]
+"""pytest's arguments for the fault suite but the module that runs it as the uid."""
+SUITE_SECONDS = 3600
+"""Seconds the suite's run as the uid may take: 14 minutes for 438 tests on 2 cores
+that other work shared; 16 minutes for 587 tests beside the root run of the same suite
+(which took 18 minutes beside it, 12 to 13 alone)."""
 _DROPPED = ("HOME", "TMPDIR", "TMP", "TEMP", "USER", "LOGNAME", "MAIL", "PWD", "OLDPWD",
             "RLM_CACHE_DIR", "IPYTHONDIR", "PYTEST_CURRENT_TEST", "PYTEST_ADDOPTS")
 """Variables of root's environment that name root's folders or this pytest session."""
@@ -174,6 +183,8 @@ class InnerRun:
     seconds: float
     report: ET.Element | None
     """The JUnit XML report's ``testsuite`` element, or None when none was written."""
+    user: User | None = None
+    """The uid it ran as (None: not recorded)."""
 
     @property
     def properties(self) -> dict[str, str]:
@@ -244,7 +255,8 @@ def _prepare_home(home: Path) -> None:
 
 
 def run_as_user(pytest_args: list[str], user: User | None = None, *,
-                timeout: float = 3600, log=None) -> InnerRun:
+                timeout: float = 3600, log=None,
+                cancel: threading.Event | None = None) -> InnerRun:
     """Run ``python -m pytest PYTEST_ARGS`` (from the project's root folder) as ``user``
     (:func:`ordinary_user` when None) as described in the module docstring; wait at
     most ``timeout`` seconds, then kill it and every process below it.
@@ -256,6 +268,7 @@ def run_as_user(pytest_args: list[str], user: User | None = None, *,
         timeout: seconds.
         log: a text file that receives pytest's output as it comes (besides
             :attr:`InnerRun.output`), or None.
+        cancel: when set, the run is killed as on the timeout (within 5 s).
 
     Raises:
         PermissionError: not root.
@@ -290,8 +303,9 @@ def run_as_user(pytest_args: list[str], user: User | None = None, *,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         try:
-            output = _read(proc, log, started + timeout)
-            proc.wait(timeout=max(0.1, started + timeout - time.monotonic()))
+            output = _read(proc, log, started + timeout, cancel)
+            if not (cancel and cancel.is_set()):
+                proc.wait(timeout=max(0.1, started + timeout - time.monotonic()))
         except subprocess.TimeoutExpired:
             pass
         finally:
@@ -300,17 +314,37 @@ def run_as_user(pytest_args: list[str], user: User | None = None, *,
                 kill_tree(proc.pid)
             proc.wait()
         took = time.monotonic() - started
-        return InnerRun(command, rc, output, took, read_report(junit))
+        return InnerRun(command, rc, output, took, read_report(junit), user)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _read(proc: subprocess.Popen, log, deadline: float) -> str:
-    """``proc``'s output until it closes it or ``deadline`` (a ``time.monotonic()``
-    value) passes, copied to ``log`` (a text file, or None) as it comes."""
+def start_as_user(pytest_args: list[str], user: User | None = None, *,
+                  timeout: float = 3600) -> tuple[Future[InnerRun], threading.Event]:
+    """:func:`run_as_user` started in a thread of its own, to run beside this session's
+    own tests: the fault suite waits on its subprocesses and sleeps more than it
+    computes (a load under 1 on 2 cores), so its run as root and its run as the uid
+    take about as long side by side as one alone.
+
+    Returns:
+        The run's future (:class:`InnerRun`, or the exception it raised) and the event
+        that cancels it.
+    """
+    cancel = threading.Event()
+    pool = ThreadPoolExecutor(1, thread_name_prefix="fault-suite-as-user")
+    future = pool.submit(run_as_user, pytest_args, user, timeout=timeout, cancel=cancel)
+    pool.shutdown(wait=False)
+    return future, cancel
+
+
+def _read(proc: subprocess.Popen, log, deadline: float,
+          cancel: threading.Event | None = None) -> str:
+    """``proc``'s output until it closes it, ``deadline`` (a ``time.monotonic()``
+    value) passes or ``cancel`` is set, copied to ``log`` (a text file, or None) as it
+    comes."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     fd, parts = proc.stdout.fileno(), []
-    while (left := deadline - time.monotonic()) > 0:
+    while (left := deadline - time.monotonic()) > 0 and not (cancel and cancel.is_set()):
         if not select.select([fd], [], [], min(5.0, left))[0]:
             continue
         data = os.read(fd, 1 << 16)
@@ -352,8 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     that uid and passed with tests collected."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not any(not a.startswith("-") for a in args):
-        args += [str(FAULTS.relative_to(ROOT)),
-                 f"--ignore={(FAULTS / 'test_as_user.py').relative_to(ROOT)}"]
+        args += SUITE
     user = ordinary_user()
     print(f"running {shlex.join(['pytest', *args])} as {user}", flush=True)
     run = run_as_user(args, user, log=sys.stdout)

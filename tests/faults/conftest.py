@@ -1,12 +1,15 @@
 """Each fault case starts clean: threads an earlier case's model code left running
 have ended, and the output filters they needed are off.  The cases of a module that
 makes its runs with :func:`tests.faults.helpers.scripted_run` run against both
-executors (``executor_kind``: in-process, then isolated)."""
+executors (``executor_kind``: in-process, then isolated).  As root, the suite's run as
+an unprivileged uid starts with its first test and is judged after its last
+(``as_user_run``)."""
 
 from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +17,40 @@ from rlm_kernel.executors import EXECUTOR_KINDS
 from rlm_kernel.executors.thread_output import quarantined_running
 
 from . import helpers
+from .as_user import FAULTS, SUITE, SUITE_SECONDS, start_as_user
+
+AS_USER_TEST = "test_the_fault_suite_passes_as_an_unprivileged_uid"
+"""The test (test_as_user.py) that judges the suite's run as an unprivileged uid."""
+
+
+def pytest_collection_modifyitems(config, items):
+    """Move :data:`AS_USER_TEST` after the last fault test: it waits for the run as the
+    uid, which runs beside the fault tests (``as_user_run``)."""
+    waiting = [item for item in items if item.originalname == AS_USER_TEST]
+    if not waiting:
+        return
+    rest = [item for item in items if item.originalname != AS_USER_TEST]
+    faults = [n for n, item in enumerate(rest) if FAULTS in Path(item.path).parents]
+    at = faults[-1] + 1 if faults else len(rest)
+    items[:] = rest[:at] + waiting + rest[at:]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def as_user_run(request):
+    """The fault suite's run as an unprivileged uid (a future of its
+    :class:`~tests.faults.as_user.InnerRun`), started with this session's first fault
+    test when the session, as root, holds :data:`AS_USER_TEST`; None otherwise.  Ended
+    with the session if still running (a session cut short)."""
+    if os.geteuid() != 0 or not any(item.originalname == AS_USER_TEST
+                                    for item in request.session.items):
+        yield None
+        return
+    args = [*SUITE, "-q"]
+    if markexpr := request.config.getoption("markexpr"):
+        args += ["-m", markexpr]  # `pytest -m "not slow"` leaves the slow ones out there too
+    future, cancel = start_as_user(args, timeout=SUITE_SECONDS)
+    yield future
+    cancel.set()
 
 
 def pytest_generate_tests(metafunc):

@@ -11,33 +11,26 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from .as_user import FAULTS, ROOT, InnerRun, User, judge, ordinary_user, read_report, run_as_user
-
-LIMIT = 3600
-"""Seconds the run as the uid may take: it took 14 minutes for 438 tests on 2 cores that
-other work shared (as root, the same suite: 12 to 13 minutes)."""
+from .as_user import FAULTS, ROOT, SUITE_SECONDS, InnerRun, User, judge, read_report
 
 
-@pytest.mark.timeout(LIMIT + 120)
+@pytest.mark.timeout(SUITE_SECONDS + 120)
 @pytest.mark.skipif(os.geteuid() != 0, reason=(
     f"nothing to add: the suite runs as an ordinary user (uid {os.geteuid()}), so the "
     f"fault tests of this session run as that uid already"))
-def test_the_fault_suite_passes_as_an_unprivileged_uid(request):
+def test_the_fault_suite_passes_as_an_unprivileged_uid(as_user_run):
     """Every fault test passes when run as an unprivileged uid from this root session,
     with the same interpreter, venv and checkout (reached through a private mount
-    namespace where they are under a folder the uid cannot search, such as /root)."""
-    user = ordinary_user()
-    args = [str(FAULTS.relative_to(ROOT)), "-q",
-            f"--ignore={Path(__file__).resolve().relative_to(ROOT)}"]
-    if markexpr := request.config.getoption("markexpr"):
-        args += ["-m", markexpr]  # `pytest -m "not slow"` leaves the slow ones out there too
-    run = run_as_user(args, user, timeout=LIMIT)
+    namespace where they are under a folder the uid cannot search, such as /root).
+
+    The run started beside this session's first fault test (``as_user_run``, in
+    conftest.py) and is judged here, after the last one."""
+    run = as_user_run.result(timeout=SUITE_SECONDS + 60)
     print(run.output)
-    if problem := judge(run, user):
+    if problem := judge(run, run.user):
         pytest.fail(problem, pytrace=False)
 
 

@@ -307,13 +307,13 @@ def test_the_embedded_client_restarts_a_server_that_dies_mid_request(own_cache, 
 
     monkeypatch.setattr(server, "_servers", {})  # not the session's server
     client = server.LocalModelClient(NAME)
-    count = [{"role": "user", "content": "Count from 1 to 200, comma separated."}]
+    count = [{"role": "user", "content": "Count from 1 to 80, comma separated."}]
     replies: list = []
     try:
         assert client.complete([{"role": "user", "content": "Say OK."}], max_tokens=4).text
         first = state(own_cache)["pid"]
         worker = threading.Thread(target=lambda: replies.append(
-            client.complete(count, max_tokens=300)))  # ~15 s on 2 cores
+            client.complete(count, max_tokens=160)))  # ~8 s on 2 cores
         worker.start()
         time.sleep(2)
         assert worker.is_alive(), "the request ended before its server could be killed"
