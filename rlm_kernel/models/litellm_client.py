@@ -47,8 +47,13 @@ def import_litellm() -> Any:
         The ``litellm`` module.
 
     Sets ``LITELLM_LOCAL_MODEL_COST_MAP=True`` (unless the user set it) so litellm
-    reads the cost map bundled with the package instead of downloading one, and
-    turns off litellm's debug banners, which are printed to stdout otherwise.
+    reads the cost map bundled with the package instead of downloading one, turns
+    off litellm's debug banners, which are printed to stdout otherwise, and its
+    logging of each piece of a streamed reply (``disable_streaming_logging``): a job
+    per piece on litellm's thread pool, each running ``asyncio.run``: a fraction of a ms of
+    CPU a token that no part of rlm-kernel reads.  A streamed reply is still logged
+    once whole, to the callbacks and to litellm's cache, when its stream ends
+    (litellm's ``CustomStreamWrapper``; tests/models/test_streaming.py checks both).
     """
     global _litellm
     if _litellm is None:
@@ -59,6 +64,7 @@ def import_litellm() -> Any:
 
                 litellm.suppress_debug_info = True
                 litellm.drop_params = True  # providers reject params they lack
+                litellm.disable_streaming_logging = True  # per piece; see above
                 _litellm = litellm
     return _litellm
 

@@ -28,21 +28,23 @@ def client(server: StubChatServer) -> LiteLLMClient:
 
 
 def test_pieces_come_in_order_and_join_to_the_reply_a_plain_call_gets():
-    with StubChatServer(lambda _req: REPLY, usage=(31, 17), piece_seconds=0.005) as server:
-        lm, got, stamps = client(server), [], []
+    with StubChatServer(lambda _req: REPLY, usage=(31, 17), piece_seconds=0.02) as server:
+        lm, got, sent = client(server), [], []
 
         def on_text(piece: str) -> None:
             got.append(piece)
-            stamps.append(time.perf_counter())
+            sent.append(server.streams[-1]["pieces"])  # what the server had sent by then
 
-        streamed = lm.complete(HI, stream=on_text)
+        lm.complete(HI, stream=lambda _piece: None)  # litellm's first stream imports more
         plain = lm.complete(HI)
+        streamed = lm.complete(HI, stream=on_text)
     assert got == pieces(REPLY)  # every piece, in order, as the server sent them
     assert "".join(got) == streamed.text == plain.text == REPLY
-    assert stamps == sorted(stamps) and stamps[-1] - stamps[0] > 0.02  # as they came
+    # as they came: the first piece was handed on before the server had written the rest
+    assert sent == sorted(sent) and sent[0] < len(got) - 1, sent
     assert (streamed.call.prompt_tokens, streamed.call.completion_tokens) == (31, 17)
-    assert server.streams[0]["pieces"] == len(pieces(REPLY)) and not server.streams[0]["closed"]
-    assert [c.error for c in lm.ledger.calls] == [None, None]
+    assert server.streams[-1]["pieces"] == len(pieces(REPLY)) and not server.streams[-1]["closed"]
+    assert [c.error for c in lm.ledger.calls] == [None, None, None]
 
 
 def test_a_stop_while_the_model_writes_closes_the_request():
@@ -87,3 +89,36 @@ def test_a_client_that_cannot_stream_gives_its_reply_whole():
     got: list[str] = []
     reply = ClientWrapper(NamedKeywords()).call(HI, CallOptions(stream=got.append))
     assert reply.text == "the whole reply" and got == ["the whole reply"]
+
+
+def test_a_streamed_reply_reaches_litellm_callbacks_once_whole():
+    """litellm's per-piece logging is off (:func:`~rlm_kernel.models.litellm_client.import_litellm`):
+    a litellm callback (a user's tracer, ours) still gets one success event a streamed
+    call, carrying the whole reply and its usage, as for a plain call."""
+    from litellm.integrations.custom_logger import CustomLogger
+
+    from rlm_kernel.models.litellm_client import import_litellm
+
+    litellm = import_litellm()
+    seen: list[tuple[str, int]] = []
+
+    class Seen(CustomLogger):
+        def log_success_event(self, kwargs, response_obj, start_time, end_time):
+            seen.append((response_obj.choices[0].message.content,
+                         response_obj.usage.completion_tokens))
+
+    logger, before = Seen(), list(litellm.callbacks)
+    litellm.callbacks = [*before, logger]
+    try:
+        with StubChatServer(lambda _req: LONG, usage=(12, 400)) as server:
+            got: list[str] = []
+            streamed = client(server).complete(HI, stream=got.append)
+            deadline = time.monotonic() + 5  # litellm logs from its thread pool
+            while not seen and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(0.2)  # a second event, were there one, has come by now
+    finally:
+        litellm.callbacks = before
+    assert litellm.disable_streaming_logging is True
+    assert len(got) == len(pieces(LONG)) and streamed.text == LONG
+    assert seen == [(LONG, 400)]
