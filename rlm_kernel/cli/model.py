@@ -143,7 +143,14 @@ def model_command(action: str, name: str | None, *, replicas: int | None = None,
             print(weights_path(spec))
             return 0
         if action == "stop":
-            stopped = stop_running(spec.name)
+            try:
+                stopped = stop_running(spec.name)
+            except PermissionError:
+                owner = find_running(spec.name)
+                print(f"rlm: error: the {spec.name} server (pid "
+                      f"{owner.pid if owner else '?'}) is another user's process: "
+                      f"only that user or root can stop it", file=sys.stderr)
+                return 1
             print(f"stopped the {spec.name} server (pid {stopped.pid})" if stopped
                   else f"no {spec.name} server runs")
             return 0

@@ -86,7 +86,6 @@ class IdleWatch:
         self.keep_alive = keep_alive
         self.on_idle = on_idle
         self.tick = tick
-        self.started = time.time()
         self.requests = 0  # requests answered or in flight since the start
         self.first_request: float | None = None  # epoch seconds
         self.last_request: float | None = None

@@ -293,13 +293,25 @@ def stop_replicas(grace: float = 3.0) -> int:
 
 def _end(proc: subprocess.Popen, grace: float) -> None:
     """SIGTERM, then SIGKILL after ``grace`` seconds; waits for the process."""
-    if proc.poll() is None:
-        proc.terminate()
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    _terminate(proc.pid, grace, running=lambda: proc.poll() is None)
+    proc.wait()
+
+
+def _terminate(pid: int, grace: float, running: Callable[[], bool]) -> None:
+    """SIGTERM to ``pid``, then SIGKILL when ``running()`` still says so after ``grace``
+    seconds (a server waits for a request in flight on SIGTERM).
+
+    Raises:
+        PermissionError: ``pid`` is another user's process.
+    """
+    if not running():
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if running():
+        os.kill(pid, signal.SIGKILL)
 
 
 def how_it_ended(name: str | None = None) -> str | None:
@@ -359,12 +371,7 @@ def stop_running(name: str | None = None, grace: float = 3.0) -> ServerInfo | No
         return None
     if stop_server(spec.name, grace):
         return info
-    os.kill(info.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while is_server(info.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if is_server(info.pid):
-        os.kill(info.pid, signal.SIGKILL)
+    _terminate(info.pid, grace, running=lambda: is_server(info.pid))
     with start_lock(spec, timeout=2.0):
         remove_state(spec, info.pid)
     return info
