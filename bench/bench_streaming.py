@@ -21,13 +21,17 @@ Three tables, each with its baseline side by side in the same run:
    mean seconds per step (a root call plus its code).  Target: ≤ 3 % apart.
 3. **Server CPU after a stop.**  A long reply (``max_tokens`` 400) stopped after
    ``--stop-after`` seconds of writing: streamed and stopped by a ``KeyboardInterrupt``
-   in the stream callback (what Ctrl-C and the stop button raise), against today's
-   path (not streamed: the client gives up on its request, as a stopped run did, and
-   the server writes on).  The server's CPU seconds (``/proc/PID/stat``) from the
-   stop until it is idle (no CPU for 0.5 s; at most 60 s).  Target: < 1 s.  A fourth
-   row stops a streamed request at its first token (a ~3,000-token prompt): a stop
-   that comes while a prompt is evaluated ends the request there at the earliest, since
-   llama-cpp-python's server looks at its client only between two tokens.
+   in the stream callback (what Ctrl-C and the stop button raise).  Two rows stop a
+   streamed request ``--stop-after`` seconds into the evaluation of a new ~3,000-token
+   prompt (a ``KeyboardInterrupt`` from a timer, as Ctrl-C): on the embedded server,
+   whose abort callback stops llama.cpp when the client goes
+   (:mod:`rlm_kernel.models.local.abort`), and on llama-cpp-python's server alone
+   (``python -m llama_cpp.server``, the same options, started for these rows), which
+   looks at its client only between two tokens.  The last row is the path before
+   streaming, on that server: not streamed, the client gives up on its request after
+   ``--stop-after`` seconds, as a stopped run did, and the server writes on.  Each: the
+   server's CPU seconds (``/proc/PID/stat``) from the stop until it is idle (no CPU
+   for 0.5 s; at most 120 s).  Target: < 1 s.
 """
 
 from __future__ import annotations
@@ -35,9 +39,13 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import time
+import urllib.request
+import uuid
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -52,8 +60,10 @@ from rlm_kernel import RLM, RLMConfig  # noqa: E402
 from rlm_kernel.engine.budget import Budget, BudgetGuard  # noqa: E402
 from rlm_kernel.engine.events import ModelWriting  # noqa: E402
 from rlm_kernel.engine.writing import ReplyStream  # noqa: E402
-from rlm_kernel.models import LLMError, UsageLedger  # noqa: E402
+from rlm_kernel.models import LiteLLMClient, LLMError, UsageLedger  # noqa: E402
+from rlm_kernel.models.local.launcher import free_port, server_command  # noqa: E402
 from rlm_kernel.models.local.server import LocalModelClient, ensure_server  # noqa: E402
+from rlm_kernel.models.local.weights import get_spec, weights_path  # noqa: E402
 
 MODEL = "qwen2.5-coder-1.5b"
 MODULES = ["json.decoder", "textwrap", "shlex", "fnmatch", "glob", "calendar"]
@@ -141,16 +151,6 @@ def after_stop(pid: int, stop_after: float,
         at_stop = cpu_seconds(pid)
         cpu, idle = cpu_until_idle(pid, at_stop)
         rows.append((f"streamed, stopped while writing (trial {trial})", cpu, idle, seen))
-    # today's path: not streamed, the client gives up (its request is closed)
-    first = time.monotonic()
-    try:  # the prompt evaluation (~3 s) and ``stop_after`` s of writing
-        client(max_tokens=400, timeout=3.0 + stop_after).complete(long_reply)
-        seen = "not stopped (the reply ended first)"
-    except LLMError:
-        seen = f"gave up after {time.monotonic() - first:.1f} s"
-    at_stop = cpu_seconds(pid)
-    cpu, idle = cpu_until_idle(pid, at_stop)
-    rows.append(("not streamed, client gone (before)", cpu, idle, seen))
     # streamed, stopped during the prompt's evaluation
     prompt = question("calendar", 12000)
 
@@ -166,7 +166,88 @@ def after_stop(pid: int, stop_after: float,
     at_stop = cpu_seconds(pid)
     cpu, idle = cpu_until_idle(pid, at_stop)
     rows.append(("streamed, stopped at its first token (long prompt)", cpu, idle, seen))
+    # streamed, stopped while a new long prompt is evaluated: ours, then upstream's alone
+    rows.append(("stopped mid-prompt: rlm-kernel's server", *mid_prompt(
+        pid, client(max_tokens=20), stop_after)))
+    with PlainLlamaServer() as plain:
+        rows.append(("stopped mid-prompt: llama_cpp.server alone (before)", *mid_prompt(
+            plain.pid, plain.client(20), stop_after)))
+        # before streaming: not streamed, the client gives up (its request is closed)
+        plain.client(1).complete(long_reply)  # its prompt evaluated, as for ours above
+        first = time.monotonic()
+        try:
+            plain.client(400, timeout=stop_after).complete(long_reply)
+            seen = "not stopped (the reply ended first)"
+        except LLMError:
+            seen = f"gave up after {time.monotonic() - first:.1f} s"
+        cpu, idle = cpu_until_idle(plain.pid, cpu_seconds(plain.pid))
+        rows.append(("not streamed, client gone: llama_cpp.server (before)", cpu, idle, seen))
     return rows
+
+
+def mid_prompt(pid: int, lm: LiteLLMClient, stop_after: float) -> tuple[float, float, str]:
+    """A streamed request with a new ~3,000-token prompt to the server ``pid`` through
+    ``lm``, stopped ``stop_after`` seconds after the call by a ``KeyboardInterrupt``
+    (SIGALRM): the server's CPU seconds after the stop, seconds to idle, what happened."""
+    lines = [f"record {n}: {uuid.uuid4().hex}" for n in range(150)]
+    ask = [{"role": "user", "content": "\n".join(lines) + "\nWhich record is last?"}]
+    pieces: list[str] = []
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, stop_after)
+    try:
+        lm.complete(ask, stream=pieces.append)
+        seen = "not stopped (the reply ended first)"
+    except KeyboardInterrupt:
+        seen = f"stopped after {len(pieces)} tokens"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+    cpu, idle = cpu_until_idle(pid, cpu_seconds(pid), limit=120)
+    return cpu, idle, seen
+
+
+class PlainLlamaServer:
+    """llama-cpp-python's own server (``python -m llama_cpp.server``) with the options
+    of the embedded server, on a free port, for as long as the ``with`` block runs
+    (:attr:`pid`; :meth:`client` makes clients of it)."""
+
+    def __enter__(self) -> PlainLlamaServer:
+        spec, port = get_spec(MODEL), free_port()
+        ours = server_command(weights_path(spec), spec.name, port)
+        options = ours[ours.index("llama_cpp.server") + 1:ours.index("--keep_alive")]
+        self.proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", *options],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.pid, self.model = self.proc.pid, f"openai/{spec.name}"
+        self.base = f"http://127.0.0.1:{port}/v1"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(self.base + "/models", timeout=2).close()
+                break
+            except OSError:
+                time.sleep(0.5)
+        self.client(1).complete([{"role": "user", "content": "hi"}])  # loaded, warm
+        return self
+
+    def client(self, max_tokens: int, timeout: float = 600.0) -> LiteLLMClient:
+        """A client of this server: ``max_tokens`` a reply, ``timeout`` seconds."""
+        lm = LiteLLMClient(self.model, api_base=self.base, api_key="none",
+                           max_tokens=max_tokens, timeout=timeout, num_retries=0,
+                           priced=False)
+        lm.ledger = UsageLedger()
+        return lm
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def main() -> None:
@@ -243,7 +324,7 @@ def _per_step_table(tasks: int) -> None:
 
 def _after_stop_table(pid: int, stop_after: float, trials: int) -> None:
     print(f"\n3. Server CPU seconds after a stop (target: < 1 s; stopped after "
-          f"{stop_after:g} s of writing)")
+          f"{stop_after:g} s of writing, or of the prompt's evaluation)")
     print(f"{'how the request ended':<52} {'CPU s':>7} {'s to idle':>10}  client")
     for how, cpu, idle, seen in after_stop(pid, stop_after, trials):
         print(f"{how:<52} {cpu:>7.2f} {idle:>10.2f}  {seen}")

@@ -70,7 +70,9 @@ def main(argv: list[str] | None = None) -> None:
     ``--keep_alive SECONDS`` (rlm-kernel's, default 0): the app is wrapped in an
     :class:`~rlm_kernel.models.local.keep_alive.IdleWatch` that, after that many idle
     seconds, removes the model's state file (when it names this server and no other
-    process holds the start lock) and ends the server as uvicorn ends on SIGTERM.
+    process holds the start lock) and ends the server as uvicorn ends on SIGTERM.  A
+    request whose client goes stops the model's evaluation for it at once, mid-prompt
+    too (:mod:`~rlm_kernel.models.local.abort`).
 
     Raises:
         SystemExit: from the option parser on a bad option.
@@ -82,6 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     from llama_cpp.server.cli import add_args_from_model, parse_model_from_args
     from llama_cpp.server.settings import ModelSettings, ServerSettings, Settings
 
+    from .abort import AbortOnDisconnect, abort_when_client_gone
     from .discovery import remove_state, start_lock
     from .keep_alive import IdleWatch
     from .weights import get_spec
@@ -100,6 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     # (its parser is annotated as returning the class it is given; it returns an instance)
     server_settings = cast(ServerSettings, parse_model_from_args(ServerSettings, options))
     model_settings = cast(ModelSettings, parse_model_from_args(ModelSettings, options))
+    abort_when_client_gone()  # before the model (and its context) is loaded
     app = create_app(server_settings=server_settings, model_settings=[model_settings])
     spec = get_spec(options.model_alias)
     server: uvicorn.Server | None = None
@@ -113,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
             server.should_exit = True  # as on SIGTERM: no request is in flight
         return True
 
-    watched = IdleWatch(app, options.keep_alive, stop_when_idle)
+    watched = IdleWatch(AbortOnDisconnect(app), options.keep_alive, stop_when_idle)
     server = uvicorn.Server(uvicorn.Config(watched, host=server_settings.host,
                                            port=server_settings.port))
     server.run()
