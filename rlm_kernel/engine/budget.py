@@ -405,16 +405,33 @@ class BudgetedClient(ClientWrapper):
         completion capped at what is left beside the calls in flight); see
         ``LanguageModel.complete``.
 
+        Every call is streamed, a sub-call too (its pieces go to ``options.stream`` when
+        there is one): before each piece is handed on, the run must still be on (its
+        guard not closed: it returned, was stopped or failed) and within
+        ``max_seconds``; else :class:`BudgetExceeded` ends the request, so a model server
+        stops generating a reply nobody will read (a sub-call in flight when the user
+        stops the run, in a thread of the host that the stop does not reach).
+
         Raises:
             BudgetExceeded: the budget is used up, or this call does not fit in what
-                is left (no call is made).
+                is left (no call is made), or the run ended while the model wrote.
             LLMError: the call failed.
         """
         reservation = self._guard.begin_call(
             options.max_tokens if options.max_tokens is not None else self.max_tokens,
             self.prompts.tokens(messages), self.prices())
+        guard, handed = self._guard, options.stream
+
+        def while_wanted(piece: str) -> None:
+            if guard.closed or guard.seconds_left() == 0:
+                raise BudgetExceeded(guard.exceeded or guard.reason()
+                                     or "the run ended while the model was writing")
+            if handed is not None:
+                handed(piece)
+
         try:
-            completion = super().call(messages, replace(options, max_tokens=reservation.cap))
+            completion = super().call(messages, replace(
+                options, max_tokens=reservation.cap, stream=while_wanted))
         finally:
             self._guard.end_call(reservation)
         self.prompts.learn(messages, completion.call.prompt_tokens)

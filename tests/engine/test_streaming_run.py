@@ -89,3 +89,22 @@ def test_a_stop_while_the_model_writes_ends_the_request_and_keeps_the_cut_reply(
     # the run's conversation (what a trainer takes) ends with the reply as it was cut
     assert result.messages[-1] == {"role": "assistant", "content": cut["reasoning"]}
     assert result.messages[-2]["role"] == "user"
+
+
+SUB_STEP = "I will ask the sub model.\n```repl\nanswer = llm_query('SUBQ: say a lot')\n```\n"
+
+
+@pytest.mark.parametrize("executor", ["in-process", "isolated"])
+def test_a_spent_time_budget_ends_a_sub_call_in_flight(executor):
+    """A sub-call streams too: when the run's time is up while the sub model writes,
+    its request is ended (the server sees its client go), not left to write on for a
+    run that is over."""
+
+    def reply(request: dict) -> str:
+        return LONG if "SUBQ" in request["messages"][-1]["content"] else SUB_STEP
+
+    with StubChatServer(reply, piece_seconds=0.02) as server:  # the sub reply: ~6 s
+        result = rlm(server, max_seconds=2.5, executor=executor).run("q?", context="text")
+        sub = [s for s in server.ended_streams() if s["of"] > 100]
+    assert result.stopped_by == "budget" and result.answer is None
+    assert len(sub) == 1 and sub[0]["closed"] and sub[0]["pieces"] < sub[0]["of"], sub
