@@ -132,6 +132,7 @@ class LiteLLMClient:
         self.depth = 0
         self.ledger: UsageLedger | None = None
         self._context_window: int | None | bool = False  # False: not looked up yet
+        self.whole_replies = False  # the server sends no stream: replies are asked whole
 
     @property
     def context_window(self) -> int | None:
@@ -189,8 +190,27 @@ class LiteLLMClient:
         kwargs = self._request_kwargs(opts)
         if self.cache and opts.role == "sub":  # sub-calls only: never the root model's turns
             kwargs["cache"] = {"use-cache": True}
-        return self._send(litellm, messages, opts.role, kwargs, opts.call_depth(self.depth),
-                          opts.stream)
+        depth, stream = opts.call_depth(self.depth), opts.stream
+        if stream is None or self.whole_replies:
+            completion = self._send(litellm, messages, opts.role, kwargs, depth)
+            if stream is not None and completion.text:
+                stream(completion.text)  # one piece: the whole reply
+            return completion
+        completion = self._send(litellm, messages, opts.role, kwargs, depth, stream)
+        if completion.text:
+            return completion
+        # An empty streamed reply: a server that ignores ``stream`` answers with one JSON
+        # body, which litellm reads as a stream of nothing.  Asked again whole, once:
+        # a reply there means the server does not stream (every later call is asked whole).
+        whole = self._send(litellm, messages, opts.role, kwargs, depth)
+        if whole.text:
+            self.whole_replies = True
+            log.warning("%s: the server at %s sent no stream, only whole replies: its "
+                        "replies are asked whole from now on (not shown as they are "
+                        "written; a stop waits for the reply)", self.model,
+                        self.api_base or "the provider")
+            stream(whole.text)
+        return whole
 
     def _send(self, litellm: Any, messages: list[Message], role: str,
               kwargs: dict[str, Any], depth: int = 0,

@@ -122,3 +122,45 @@ def test_a_streamed_reply_reaches_litellm_callbacks_once_whole():
     assert litellm.disable_streaming_logging is True
     assert len(got) == len(pieces(LONG)) and streamed.text == LONG
     assert seen == [(LONG, 400)]
+
+
+def test_a_server_that_ignores_stream_gives_its_reply_whole_not_an_empty_one(caplog):
+    """A server that answers ``stream: true`` with one JSON body (no server-sent
+    events): litellm reads it as a stream of nothing.  The reply is asked again whole,
+    handed on as one piece, and later calls of the client are asked whole."""
+    import json
+    from http.server import BaseHTTPRequestHandler
+
+    from bench.openai_stub import chat_completion, serve_http
+
+    asked: list[bool] = []
+
+    class WholeOnly(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server API
+            request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            asked.append(bool(request.get("stream")))
+            data = json.dumps(chat_completion(REPLY)).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = serve_http(WholeOnly)
+    try:
+        lm = LiteLLMClient("openai/stub", api_key="sk-test", num_retries=0, priced=False,
+                           api_base=f"http://127.0.0.1:{server.server_address[1]}/v1")
+        lm.ledger = UsageLedger()
+        got: list[str] = []
+        first = lm.complete(HI, stream=got.append)
+        second = lm.complete(HI, stream=got.append)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert first.text == second.text == REPLY and got == [REPLY, REPLY]
+    assert asked == [True, False, False]  # streamed once, then whole from then on
+    assert [c.error for c in lm.ledger.calls] == [None, None, None]
+    assert "sent no stream" in caplog.text
