@@ -23,13 +23,19 @@ AS_USER_TEST = "test_the_fault_suite_passes_as_an_unprivileged_uid"
 """The test (test_as_user.py) that judges the suite's run as an unprivileged uid."""
 
 
+def _judges_as_user(item: pytest.Item) -> bool:
+    """Whether ``item`` is :data:`AS_USER_TEST` (a notebook cell of nbval, say, has no
+    ``originalname``)."""
+    return getattr(item, "originalname", None) == AS_USER_TEST
+
+
 def pytest_collection_modifyitems(config, items):
     """Move :data:`AS_USER_TEST` after the last fault test: it waits for the run as the
     uid, which runs beside the fault tests (``as_user_run``)."""
-    waiting = [item for item in items if item.originalname == AS_USER_TEST]
+    waiting = [item for item in items if _judges_as_user(item)]
     if not waiting:
         return
-    rest = [item for item in items if item.originalname != AS_USER_TEST]
+    rest = [item for item in items if not _judges_as_user(item)]
     faults = [n for n, item in enumerate(rest) if FAULTS in Path(item.path).parents]
     at = faults[-1] + 1 if faults else len(rest)
     items[:] = rest[:at] + waiting + rest[at:]
@@ -41,8 +47,7 @@ def as_user_run(request):
     :class:`~tests.faults.as_user.InnerRun`), started with this session's first fault
     test when the session, as root, holds :data:`AS_USER_TEST`; None otherwise.  Ended
     with the session if still running (a session cut short)."""
-    if os.geteuid() != 0 or not any(item.originalname == AS_USER_TEST
-                                    for item in request.session.items):
+    if os.geteuid() != 0 or not any(map(_judges_as_user, request.session.items)):
         yield None
         return
     args = [*SUITE, "-q"]
