@@ -406,7 +406,7 @@ class BudgetedClient(ClientWrapper):
         ``LanguageModel.complete``.
 
         Every call is streamed, a sub-call too (its pieces go to ``options.stream`` when
-        there is one): before each piece is handed on, the run must still be on (its
+        there is one): after each piece is handed on, the run must still be on (its
         guard not closed: it returned, was stopped or failed) and within
         ``max_seconds``; else :class:`BudgetExceeded` ends the request, so a model server
         stops generating a reply nobody will read (a sub-call in flight when the user
@@ -423,11 +423,12 @@ class BudgetedClient(ClientWrapper):
         guard, handed = self._guard, options.stream
 
         def while_wanted(piece: str) -> None:
-            if guard.closed or guard.seconds_left() == 0:
-                raise BudgetExceeded(guard.exceeded or guard.reason()
-                                     or "the run ended while the model was writing")
             if handed is not None:
-                handed(piece)
+                handed(piece)  # first: a reply cut here keeps this piece (ReplyStream)
+            if guard.seconds_left() == 0:
+                guard.check()  # remembers why, and raises
+            if guard.closed:
+                raise BudgetExceeded("the run is over: the model's reply is not read")
 
         try:
             completion = super().call(messages, replace(
