@@ -108,3 +108,15 @@ def test_a_spent_time_budget_ends_a_sub_call_in_flight(executor):
         sub = [s for s in server.ended_streams() if s["of"] > 100]
     assert result.stopped_by == "budget" and result.answer is None
     assert len(sub) == 1 and sub[0]["closed"] and sub[0]["pieces"] < sub[0]["of"], sub
+
+
+def test_a_time_budget_spent_before_the_first_piece_keeps_that_piece():
+    """The model's time ran out while it read its prompt: the first piece is where the
+    stop is seen, and the cut reply keeps it (the run's conversation ends with it, as a
+    trainer's rollout needs)."""
+    with StubChatServer(lambda _r: LONG, delay=1.5, piece_seconds=0.02) as server:
+        result = rlm(server, max_seconds=1.0).run("q?", context="text")
+    assert result.stopped_by == "budget"
+    cut = result.history.to_list()[-1]
+    assert cut["reasoning"] and LONG.startswith(cut["reasoning"])
+    assert result.messages[-1] == {"role": "assistant", "content": cut["reasoning"]}
