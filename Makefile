@@ -44,6 +44,7 @@ $(PY):
 setup: $(PY)
 	bash scripts/install_browser.sh
 	bash scripts/install_sandbox.sh
+	bash scripts/install_mcp_servers.sh
 	@$(PY) -c 'import sys; v = tuple(map(int, "$(LOCK_PYTHON)".split("."))); sys.exit(sys.version_info < v and f"make setup: the locks are for Python >= $(LOCK_PYTHON), $(VENV) has {sys.version.split()[0]}: make clean, then make setup PYTHON=python$(LOCK_PYTHON)")'
 	$(PIP_LOCKED) -r $(BUILD_LOCK)
 	@locked="$$($(PY) scripts/local_requirement.py)" || exit 1; \
