@@ -75,6 +75,21 @@ class RLMConfig:
         "model_name of it, and every call goes through one Router (spread over its "
         "deployments, retried, failed over, within rpm/tpm).  The Python API also takes "
         "the parsed dict.  None: models are called directly.", flag="--router")
+    mcp_servers: str | None = _opt(
+        None, "MCP servers whose tools model code may call: the path of a JSON file in the "
+        "mcpServers format the common MCP clients share ({\"mcpServers\": {\"git\": "
+        "{\"command\": \"uvx\", \"args\": [\"mcp-server-git\"]}}}; an entry with a url "
+        "is a streamable HTTP server).  Each server's tools are functions grouped under "
+        "its name (git.git_log(repo_path=...)), called by the host.  The servers start "
+        "once per process and close at its exit.  The Python API also takes the parsed "
+        "dict.  None: none.", flag="--mcp-servers")
+    max_tool_calls: int | None = _opt(
+        None, "Budget: MCP tool calls per run (then a call raises MCPToolError and the "
+        "run goes on).", low=0, flag="--max-tool-calls")
+    tool_timeout: float = _opt(
+        60.0, "Seconds one MCP tool call may take (and no more than the run's time "
+        "left); then it raises MCPToolError.", low=0, above=True, high=MAX_STEP_SECONDS,
+        flag="--tool-timeout")
     keep_alive: float | None = _opt(
         None, "Seconds the embedded model's server, when this process starts it, stays up "
         "after its last request: it outlives this process and every process (kernel, "

@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, TypedDict
 
 from ..models import UsageLedger
@@ -123,6 +123,10 @@ class RunStarted(Event):
         no_data: the run has no variable, tool or working folder at all, and the model
             is told so (there is no data; it must invent none): its answer will be
             ``answer_source`` ``no_input``.
+        mcp_tools: the MCP servers' tools the model may call, one line each as its task
+            message lists them (``- git.git_log(repo_path: string, ...): ...``).
+        mcp_problems: the configured MCP servers that are not available, one line each
+            (``git: did not start: ...``).
     """
 
     kind: ClassVar[str] = "run_started"
@@ -132,6 +136,8 @@ class RunStarted(Event):
     model: str
     inputs: list[str]
     no_data: bool
+    mcp_tools: list[str] = field(default_factory=list)
+    mcp_problems: list[str] = field(default_factory=list)
 
     def deliver(self, observer: RunObserver) -> None:
         """Call ``observer.on_run_started(self)``."""

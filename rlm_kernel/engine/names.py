@@ -16,7 +16,8 @@ from typing import Any
 __all__ = ["RESERVED_NAMES", "SESSION_NAMES", "user_variables"]
 
 RESERVED_NAMES = ("llm_query", "llm_query_batched", "rlm_query", "FINAL", "FINAL_VAR",
-                  "SHOW_VARS", "search", "split_documents", "parse_records", "code_outline")
+                  "SHOW_VARS", "search", "split_documents", "parse_records", "code_outline",
+                  "mcp_call")
 """The names a run binds in the REPL namespace for model code to call
 (:class:`~rlm_kernel.engine.repl_functions.REPLFunctions` and the context helpers); the
 engine puts them back after a step that rebinds or deletes one, and a user's tool may

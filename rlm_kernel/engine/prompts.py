@@ -266,7 +266,8 @@ then reached without the user's data: ``answer_source`` ``no_input``)."""
 def task_message(question: str, variables: Sequence[REPLVariable], max_steps: int,
                  values: Mapping[str, Any] | None = None, *, earlier: str | None = None,
                  tools: Sequence[str] = (), answer_type: str | None = None,
-                 folder: str | None = None, no_data: bool = False) -> str:
+                 folder: str | None = None, no_data: bool = False,
+                 mcp_tools: Sequence[str] = ()) -> str:
     """First user message: the question, the earlier tasks of the conversation
     (``earlier``, from
     :meth:`~rlm_kernel.engine.session.conversation.Conversation.prompt_section`: it opens
@@ -280,7 +281,10 @@ def task_message(question: str, variables: Sequence[REPLVariable], max_steps: in
     folder and its helpers (``folder``, from
     :meth:`~rlm_kernel.executors.workfolder.WorkFolder.prompt_section`), and the step
     line.  ``no_data``: the user gave no variable, tool or folder; the listing is
-    :data:`NO_DATA_NOTE` (there is no data; invent none)."""
+    :data:`NO_DATA_NOTE` (there is no data; invent none).  ``mcp_tools``: the MCP
+    servers' tools, one line each
+    (:func:`~rlm_kernel.engine.session.mcp_tools.describe_tools`), under
+    :data:`MCP_TOOLS_HEADER`."""
     values = values or {}
     if variables:
         listing = "\n\n".join(var.format() for var in variables)
@@ -297,6 +301,8 @@ def task_message(question: str, variables: Sequence[REPLVariable], max_steps: in
     if tools:
         parts.append("Your own functions in the REPL (call them like any function):\n"
                      + "\n".join(tools))
+    if mcp_tools:
+        parts.append(MCP_TOOLS_HEADER + "\n" + "\n".join(mcp_tools))
     if folder:
         parts.append(folder)
     if answer_type:
@@ -304,6 +310,12 @@ def task_message(question: str, variables: Sequence[REPLVariable], max_steps: in
     parts.append(_step_line(1, max_steps, question if earlier else None))
     return "\n\n".join(parts)
 
+
+MCP_TOOLS_HEADER = (
+    "Tools of MCP servers in the REPL, grouped by server (call server.tool(name=value); "
+    "the result is text, or a dict for a tool with structured output; a failed call "
+    "raises MCPToolError):")
+"""The heading of the task message's list of MCP tools."""
 
 DOC_CHARS = 300
 """Characters of a tool's docstring (its first paragraph) told to the model."""
@@ -329,7 +341,7 @@ def describe_tool(name: str, tool: Callable[..., Any]) -> str:
 
 def first_prompt(question: str, variables: Sequence[REPLVariable],
                  values: Mapping[str, Any], task: TaskSpec, config: RLMConfig, *,
-                 no_data: bool) -> str:
+                 no_data: bool, mcp_tools: Sequence[str] = ()) -> str:
     """A run's first user message (:func:`task_message`) for ``task``'s terms: the
     earlier tasks (``config.history_code``: with their code), the user's tools, the
     working folder and the answer's type.
@@ -341,6 +353,7 @@ def first_prompt(question: str, variables: Sequence[REPLVariable],
         task: the task's terms (:class:`~rlm_kernel.engine.session.task.TaskSpec`).
         config: the run's settings (``max_iterations``, ``history_code``).
         no_data: the task gave no variable, tool or folder.
+        mcp_tools: the MCP servers' tools, one line each.
     """
     history, folder, asked = task.history, task.folder, task.output_type
     return task_message(
@@ -348,7 +361,8 @@ def first_prompt(question: str, variables: Sequence[REPLVariable],
         earlier=history.prompt_section(code=config.history_code) if history else None,
         tools=[describe_tool(n, f) for n, f in task.tools.items()],
         folder=folder.prompt_section() if folder is not None else None,
-        answer_type=asked.prompt_line() if asked else None, no_data=no_data)
+        answer_type=asked.prompt_line() if asked else None, no_data=no_data,
+        mcp_tools=mcp_tools)
 
 
 def step_output_message(output: str, step: int, max_steps: int, *, failed: bool,

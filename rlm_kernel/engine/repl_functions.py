@@ -16,6 +16,8 @@ from typing import Any, NoReturn
 
 from ..context import DataHelper, current_namespace, data_helpers
 from ..executors import FolderBaseline, FolderDiffError, Redactor, host_thread, sub_agent_refusal
+from ..mcp import MCPToolError
+from ..mcp.groups import ToolGroup
 from ..models import LanguageModel, LLMError, UsageLedger, make_client
 from ..termination import FINAL, FINAL_VAR, FinalOutput
 from .answer.final import FinalRecord
@@ -33,6 +35,7 @@ from .prompts import (
 from .replay.recording import Recorder
 from .result import ChildRun, RLMResult, child_runs
 from .services import compose_client
+from .session.mcp_tools import CALL_NAME, RunTools
 
 __all__ = ["REPLFunctions", "RESERVED_NAMES", "SESSION_NAMES", "session_functions",
            "user_variables"]
@@ -59,6 +62,8 @@ class REPLFunctions:
             are (:meth:`~rlm_kernel.engine.services.RunServices.compose`); None:
             :func:`~rlm_kernel.engine.services.compose_client` over ``guard`` and a
             recorder of its own.
+        baseline: the working folder as the run found it (``finish``'s diff), or None.
+        tools: the run tree's MCP tools (``mcp_call`` and the servers' groups), or None.
     """
 
     def __init__(self, sub_client: LanguageModel, guard: BudgetGuard,
@@ -68,8 +73,10 @@ class REPLFunctions:
                  client_kwargs: dict[str, Any] | None = None,
                  data_name: str = "context",
                  compose: Callable[[LanguageModel], LanguageModel] | None = None,
-                 baseline: FolderBaseline | None = None) -> None:
+                 baseline: FolderBaseline | None = None,
+                 tools: RunTools | None = None) -> None:
         self.data_name = data_name
+        self.tools = tools
         self.baseline = baseline
         self._finished: dict[str, Any] | None = None  # the step's finish(), computed once
         self.sub_client = sub_client
@@ -96,15 +103,36 @@ class REPLFunctions:
             "SHOW_VARS": DataHelper(show_vars, data_name, namespace)}
 
     def functions(self) -> dict[str, Any]:
-        """The reserved names and the callables to bind them to."""
+        """The reserved names and the callables to bind them to (``mcp_call`` raises
+        :class:`~rlm_kernel.mcp.MCPToolError` in a run with no MCP servers)."""
         return {
             "llm_query": self.llm_query,
             "llm_query_batched": self.llm_query_batched,
             "rlm_query": self.rlm_query,
             "FINAL": self.final,
             "FINAL_VAR": self.final_var,
+            CALL_NAME: self.mcp_call,
             **self.helpers,
         }
+
+    def tool_groups(self) -> dict[str, ToolGroup]:
+        """The MCP servers' tool groups by server name, calling :meth:`mcp_call`; empty
+        without MCP tools."""
+        return self.tools.groups(self.mcp_call) if self.tools is not None else {}
+
+    def mcp_call(self, server: str, tool: str, arguments: Any = None) -> Any:
+        """``mcp_call(server, tool, arguments)``: an MCP tool call made by the host
+        (:meth:`~rlm_kernel.engine.session.mcp_tools.RunTools.call`), told to this run's
+        step cell.
+
+        Raises:
+            MCPToolError: the call was refused or failed (one readable message).
+            BudgetExceeded: the run's budget is used up.
+        """
+        if self.tools is None:
+            raise MCPToolError("no MCP servers are configured (mcp_servers)")
+        return self.tools.call(server, tool, arguments, step=self.step, depth=self.depth,
+                               notify=self.notify)
 
     def final(self, answer: Any) -> NoReturn:
         """``FINAL(answer)``: record ``answer`` host-side, then raise
@@ -306,7 +334,8 @@ def session_functions(sub_model: str | None, namespace: MutableMapping[str, Any]
     model_name of the ``router`` fleet; None = the embedded model), with a fresh usage
     ledger and no budget.  With ``recorded`` (a run's exchanges, see
     :mod:`rlm_kernel.engine.replay.recording`), calls the record holds are answered from
-    it and only others reach the model.
+    it and only others reach the model; its MCP tool calls (role ``tool``) are answered
+    from it too, with no server (:meth:`REPLFunctions.tool_groups`).
 
     Raises:
         LocalModelError: ``sub_model`` names no embedded model.
@@ -319,5 +348,8 @@ def session_functions(sub_model: str | None, namespace: MutableMapping[str, Any]
         if recorded else make_client(sub_model, router=router)
     sub.ledger = ledger
     guard = BudgetGuard(Budget(), ledger, time.monotonic())
-    return REPLFunctions(sub, guard, namespace, depth=0, max_concurrency=max_concurrency)
+    tools = RunTools(None, guard, recorded=recorded) \
+        if recorded and any(e.get("role") == "tool" for e in recorded) else None
+    return REPLFunctions(sub, guard, namespace, depth=0, max_concurrency=max_concurrency,
+                         tools=tools)
 

@@ -202,11 +202,15 @@ class Run:
                            cfg.repeat_limit, self.code.checks, self.result,
                            redact=space.functions.redact, notify=self.notify)
         self.transcript = Transcript(
-            first_prompt(question, metas, variables, task, cfg, no_data=space.no_data),
+            first_prompt(question, metas, variables, task, cfg, no_data=space.no_data,
+                         mcp_tools=services.tools.describe() if services.tools else []),
             cfg.history_window, _prompt_chars(cfg, root))
         self.notify(RunStarted(question=question, variables=metas,
                                max_iterations=cfg.max_iterations, model=self.result.model,
-                               inputs=sorted(space.user_inputs), no_data=space.no_data))
+                               inputs=sorted(space.user_inputs), no_data=space.no_data,
+                               mcp_tools=services.tools.describe() if services.tools else [],
+                               mcp_problems=services.tools.problems() if services.tools
+                               else []))
 
     # -- the run ------------------------------------------------------------------------
     def execute(self, continuation: Continuation | None = None) -> RLMResult:
@@ -513,7 +517,7 @@ def _repl_functions(services: RunServices, ns: MutableMapping[str, Any],
         client_kwargs={"temperature": cfg.temperature, "max_tokens": cfg.max_sub_tokens,
                        "cache": cfg.cache is not None, "router": cfg.router},
         data_name="context" if "context" in variables else next(iter(variables), "context"),
-        compose=services.compose, baseline=baseline)
+        compose=services.compose, baseline=baseline, tools=services.tools)
     functions.notify = notify
     return functions
 

@@ -34,6 +34,7 @@ from .budget import Budget, BudgetedClient, BudgetGuard
 from .config import RLMConfig
 from .events import Observer
 from .replay.recording import RecordedClient, Recorder, Recording
+from .session.mcp_tools import RunTools, open_servers
 
 __all__ = ["RedactedClient", "RunServices", "compose_client"]
 
@@ -95,6 +96,8 @@ class RunServices:
             the run tree's; a candidate has its own.
         observer: ``callable(Event)`` told about each step as it happens, or None.
         replay: the record a replay run is checked against (``diverged_at``), or None.
+        tools: the MCP tools of the run tree (``config.mcp_servers``; in a replay, the
+            record's answers), or None; a candidate's record into its own recorder.
         root_client: ``root`` behind the run's wrappers (:func:`compose_client`): what
             the loop calls; set from the fields above, not given.
         sub_client: ``sub`` likewise (``root_client`` itself when ``sub`` is ``root``).
@@ -108,6 +111,7 @@ class RunServices:
     recorder: Recorder = field(default_factory=Recorder)
     observer: Observer | None = None
     replay: Recording | None = None
+    tools: RunTools | None = None
     root_client: LanguageModel = field(init=False, repr=False)
     sub_client: LanguageModel = field(init=False, repr=False)
 
@@ -116,13 +120,17 @@ class RunServices:
         sub = root if self.sub is self.root else self.compose(self.sub)
         object.__setattr__(self, "root_client", root)
         object.__setattr__(self, "sub_client", sub)
+        if self.tools is not None and self.tools.recorder is not self.recorder:
+            object.__setattr__(self, "tools", self.tools.with_recorder(self.recorder))
 
     @classmethod
     def start(cls, config: RLMConfig, root: LanguageModel, sub: LanguageModel,
               budget: Budget, *, observer: Observer | None = None,
               replay: Recording | None = None) -> RunServices:
         """The services of a new top-level run: a fresh ledger (set on both clients), a
-        budget guard whose clock starts now, an empty recorder.
+        budget guard whose clock starts now, an empty recorder, the MCP tools (the
+        process's servers of ``config.mcp_servers``, started on first use; a replay's
+        tools answer from its record and start none).
 
         Args:
             config: the run's settings.
@@ -130,11 +138,24 @@ class RunServices:
             budget: the run's limits.
             observer: told about each step, or None.
             replay: the record a replay is checked against, or None.
+
+        Raises:
+            ValueError / OSError: ``config.mcp_servers`` cannot be read.
         """
         ledger = UsageLedger()
         root.ledger = sub.ledger = ledger
         guard = BudgetGuard(budget, ledger, time.monotonic())
-        return cls(config, root, sub, ledger, guard, Recorder(), observer, replay)
+        recorder = Recorder()
+        tools = None
+        if replay is not None and any(e.get("role") == "tool" for e in replay.exchanges):
+            tools = RunTools(None, guard, max_calls=config.max_tool_calls,
+                             timeout=config.tool_timeout, recorder=recorder,
+                             recorded=replay.exchanges)
+        elif replay is None and config.mcp_servers:
+            tools = RunTools(open_servers(config.mcp_servers), guard,
+                             max_calls=config.max_tool_calls, timeout=config.tool_timeout,
+                             recorder=recorder)
+        return cls(config, root, sub, ledger, guard, recorder, observer, replay, tools)
 
     def compose(self, client: LanguageModel) -> LanguageModel:
         """``client`` behind this run's wrappers (:func:`compose_client` over

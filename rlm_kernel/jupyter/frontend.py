@@ -202,8 +202,11 @@ class StepRenderer(RunObserver):
             self._render_inline(update=True)
 
     def on_run_started(self, event: RunStarted) -> None:
-        """Open the run's comm with ``run_started`` (with the extension)."""
+        """Open the run's comm with ``run_started`` (with the extension); list the MCP
+        tools the model may call in the task cell."""
         self.no_data = bool(getattr(event, "no_data", False))
+        if event.depth == 0 and (event.mcp_tools or event.mcp_problems):
+            self._show_tools(event.mcp_tools, event.mcp_problems)
         if not self.use_comm:
             return
         from comm import create_comm
@@ -222,6 +225,20 @@ class StepRenderer(RunObserver):
         msg = redact_data(msg)
         self.messages.append(msg)
         self.comm = create_comm(target_name=RUN_TARGET, data=msg)
+
+    def _show_tools(self, tools: list[str], problems: list[str]) -> None:
+        """One display in the task cell: the MCP tools the model may call (as its task
+        message lists them) and the servers that did not start."""
+        head = f"MCP tools the model can call ({len(tools)})"
+        items = "".join(f"<li><code>{html.escape(t.lstrip('- '))}</code></li>" for t in tools)
+        gone = "".join(f"<li>{html.escape(p)}</li>" for p in problems)
+        body = (f"<details open class='rlm-mcp-tools'><summary><b>{html.escape(head)}</b>"
+                "</summary>" + (f"<ul>{items}</ul>" if items else "")
+                + (f"<p>Not available:</p><ul>{gone}</ul>" if gone else "") + "</details>")
+        plain = "\n".join([head + ":", *tools]
+                          + (["not available:", *problems] if problems else []))
+        self.publish({"text/html": body, "text/plain": plain}, {},
+                     f"rlm-{self.run_id}-mcp-tools", False)
 
     def on_candidate_started(self, event: CandidateStarted) -> None:
         """Note which candidate runs now (its steps' cells name it)."""

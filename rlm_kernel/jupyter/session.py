@@ -206,7 +206,7 @@ class TaskPlan:
     @property
     def no_data(self) -> bool:
         """Whether the task runs without data of the user's (no input, no tools, no
-        working folder): what its code adds to the namespace is made up, not the user's
+        working folder, no MCP servers): what its code adds to the namespace is made up, not the user's
         (:meth:`NotebookSession.task` removes it)."""
         return self.notice is not None
 
@@ -310,7 +310,8 @@ class NotebookSession:
         counted = numbers_steps(self.shell)  # steps' counts where the task cell keeps its own
         executor = self._executor(config, isolated, counted)
         notice = (no_data_notice(ns, self.made.names(ns))
-                  if not variables and not has_tools and not config.workdir else None)
+                  if not variables and not has_tools and not config.workdir
+                  and not config.mcp_servers else None)
         return TaskPlan(key, variables, list(variables), history, executor, isolated,
                         list(results or ()), notice, restored=list(restore))
 
@@ -577,6 +578,7 @@ def bind_session_functions(shell: Any, sub_model: str | None,
         _show_final(shell, {"type": "variable", "var": variable_name}, show=show)
 
     functions.update(FINAL=final, FINAL_VAR=final_var)
+    functions.update(repl_functions.tool_groups())  # a record's MCP calls: answered from it
     trap = shell.builtin_trap
     trap.auto_builtins.update(functions)  # every cell from the next one
     if getattr(trap, "_nested_level", 0) > 0:  # and the rest of this one

@@ -839,3 +839,55 @@ def test_every_view_of_a_run_is_checked_and_saved(scripted_lab, page, extension)
     shots["python3_magic"] = py.screenshot("view_python3_rlm_cell", cell=0)
     for name, path in shots.items():
         assert path.exists() and path.stat().st_size > 10_000, (name, path)
+
+
+def test_mcp_tools_in_the_task_cell_and_a_call_in_its_step_cell(scripted_lab, page, extension):
+    """A run with ``c.RLM.mcp_servers`` naming the registry's ``mcp-server-git``: the
+    task cell lists the tools the model can call, and the step cell whose code calls
+    ``git.git_log`` shows the call and its result (scripted replies: the views are under
+    test; the tool and its server are real)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    if not extension:
+        pytest.fail(f"{EXTENSION_NAME} is not installed")
+    repo = scripted_lab.root / "repo"
+    repo.mkdir()
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.org",
+           "GIT_COMMITTER_NAME": "Ada", "GIT_COMMITTER_EMAIL": "ada@example.org"}
+    for args in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "start"],
+                 ["commit", "-q", "--allow-empty", "-m", "parse words"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, env=env)
+    config = scripted_lab.root / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"git": {"command": sys.executable,
+                                                    "args": ["-m", "mcp_server_git"]}}}))
+    replies = [block(f"log = git.git_log(repo_path={str(repo)!r}, max_count=1)\n"
+                     "print(log.strip().splitlines()[-1])"),
+               block("FINAL(log.strip().splitlines()[-1])")]
+    cells = [_script_cell(replies, max_iterations=4, model=None, mcp_servers=str(config)),
+             "%%rlm\nWhat did the last commit of the repository do?"]
+    write_notebook(scripted_lab.root / "mcp.ipynb", "rlm", "RLM (Python)", cells)
+    nb = NotebookPage(page, scripted_lab, "mcp.ipynb").open()
+    task_id = nb.cells()[1]["id"]
+    nb.run_all()
+
+    def answer() -> dict[str, Any] | None:
+        return next((c for c in nb.cells() if (c["rlm"] or {}).get("role") == "answer"
+                     and c["rlm"].get("task_cell") == task_id), None)
+
+    nb.wait_for(answer, 120, "the answer cell")
+    nb.page.wait_for_timeout(1000)
+    cells_now = nb.cells()
+    index = [c["id"] for c in cells_now].index(task_id)
+    task = cells_now[index]
+    nb.screenshot("view_mcp_tools", cell=index)
+    assert "MCP tools the model can call (12)" in task["text"], task["text"]
+    assert "this task has no data of yours" not in task["text"]  # the servers are its data
+    assert "git.git_log(repo_path: string, max_count: integer = 10" in task["text"]
+    steps = [c for c in cells_now if (c["rlm"] or {}).get("role") == "step"
+             and c["rlm"].get("task_cell") == task_id]
+    assert "MCP git.git_log({" in steps[0]["text"], steps[0]["text"]
+    assert "-> Commit history:" in steps[0]["text"] and "parse words" in steps[0]["text"]
+    assert "Message: parse words" in answer()["text"], answer()

@@ -8,6 +8,11 @@ clients, :func:`~rlm_kernel.engine.services.compose_client`), which appends one
     {"step": 3, "role": "root" | "final" | "sub", "depth": 0,
      "response": "<the reply text>", "prompt": "<sub-calls only: the request>"}
 
+An MCP tool call made by step code is one exchange too (role ``tool``, appended by
+:meth:`Recorder.record_entry`): ``{"step", "role": "tool", "depth", "server", "tool",
+"arguments", "response" | "error", "seconds"}``; replay and a re-run exported notebook
+answer the call from it (:mod:`rlm_kernel.engine.session.mcp_tools`).
+
 ``step`` is the top-level step during which the call was made.  Sizes are capped:
 a response at :data:`RESPONSE_CHARS` characters, a sub-call's prompt at
 :data:`PROMPT_CHARS` (a longer reply replays cut, and its step is then likely to
@@ -92,6 +97,14 @@ class Recorder:
                 self.root_prompts.append(list(messages))
 
 
+    def record_entry(self, entry: dict[str, Any]) -> None:
+        """Append an exchange that is not a model call (an MCP tool call, role ``tool``:
+        ``server``, ``tool``, ``arguments``, ``response`` or ``error``), its ``step`` the
+        top-level step in progress."""
+        with self._lock:
+            self.exchanges.append({"step": self.step, **entry})
+
+
 class RecordedClient(ClientWrapper):
     """A :class:`~rlm_kernel.models.LanguageModel` whose every answered call is appended
     to a :class:`Recorder` (its role, the messages as sent, the reply text, the client's
@@ -166,7 +179,8 @@ class ReplayModel:
         self.ledger: UsageLedger | None = None
         self.depth = 0
         self._root = [e for e in recording.exchanges if e.get("role") in _ROOT_ROLES]
-        self._subs = [e for e in recording.exchanges if e.get("role") not in _ROOT_ROLES]
+        self._subs = [e for e in recording.exchanges
+                      if e.get("role") not in (*_ROOT_ROLES, "tool")]
         self._used: set[int] = set()
         self._lock = threading.Lock()
 

@@ -133,6 +133,9 @@ def set_up_namespace(executor: Executor, variables: dict[str, Any], task: TaskSp
     repl = functions(ns)
     if task.folder is not None:  # ends the run: the host's, restored like the helpers
         bound["finish"] = ns["finish"] = repl.finish
+    groups = repl.tool_groups()  # the MCP servers' tools, restored like the user's tools
+    ns.update(groups)
+    bound.update(groups)
     protected = task.protected
     inputs = {n: v for n, v in variables.items()
               if protected is None or n in protected} if protect_inputs else {}
@@ -141,9 +144,11 @@ def set_up_namespace(executor: Executor, variables: dict[str, Any], task: TaskSp
     user_inputs = {n for n in variables
                    if n not in working or (protected is not None and n in protected)}
     user_inputs.update(task.tools)
+    user_inputs.update(groups)
     reserved = repl.functions()
     ns.update(reserved)
     return RunNamespace(executor=executor, ns=ns, functions=repl, reserved=reserved,
                         lent=lent, inputs=inputs, user_inputs=user_inputs,
-                        no_data=not variables and not task.tools and task.folder is None,
+                        no_data=not variables and not task.tools and task.folder is None
+                        and not groups,
                         start_ids=variable_ids(executor))
