@@ -3,6 +3,7 @@
     rlm run --context FILE [--context FILE ...] [--model M] [--returns TYPE] [--json]
             [--export X.ipynb] "question"
     rlm model status | prepare | serve [--replicas N [--fleet-file PATH]]
+    rlm mcp serve [--http [--port N]] [--model M ...]   (rlm-kernel as an MCP server)
 """
 
 from __future__ import annotations
@@ -74,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .batch import add_batch_parser
 
     add_batch_parser(sub)  # rlm batch TASKS.jsonl --out RESULTS.jsonl ...
+    from .mcp_serve import add_mcp_parser
+
+    add_mcp_parser(sub)  # rlm mcp serve [--http [--port N]] [settings]
     model = sub.add_parser("model", help="the embedded local model")
     model.add_argument("action", choices=["status", "prepare", "serve", "stop"],
                        help="status: weights, server and when it stops; prepare: the "
@@ -217,6 +221,10 @@ def _main(args: argparse.Namespace) -> int:
             from .batch import batch_command
 
             return batch_command(args)
+        if args.command == "mcp":
+            from .mcp_serve import mcp_command
+
+            return mcp_command(args)
         return _run(args)
     except ContextError as exc:
         return _fail(args, str(exc), 2)
