@@ -17,6 +17,11 @@ Three tables, each a median over ``--trials`` (the calls' table over ``--calls``
    budget, redaction, record, the SDK call).  The target: at most +10 ms a call.
 3. **``rlm mcp serve`` start-up**: seconds from starting the command (stdio) to its tool
    listed by the SDK's client.
+4. With ``--embedded N`` (the embedded model; minutes): how often it is right, on N
+   questions of each kind drawn from the interpreter's standard library: which file the
+   last commit of a made repository added (through ``mcp-server-git``'s tools), and
+   which file defines a function (asked of ``rlm mcp serve`` by an MCP client).  The
+   tests assert the mechanism only; accuracy is this table's.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ import argparse
 import asyncio
 import json
 import os
+import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -99,10 +106,71 @@ async def serve_start() -> float:
         return time.perf_counter() - t0
 
 
+def git_question(folder: Path, rng: random.Random) -> tuple[str, str]:
+    """A repository of two commits, each adding a file of a stdlib package; the question
+    and the expected file name (the last one's)."""
+    from evals.questions import stdlib_dir
+
+    packages = sorted(p for p in stdlib_dir().iterdir() if p.is_dir()
+                      and p.name not in ("site-packages", "test", "idlelib")
+                      and not p.name.startswith("_") and len(list(p.glob("*.py"))) >= 3)
+    package = rng.choice(packages)
+    first, last = rng.sample(sorted(package.glob("*.py")), 2)
+    repo = folder / f"repo-{rng.randrange(10**9)}"
+    repo.mkdir()
+    env = {**os.environ, "GIT_AUTHOR_NAME": "B", "GIT_AUTHOR_EMAIL": "b@example.org",
+           "GIT_COMMITTER_NAME": "B", "GIT_COMMITTER_EMAIL": "b@example.org"}
+    subprocess.run(["git", "-C", str(repo), "init", "-q"], check=True, env=env)
+    for source in (first, last):
+        shutil.copy(source, repo / source.name)
+        subprocess.run(["git", "-C", str(repo), "add", source.name], check=True, env=env)
+        subprocess.run(["git", "-C", str(repo), "commit", "-qm", f"add {source.stem}"],
+                       check=True, env=env)
+    return f"What file was added by the last commit of the repository {repo}?", last.name
+
+
+async def serve_question(question: str, context: str) -> dict:
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(command=RLM_COMMAND, args=["mcp", "serve"],
+                                   env=dict(os.environ))
+    async with Client(params) as client:
+        result = await client.call_tool("rlm_task", {"question": question,
+                                                     "context": context})
+        return result.structured_content or {}
+
+
+def embedded_table(count: int, folder: Path) -> None:
+    from evals.questions import defines_function_question
+
+    rng = random.Random(20261129)
+    right_git, right_serve, secs_git, secs_serve = 0, 0, [], []
+    for _ in range(count):
+        question, expected = git_question(folder, rng)
+        t0 = time.perf_counter()
+        res = RLM(mcp_servers={"mcpServers": {"git": GIT}}, max_iterations=6).run(question)
+        secs_git.append(time.perf_counter() - t0)
+        right_git += expected in (res.answer or "")
+        q = defines_function_question(rng.choice(["email", "http", "json", "xml/dom"]), rng)
+        t0 = time.perf_counter()
+        data = asyncio.run(serve_question(q.text, q.context_path))
+        secs_serve.append(time.perf_counter() - t0)
+        right_serve += bool(q.check(data.get("answer")))
+    print(f"\n4. The embedded model ({count} questions of each kind)\n")
+    print("| question | right | mean seconds |")
+    print("|---|---|---|")
+    print(f"| last commit's file, through mcp-server-git | {right_git}/{count} "
+          f"| {statistics.mean(secs_git):.1f} |")
+    print(f"| which file defines X, through rlm mcp serve | {right_serve}/{count} "
+          f"| {statistics.mean(secs_serve):.1f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--embedded", type=int, default=0, metavar="N",
+                        help="also N questions of each kind on the embedded model")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         repo = make_repo(Path(tmp))
@@ -130,6 +198,8 @@ def main() -> None:
         print("| transport | seconds |")
         print("|---|---|")
         print(f"| stdio | {statistics.median(starts):.2f} |")
+        if args.embedded:
+            embedded_table(args.embedded, Path(tmp))
 
 
 if __name__ == "__main__":

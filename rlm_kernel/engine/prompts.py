@@ -312,9 +312,9 @@ def task_message(question: str, variables: Sequence[REPLVariable], max_steps: in
 
 
 MCP_TOOLS_HEADER = (
-    "Tools of MCP servers in the REPL, grouped by server (call server.tool(name=value); "
-    "the result is text, or a dict for a tool with structured output; a failed call "
-    "raises MCPToolError):")
+    "Tools of MCP servers in the REPL, grouped by server (call server.tool(name=value) "
+    "with the arguments its line names; it returns what its line says after ->, a str is "
+    "one text; a failed call raises MCPToolError):")
 """The heading of the task message's list of MCP tools."""
 
 DOC_CHARS = 300

@@ -121,12 +121,17 @@ def test_arguments_outside_the_schema_are_refused_unsent(repo: Path, executor: s
     code = ("try:\n    git.git_log(repo_path=5)\nexcept Exception as exc:\n"
             "    print(type(exc).__name__, '|', exc)\n"
             "try:\n    git.git_show(repo_path='.')\nexcept Exception as exc:\n"
+            "    print(type(exc).__name__, '|', exc)\n"
+            "try:\n    git.git_log(repo_path='.', context_lines=0)\nexcept Exception as exc:\n"
             "    print(type(exc).__name__, '|', exc)\nFINAL('done')")
     res = run_code(code, executor, mcp_servers=servers_config())
     out = res.history.entries[0].output
     assert "MCPToolError | git.git_log: the arguments do not fit its input schema, not " \
            "sent: repo_path: 5 is not of type 'string'" in out
     assert "'revision' is a required property" in out
+    assert ("git.git_log: the arguments do not fit its input schema, not sent: unexpected "
+            "argument 'context_lines' (its arguments: repo_path, max_count, "
+            "start_timestamp, end_timestamp)") in out
     assert not [e for e in res.exchanges if e["role"] == "tool"]  # nothing was sent
 
 

@@ -9,8 +9,9 @@ call.  :meth:`RunTools.call` is that function; in order, it
    as for ``llm_query``) and a call past ``max_tool_calls`` (an :class:`MCPToolError`:
    the run goes on without tools);
 2. answers from the record when the run replays one (:func:`recorded_tools`), else
-3. checks the arguments against the tool's input schema (JSON data, then the schema with
-   ``jsonschema``): a refused call is never sent;
+3. checks the arguments against the tool's input schema (JSON data, no argument the
+   schema does not name unless it allows more, then the schema with ``jsonschema``): a
+   refused call is never sent;
 4. makes the call on the host (:meth:`~rlm_kernel.mcp.MCPServers.call`) within
    ``tool_timeout`` and the run's time left;
 5. redacts the result as every output is (the values of the host's secrets, the
@@ -87,8 +88,9 @@ def _params(schema: Mapping[str, Any]) -> list[str]:
 
 
 def _signature(spec: ToolSpec) -> str:
-    """``name(a: string, b: integer = 10)``: the short form of a tool's input schema, with
-    `` -> dict with x, y`` for a tool whose output schema names the keys of its result."""
+    """``name(a: string, b: integer = 10) -> str``: the short form of a tool's input
+    schema and of what a call returns (`` -> dict with x, y`` for a tool whose output
+    schema names the keys of its result, else its text)."""
     props = spec.input_schema.get("properties")
     props = props if isinstance(props, Mapping) else {}
     required = spec.input_schema.get("required")
@@ -104,7 +106,7 @@ def _signature(spec: ToolSpec) -> str:
         parts.append(part)
     out = spec.output_schema.get("properties") if spec.output_schema else None
     returns = f" -> dict with {', '.join(map(str, out))}" if isinstance(out, Mapping) and \
-        out and set(out) != {"result"} else ""
+        out and set(out) != {"result"} else " -> str"
     return f"{spec.name}({', '.join(parts)}){returns}"
 
 
@@ -270,7 +272,8 @@ class RunTools:
             raise MCPToolError(f"{server}.{tool}: no MCP server is running and the record "
                                "holds no such call")
         spec = self.servers.spec(server, tool)
-        problem = _schema_problem(spec.input_schema, data)
+        problem = _unknown_arguments(spec.input_schema, data) or \
+            _schema_problem(spec.input_schema, data)
         if problem is not None:
             raise MCPToolError(f"{server}.{tool}: the arguments do not fit its input "
                                f"schema, not sent: {problem}")
@@ -330,6 +333,21 @@ class RunTools:
 def _cut(text: str) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= NOTICE_CHARS else text[:NOTICE_CHARS - 1] + "…"
+
+
+def _unknown_arguments(schema: Mapping[str, Any], data: Mapping[str, Any]) -> str | None:
+    """The arguments ``schema`` does not name, as a refusal (a Python call with an
+    unknown keyword fails too), or None.  A schema that allows more
+    (``additionalProperties`` true or a schema) or names no properties takes anything."""
+    props = schema.get("properties")
+    more = schema.get("additionalProperties")
+    if not isinstance(props, Mapping) or more not in (None, False):
+        return None
+    unknown = [name for name in data if name not in props]
+    if not unknown:
+        return None
+    return (f"unexpected argument{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(map(repr, unknown))} (its arguments: {', '.join(_params(schema))})")
 
 
 def _schema_problem(schema: Mapping[str, Any], data: Any) -> str | None:
