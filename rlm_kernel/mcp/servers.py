@@ -461,6 +461,15 @@ class MCPServers:
             raise MCPToolError(f"{server}.{tool} did not answer within {timeout:g} s") \
                 from None
         except Exception as exc:  # noqa: BLE001 - a protocol error or a lost server
+            from mcp.types import CONNECTION_CLOSED
+
+            if getattr(exc, "code", None) == CONNECTION_CLOSED and conn.problem is None:
+                tail = conn.stderr_tail()
+                conn.problem = ("is gone: its connection closed" + (
+                    f" (its last words: {tail})" if tail else ""))
+                log.warning("MCP server %s %s", server, conn.problem)
+                raise MCPToolError(f"{server}.{tool}: the server's connection closed during "
+                                   "the call") from None
             if conn.problem is not None:
                 raise MCPToolError(f"MCP server {server!r} {conn.problem}") from None
             raise MCPToolError(f"{server}.{tool}: {_exception_line(exc)}") from None

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from bench.openai_stub import StubChatServer
+from tests.mcp_both_ways.ports import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[2]
 RLM = str(Path(sys.executable).with_name("rlm"))
@@ -92,12 +92,6 @@ def test_tool_answers_with_progress_and_lists_the_run_as_a_resource(tmp_path: Pa
         asyncio.run(with_client(serve_args(), provider_env(stub), body))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_streamable_http_on_loopback():
     port = free_port()
     with scripted(TWO_STEPS) as stub:
@@ -106,13 +100,7 @@ def test_streamable_http_on_loopback():
                                 stderr=subprocess.PIPE, text=True)
         try:
             assert f"http://127.0.0.1:{port}/mcp" in proc.stderr.readline()
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                try:
-                    socket.create_connection(("127.0.0.1", port), 0.2).close()
-                    break
-                except OSError:
-                    time.sleep(0.1)
+            wait_for_port(port)
 
             async def body(client):
                 result = await client.call_tool(
