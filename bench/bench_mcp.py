@@ -191,7 +191,7 @@ def main() -> None:
         for executor in ("in-process", "isolated"):
             through = statistics.median(run_calls(repo, args.calls, executor))
             print(f"| model code, {executor} | {through * 1000:.2f} | "
-                  f"+{(through - direct) * 1000:.2f} ms |")
+                  f"{(through - direct) * 1000:+.2f} ms |")
 
         starts = [asyncio.run(serve_start()) for _ in range(args.trials)]
         print(f"\n3. rlm mcp serve: start to its tool listed (median of {args.trials})\n")
