@@ -71,7 +71,8 @@ def add_mcp_parser(sub: Any) -> None:
 
 
 def mcp_command(args: argparse.Namespace) -> int:
-    """Run ``rlm mcp serve`` until its client goes (stdio) or Ctrl-C (HTTP); exit code 0."""
+    """Run ``rlm mcp serve`` until its client goes (stdio: also mid-task, which stops the
+    task) or Ctrl-C (HTTP); exit code 0."""
     from ..engine.frontends import config_overrides
 
     server = build_server(config_overrides(args))
@@ -80,8 +81,26 @@ def mcp_command(args: argparse.Namespace) -> int:
               "(Ctrl-C stops it)", file=sys.stderr, flush=True)
         server.run("streamable-http", host="127.0.0.1", port=args.port)
     else:
-        server.run()
+        try:
+            server.run()
+        except Exception as exc:  # noqa: BLE001 - sorted below
+            # the client closed its end while a task ran (its progress or result found
+            # the pipe broken): the tasks were stopped on the way out, as when cancelled
+            if not all(isinstance(e, (BrokenPipeError, ConnectionResetError))
+                       for e in _leaves(exc)):
+                raise
+            print("rlm mcp serve: the client closed the connection; the task in progress "
+                  "was stopped", file=sys.stderr, flush=True)
     return 0
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions an exception group holds, flattened (``exc`` itself when it is
+    none)."""
+    inner = getattr(exc, "exceptions", None)
+    if not isinstance(inner, tuple) or not inner:
+        return [exc]
+    return [leaf for e in inner for leaf in _leaves(e)]
 
 
 class _Runs:

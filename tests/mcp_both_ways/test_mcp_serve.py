@@ -177,3 +177,42 @@ def test_the_inspector_cli_lists_and_calls_the_tool():
         assert called.returncode == 0, called.stderr
         data = json.loads(called.stdout)
         assert data["structuredContent"]["answer"] == "5", data
+
+
+def test_a_client_gone_mid_task_ends_the_server_and_its_task_cleanly():
+    """A stdio client that closes its pipes while a task runs (its process killed, say):
+    the server says so in one line and exits 0, and the task's process is gone."""
+    long_reply = "```repl\n" + "\n".join(f"v{i} = {i}" for i in range(3000)) + "\n```"
+    with StubChatServer(lambda n, body: long_reply, model="gpt-4o-mini", keep_alive=False,
+                        piece_seconds=0.02) as stub:
+        proc = subprocess.Popen([RLM, *serve_args()], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=provider_env(stub))
+
+        def send(message: dict) -> None:
+            proc.stdin.write((json.dumps(message) + "\n").encode())
+            proc.stdin.flush()
+
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                         "clientInfo": {"name": "test", "version": "1"}}})
+        assert b'"serverInfo"' in proc.stdout.readline()
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "rlm_task", "_meta": {"progressToken": 1},
+                         "arguments": {"question": "q", "context_text": "a b"}}})
+        deadline = time.monotonic() + 60
+        while not stub.streams and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert stub.streams and task_processes(), "the task never reached the model"
+        time.sleep(1.0)
+        proc.stdout.close()
+        proc.stdin.close()
+        assert proc.wait(30) == 0
+        err = proc.stderr.read().decode()
+        assert "the client closed the connection; the task in progress was stopped" in err
+        assert "internal error" not in err and "Traceback" not in err, err
+    deadline = time.monotonic() + 20
+    while task_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not task_processes()
