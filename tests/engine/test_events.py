@@ -148,7 +148,7 @@ def test_data_gives_the_fields_as_observers_of_untyped_events_read_them():
                          inputs=["context"], no_data=False, depth=1, elapsed=0.5)
     assert started.data == {"question": "q", "variables": [], "max_iterations": 3,
                             "model": "m", "inputs": ["context"], "no_data": False,
-                            "depth": 1, "elapsed": 0.5}
+                            "mcp_tools": [], "mcp_problems": [], "depth": 1, "elapsed": 0.5}
     call = ModelCall(step=2, totals={"llm_calls": 1, "prompt_tokens": 5,
                                      "completion_tokens": 2, "cost_usd": 0.0},
                      candidate=1, candidates=3)
