@@ -65,7 +65,7 @@ def test_the_embedded_models_code_calls_a_git_tool(tmp_path: Path, local_server)
     assert calls[0]["step"] >= 1 and calls[0]["depth"] == 0
 
 
-def test_an_mcp_client_gets_a_right_answer_from_rlm_mcp_serve(local_server):
+def test_an_mcp_client_gets_a_finished_run_from_rlm_mcp_serve(local_server):
     from mcp import Client, StdioServerParameters
 
     q = defines_function_question("http", random.Random(1))
